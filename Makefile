@@ -1,0 +1,28 @@
+# Each target sets itself up: the first run creates .venv and installs the package;
+# later runs reinstall only when pyproject.toml has changed.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+BIN := $(VENV)/bin
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: test demo lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	$(BIN)/transformer-zoo demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check transformer_zoo tests benchmarks
+	$(BIN)/ruff format --check transformer_zoo tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,46 @@
+"""The `transformer-zoo` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from transformer_zoo import __version__
+
+
+class UsageError(Exception):
+    """Bad user input: printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="transformer-zoo",
+        description="A Keras 3 model zoo of the Transformer family.",
+    )
+    parser.add_argument("--version", action="version", version=f"transformer-zoo {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    describe = commands.add_parser("describe", help="print a preset's architecture as JSON")
+    describe.add_argument("preset", help="preset name")
+    describe.set_defaults(handler=_describe)
+    return parser
+
+
+def _describe(args: argparse.Namespace) -> int:
+    raise UsageError("`describe` needs the model presets, which are not built yet.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 0
+    try:
+        return args.handler(args) or 0
+    except UsageError as error:
+        print(f"transformer-zoo {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Boolean attention masks: True = may attend. The one place masks are combined."""
+
+from __future__ import annotations
+
+from keras import ops
+
+
+def causal_mask(query_length, key_length):
+    """(T, S) boolean mask where query i may attend key j iff j <= i + (S - T).
+
+    With a cache of P past keys, S = P + T and query i sits at absolute position P + i,
+    so the offset keeps decoding with a cache identical to one full causal pass.
+    """
+    offset = key_length - query_length
+    rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1) + offset  # (T, 1)
+    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)  # (1, S)
+    return ops.greater_equal(rows, cols)  # (T, S)
+
+
+def merge_masks(query_length, key_length, padding_mask=None, attention_mask=None, causal=False):
+    """Combine the three mask sources into one (B or 1, T, S) boolean mask, or None.
+
+    Args:
+        query_length: T.
+        key_length: S (P + T with a self-attention cache).
+        padding_mask: (B, S) booleans or 0/1 ints; False marks padding keys.
+        attention_mask: (B, T, S) booleans.
+        causal: forbid attending to later positions.
+    """
+    mask = None
+    if padding_mask is not None:
+        mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)  # (B, 1, S)
+    if attention_mask is not None:
+        attention_mask = ops.cast(attention_mask, "bool")  # (B, T, S)
+        mask = attention_mask if mask is None else ops.logical_and(mask, attention_mask)
+    if causal:
+        causal_part = ops.expand_dims(causal_mask(query_length, key_length), 0)  # (1, T, S)
+        mask = causal_part if mask is None else ops.logical_and(mask, causal_part)
+    return mask

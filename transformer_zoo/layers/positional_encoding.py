@@ -1,0 +1,122 @@
+"""Sinusoidal (paper §3.5) or learned position encodings."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from transformer_zoo.layers.validation import check_sequence_length
+
+MODES = ("sinusoidal", "learned")
+
+
+@keras.saving.register_keras_serializable(package="transformer_zoo")
+class PositionalEncoding(keras.layers.Layer):
+    """Position encodings to add to token embeddings.
+
+    `mode="sinusoidal"` is the paper's fixed table (Vaswani et al. 2017, §3.5):
+
+        PE(pos, 2i)   = sin(pos / 10000^(2i / D))
+        PE(pos, 2i+1) = cos(pos / 10000^(2i / D))
+
+    even dimensions carry the sine, odd dimensions the cosine. `mode="learned"` is a
+    trainable (max_length, D) table, as in BERT and GPT-2.
+
+    Args:
+        max_length: the longest sequence (counting `start_index`) the layer accepts.
+        mode: `"sinusoidal"` (paper) or `"learned"` (BERT, GPT-2).
+        initializer: initializer of the learned table.
+        **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: (B, T, D) embeddings; only their shape is used.
+        start_index: int or scalar tensor; the position of the first token. In cached
+            decoding this is the past length P.
+        positions: optional (B, T) integer positions; overrides `start_index`
+            (left-padded batches in generation).
+
+    Returns:
+        (B, T, D) position encodings (broadcast over B when `positions` is None:
+        shape (1, T, D)), in the layer's compute dtype.
+
+    Example:
+    >>> pe = PositionalEncoding(max_length=64)
+    >>> pe(keras.ops.zeros((2, 10, 16))).shape
+    (1, 10, 16)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, §3.5.
+    """
+
+    def __init__(
+        self,
+        max_length: int,
+        mode: str = "sinusoidal",
+        initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(
+                f"`max_length` must be a positive integer. Received: max_length={max_length}"
+            )
+        if mode not in MODES:
+            raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")
+        self.max_length = max_length
+        self.mode = mode
+        self.initializer = keras.initializers.get(initializer)
+
+    def build(self, inputs_shape):
+        d_model = inputs_shape[-1]
+        if self.mode == "learned":
+            self.position_embeddings = self.add_weight(
+                name="position_embeddings",
+                shape=(self.max_length, d_model),
+                initializer=self.initializer,
+            )
+        elif d_model % 2:
+            raise ValueError(
+                "The sinusoidal encoding pairs sine and cosine dimensions, so the model width "
+                f"must be even. Received: inputs_shape={inputs_shape}"
+            )
+        self.built = True
+
+    def call(self, inputs, start_index=0, positions=None):
+        length, d_model = ops.shape(inputs)[-2], inputs.shape[-1]
+        if positions is None:
+            check_sequence_length(length, self.max_length, start_index)
+            positions = ops.expand_dims(
+                ops.arange(length, dtype="int32") + ops.cast(start_index, "int32"), 0
+            )  # (1, T)
+        else:
+            check_sequence_length(1, self.max_length, positions)
+        if self.mode == "learned":
+            encoding = ops.take(self.position_embeddings, ops.cast(positions, "int32"), axis=0)
+        else:
+            encoding = self._sinusoid(positions, d_model)
+        return ops.cast(encoding, self.compute_dtype)
+
+    def _sinusoid(self, positions, d_model):
+        inv_freq = ops.exp(
+            ops.arange(0, d_model, 2, dtype="float32") * (-math.log(10000.0) / d_model)
+        )
+        angles = ops.expand_dims(ops.cast(positions, "float32"), -1) * inv_freq  # (B, T, D/2)
+        table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (B, T, D/2, 2)
+        batch, length = ops.shape(positions)[0], ops.shape(positions)[1]
+        return ops.reshape(table, (batch, length, d_model))  # (B, T, D): sin, cos, sin, ...
+
+    def compute_output_shape(self, inputs_shape):
+        return (None,) + tuple(inputs_shape[1:])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_length": self.max_length,
+                "mode": self.mode,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config

@@ -1,0 +1,160 @@
+"""Token embeddings plus position encodings (paper §3.4-3.5), with optional segments."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from transformer_zoo.layers.positional_encoding import PositionalEncoding
+from transformer_zoo.layers.validation import check_token_ids
+
+
+@keras.saving.register_keras_serializable(package="transformer_zoo")
+class TokenAndPositionEmbedding(keras.layers.Layer):
+    """Embeds token ids and adds position (and optionally segment) encodings.
+
+    The paper multiplies the token embeddings by √D before adding the sinusoidal
+    encoding (§3.4); BERT and GPT-2 do not scale and learn their positions
+    (`scale_embeddings=False, position_mode="learned"`).
+
+    Args:
+        vocabulary_size: V, the number of token ids; ids must lie in [0, V).
+        max_length: the longest sequence accepted.
+        embedding_dim: D, the model width.
+        position_mode: `"sinusoidal"` (paper) or `"learned"`.
+        scale_embeddings: multiply token embeddings by √D (paper §3.4).
+        type_vocabulary_size: number of segment (token type) ids; 0 for none.
+        dropout: dropout rate applied to the sum (paper §5.4: P_drop = 0.1).
+        embeddings_initializer: initializer of the token, position and segment tables.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        token_ids: (B, T) integer ids.
+        segment_ids: optional (B, T) segment ids (needs `type_vocabulary_size > 0`);
+            when omitted, every token is in segment 0 (as in BERT).
+        start_index: position of the first token (P in cached decoding).
+        positions: optional (B, T) explicit positions; overrides `start_index`.
+        training: whether dropout is active.
+
+    Returns:
+        (B, T, D) embeddings.
+
+    Example:
+    >>> emb = TokenAndPositionEmbedding(vocabulary_size=100, max_length=32, embedding_dim=16)
+    >>> emb(keras.ops.ones((2, 5), "int32")).shape
+    (2, 5, 16)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size: int,
+        max_length: int,
+        embedding_dim: int,
+        position_mode: str = "sinusoidal",
+        scale_embeddings: bool = True,
+        type_vocabulary_size: int = 0,
+        dropout: float = 0.0,
+        embeddings_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for arg, value in (
+            ("vocabulary_size", vocabulary_size),
+            ("embedding_dim", embedding_dim),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{arg}` must be a positive integer. Received: {arg}={value}")
+        if not isinstance(type_vocabulary_size, int) or type_vocabulary_size < 0:
+            raise ValueError(
+                "`type_vocabulary_size` must be a non-negative integer. "
+                f"Received: type_vocabulary_size={type_vocabulary_size}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        self.vocabulary_size = vocabulary_size
+        self.max_length = max_length
+        self.embedding_dim = embedding_dim
+        self.position_mode = position_mode
+        self.scale_embeddings = scale_embeddings
+        self.type_vocabulary_size = type_vocabulary_size
+        self.dropout = dropout
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+
+        self.token_embedding = keras.layers.Embedding(
+            vocabulary_size,
+            embedding_dim,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.position_encoding = PositionalEncoding(
+            max_length,
+            mode=position_mode,
+            initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="position_encoding",
+        )
+        self.segment_embedding = None
+        if type_vocabulary_size:
+            self.segment_embedding = keras.layers.Embedding(
+                type_vocabulary_size,
+                embedding_dim,
+                embeddings_initializer=self.embeddings_initializer,
+                dtype=self.dtype_policy,
+                name="segment_embedding",
+            )
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, token_ids_shape, segment_ids_shape=None):
+        self.token_embedding.build(token_ids_shape)
+        self.position_encoding.build(tuple(token_ids_shape) + (self.embedding_dim,))
+        if self.segment_embedding is not None:
+            self.segment_embedding.build(token_ids_shape)
+        self.built = True
+
+    @property
+    def embeddings(self):
+        """The (V, D) token matrix; a tied `LMHead` projects with its transpose."""
+        return self.token_embedding.embeddings
+
+    def call(self, token_ids, segment_ids=None, start_index=0, positions=None, training=None):
+        check_token_ids(token_ids, self.vocabulary_size)
+        x = self.token_embedding(token_ids)  # (B, T, D)
+        if self.scale_embeddings:
+            x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
+        x = x + self.position_encoding(x, start_index=start_index, positions=positions)
+        if segment_ids is not None:
+            if self.segment_embedding is None:
+                raise ValueError(
+                    "`segment_ids` were given but the layer has no segment embedding. "
+                    "Set `type_vocabulary_size` > 0."
+                )
+            check_token_ids(segment_ids, self.type_vocabulary_size, name="segment_ids")
+            x = x + self.segment_embedding(segment_ids)
+        elif self.segment_embedding is not None:
+            # BERT's default: every token is in segment 0.
+            x = x + ops.cast(self.segment_embedding.embeddings[0], x.dtype)
+        return self.dropout_layer(x, training=training)
+
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+        return tuple(token_ids_shape) + (self.embedding_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "max_length": self.max_length,
+                "embedding_dim": self.embedding_dim,
+                "position_mode": self.position_mode,
+                "scale_embeddings": self.scale_embeddings,
+                "type_vocabulary_size": self.type_vocabulary_size,
+                "dropout": self.dropout,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+            }
+        )
+        return config

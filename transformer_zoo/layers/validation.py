@@ -1,0 +1,54 @@
+"""Input checks shared by the layers: fail with a clear message before a kernel does.
+
+On a GPU an out-of-range embedding lookup silently returns zeros, so token ids and
+lengths are checked wherever their values are known: eagerly here, and at the edges
+(data pipelines, generation, the ONNX runtime) for compiled graphs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def concrete_value(x):
+    """`x` as a numpy array when its value is known now (Python number, numpy, eager
+    tensor), else None (a symbolic tensor inside a traced graph)."""
+    if x is None:
+        return None
+    if isinstance(x, (int, np.integer, float, np.ndarray, list, tuple)):
+        return np.asarray(x)
+    numpy = getattr(x, "numpy", None)
+    if numpy is None:
+        return None
+    try:
+        return np.asarray(numpy())
+    except Exception:  # symbolic tensors have .numpy() but cannot run it
+        return None
+
+
+def check_token_ids(token_ids, vocabulary_size: int, name: str = "token_ids") -> None:
+    """Raise ValueError if any id lies outside [0, vocabulary_size)."""
+    values = concrete_value(token_ids)
+    if values is None or values.size == 0:
+        return
+    low, high = int(values.min()), int(values.max())
+    if low < 0 or high >= vocabulary_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"`{name}` must lie in [0, {vocabulary_size}) (the vocabulary size). "
+            f"Received an id of {bad}."
+        )
+
+
+def check_sequence_length(length, max_length: int, start_index=0) -> None:
+    """Raise ValueError if positions start_index .. start_index+length-1 exceed max_length."""
+    length, start = concrete_value(length), concrete_value(start_index)
+    if length is None or start is None:
+        return
+    end = int(length) + int(np.max(start))
+    if end > max_length:
+        raise ValueError(
+            f"The sequence is too long: positions up to {end} were requested but "
+            f"max_length={max_length}. Received: length={int(length)}, "
+            f"start_index={int(np.max(start))}."
+        )
