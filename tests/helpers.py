@@ -1,0 +1,69 @@
+"""Independent numpy references and small utilities shared by the tests."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def np_softmax(x, axis=-1):
+    x = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def np_layer_norm(x, gamma, beta, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def np_gelu(x):
+    erf = np.vectorize(math.erf)
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def np_attention(q_in, kv_in, wq, bq, wk, bk, wv, bv, wo, bo, num_heads, mask=None):
+    """The paper's multi-head attention, written from the formula.
+
+    q_in (B, T, D), kv_in (B, S, D); w* are (D, D) matrices, b* (D,); mask (B, T, S)
+    boolean with True = attend. Returns the (B, T, D) output and (B, H, T, S) weights.
+    """
+    batch, t, d = q_in.shape
+    s = kv_in.shape[1]
+    dh = wq.shape[1] // num_heads
+
+    def heads(x, length):
+        return x.reshape(batch, length, num_heads, dh).transpose(0, 2, 1, 3)
+
+    q = heads(q_in @ wq + bq, t)
+    k = heads(kv_in @ wk + bk, s)
+    v = heads(kv_in @ wv + bv, s)
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(dh)  # (B, H, T, S)
+    if mask is not None:
+        scores = np.where(mask[:, None], scores, -np.inf)
+    weights = np_softmax(scores)
+    out = (weights @ v).transpose(0, 2, 1, 3).reshape(batch, t, num_heads * dh)
+    return out @ wo + bo, weights
+
+
+def np_sinusoid(length, d_model, start=0):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d))."""
+    pe = np.zeros((length, d_model))
+    for pos in range(start, start + length):
+        for i in range(0, d_model, 2):
+            angle = pos / (10000 ** (i / d_model))
+            pe[pos - start, i] = math.sin(angle)
+            pe[pos - start, i + 1] = math.cos(angle)
+    return pe
+
+
+def mha_weights(layer):
+    """(wq, bq, wk, bk, wv, bv, wo, bo) of our MultiHeadAttention as numpy arrays."""
+    wq, bq = (np.asarray(w) for w in layer.query_dense.weights)
+    wkv, bkv = (np.asarray(w) for w in layer.key_value_dense.weights)
+    wo, bo = (np.asarray(w) for w in layer.output_dense.weights)
+    wk, wv = np.split(wkv, 2, axis=1)
+    bk, bv = np.split(bkv, 2)
+    return wq, bq, wk, bk, wv, bv, wo, bo
