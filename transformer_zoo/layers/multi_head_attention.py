@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -78,9 +79,13 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"`num_heads` must be a positive integer. Received: num_heads={num_heads}")
+            raise ValueError(
+                f"`num_heads` must be a positive integer. Received: num_heads={num_heads}"
+            )
         if head_dim is not None and (not isinstance(head_dim, int) or head_dim < 1):
-            raise ValueError(f"`head_dim` must be a positive integer. Received: head_dim={head_dim}")
+            raise ValueError(
+                f"`head_dim` must be a positive integer. Received: head_dim={head_dim}"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
         self.num_heads = num_heads
@@ -159,12 +164,13 @@ class MultiHeadAttention(keras.layers.Layer):
         scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, T, S)
         # The softmax runs in float32 so that bf16/fp16 scores do not saturate.
         scores = ops.cast(scores, "float32")
-        mask = merge_masks(
-            ops.shape(q)[2], ops.shape(key)[2], padding_mask, attention_mask, causal
-        )
+        mask = merge_masks(ops.shape(q)[2], ops.shape(key)[2], padding_mask, attention_mask, causal)
         if mask is not None:
             scores = ops.where(ops.expand_dims(mask, 1), scores, -3.0e38)  # (B, H, T, S)
-        probs = ops.softmax(scores, axis=-1)
+        with warnings.catch_warnings():
+            # One key (first cached step of a one-token prompt) is a legitimate softmax.
+            warnings.filterwarnings("ignore", message="You are using a softmax over axis")
+            probs = ops.softmax(scores, axis=-1)
         attention = self.dropout_layer(ops.cast(probs, value.dtype), training=training)
         out = ops.matmul(attention, value)  # (B, H, T, Dh)
         out = ops.transpose(out, (0, 2, 1, 3))  # (B, T, H, Dh)

@@ -152,9 +152,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 "scale_embeddings": self.scale_embeddings,
                 "type_vocabulary_size": self.type_vocabulary_size,
                 "dropout": self.dropout,
-                "embeddings_initializer": keras.initializers.serialize(
-                    self.embeddings_initializer
-                ),
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
         return config

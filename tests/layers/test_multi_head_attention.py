@@ -1,0 +1,189 @@
+import keras
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import mha_weights, np_attention
+from transformer_zoo.layers import MultiHeadAttention
+
+B, T, S, D, H = 2, 5, 7, 16, 4
+rng = np.random.default_rng(0)
+
+
+def _inputs(batch=B, t=T, s=S, d=D):
+    return (
+        rng.normal(size=(batch, t, d)).astype("float32"),
+        rng.normal(size=(batch, s, d)).astype("float32"),
+    )
+
+
+def _built(layer, query, context=None):
+    layer(query, context)
+    # Non-zero biases so that the reference checks them too.
+    for w in layer.weights:
+        if "bias" in w.path:
+            w.assign(rng.normal(size=w.shape).astype("float32") * 0.1)
+    return layer
+
+
+def _keras_mha_with_our_weights(ours, d=D, h=H):
+    dh = d // h
+    ref = keras.layers.MultiHeadAttention(num_heads=h, key_dim=dh)
+    q, c = _inputs()
+    ref(q, c, c)
+    wq, bq, wk, bk, wv, bv, wo, bo = mha_weights(ours)
+    ref.set_weights(
+        [
+            wq.reshape(d, h, dh), bq.reshape(h, dh),
+            wk.reshape(d, h, dh), bk.reshape(h, dh),
+            wv.reshape(d, h, dh), bv.reshape(h, dh),
+            wo.reshape(h, dh, d), bo,
+        ]
+    )  # fmt: skip
+    return ref
+
+
+def test_self_attention_equals_the_formula_in_numpy():
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    out, scores = layer(q, return_attention_scores=True)
+    expected, expected_scores = np_attention(q, q, *mha_weights(layer), num_heads=H)
+    np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(scores), expected_scores, atol=1e-6)
+
+
+def test_cross_attention_equals_the_formula_in_numpy():
+    q, c = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    expected, _ = np_attention(q, c, *mha_weights(layer), num_heads=H)
+    np.testing.assert_allclose(np.asarray(layer(q, c)), expected, atol=1e-5)
+
+
+def _random_masks():
+    padding = np.ones((B, S), bool)
+    padding[0, -3:] = False
+    attention = rng.random((B, T, S)) > 0.3
+    attention[:, :, 0] = True  # every query keeps at least one key
+    return padding, attention
+
+
+@pytest.mark.parametrize("masking", ["none", "padding", "attention", "both"])
+def test_matches_keras_multi_head_attention_with_copied_weights(masking):
+    q, c = _inputs()
+    ours = _built(MultiHeadAttention(num_heads=H), q, c)
+    ref = _keras_mha_with_our_weights(ours)
+    padding, attention = _random_masks()
+    kwargs, keras_mask = {}, None
+    if masking in ("padding", "both"):
+        kwargs["padding_mask"] = padding
+        keras_mask = np.broadcast_to(padding[:, None, :], (B, T, S))
+    if masking in ("attention", "both"):
+        kwargs["attention_mask"] = attention
+        keras_mask = attention if keras_mask is None else keras_mask & attention
+    expected = ref(q, c, c, attention_mask=keras_mask)
+    np.testing.assert_allclose(np.asarray(ours(q, c, **kwargs)), np.asarray(expected), atol=1e-5)
+
+
+def test_causal_flag_matches_keras_causal_mask():
+    q, _ = _inputs()
+    ours = _built(MultiHeadAttention(num_heads=H), q)
+    ref = _keras_mha_with_our_weights(ours)
+    expected = ref(q, q, q, use_causal_mask=True)
+    np.testing.assert_allclose(np.asarray(ours(q, causal=True)), np.asarray(expected), atol=1e-5)
+
+
+def test_causal_flag_equals_an_explicit_lower_triangular_mask():
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    tril = np.broadcast_to(np.tril(np.ones((T, T), bool)), (B, T, T))
+    np.testing.assert_allclose(
+        np.asarray(layer(q, causal=True)), np.asarray(layer(q, attention_mask=tril)), atol=1e-6
+    )
+
+
+def test_cached_decoding_token_by_token_matches_one_full_causal_pass():
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    full = np.asarray(layer(q, causal=True))
+    dh = D // H
+    cache = (np.zeros((B, H, 0, dh), "float32"), np.zeros((B, H, 0, dh), "float32"))
+    steps = []
+    for t in range(T):
+        out, cache = layer(q[:, t : t + 1], causal=True, cache=cache, use_cache=True)
+        steps.append(np.asarray(out))
+    assert cache[0].shape == (B, H, T, dh)
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
+
+
+def test_cache_with_a_multi_token_step_offsets_the_causal_mask():
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    full = np.asarray(layer(q, causal=True))
+    _, cache = layer(q[:, :2], causal=True, use_cache=True)
+    out, present = layer(q[:, 2:], causal=True, cache=cache, use_cache=True)
+    np.testing.assert_allclose(np.asarray(out), full[:, 2:], atol=1e-5)
+    assert present[0].shape == (B, H, T, D // H)
+
+
+def test_cross_attention_cache_is_reused_without_reprojecting_the_context():
+    q, c = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    out, kv = layer(q, c, use_cache=True)
+    # A garbage context proves the cached keys/values are used as they are.
+    again, kv2 = layer(q, np.zeros_like(c), cache=kv, use_cache=True)
+    np.testing.assert_allclose(np.asarray(again), np.asarray(out), atol=1e-6)
+    assert kv2[0] is kv[0]
+
+
+def test_attention_scores_are_probabilities_with_zeros_at_masked_keys():
+    q, c = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    padding, _ = _random_masks()
+    _, scores = layer(q, c, padding_mask=padding, return_attention_scores=True)
+    scores = np.asarray(scores)
+    assert scores.shape == (B, H, T, S)
+    np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)
+    assert np.all(scores[0, :, :, -3:] == 0.0)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    batch=st.integers(1, 3),
+    length=st.integers(2, 8),
+    heads=st.sampled_from([1, 2, 4]),
+    t=st.integers(0, 7),
+    seed=st.integers(0, 2**16),
+)
+def test_causal_outputs_up_to_t_ignore_changes_after_t(batch, length, heads, t, seed):
+    t = t % length
+    local = np.random.default_rng(seed)
+    x = local.normal(size=(batch, length, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=heads)
+    before = np.asarray(layer(x, causal=True))
+    x2 = x.copy()
+    x2[:, t + 1 :] = local.normal(size=x2[:, t + 1 :].shape)
+    after = np.asarray(layer(x2, causal=True))
+    np.testing.assert_allclose(after[:, : t + 1], before[:, : t + 1], atol=1e-5)
+
+
+@settings(max_examples=8, deadline=None)
+@given(real=st.integers(1, 6), extra=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_more_right_padding_never_changes_outputs_at_real_positions(real, extra, seed):
+    local = np.random.default_rng(seed)
+    x = local.normal(size=(1, real, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2)
+    base = np.asarray(layer(x, padding_mask=np.ones((1, real), bool)))
+    padded = np.concatenate([x, local.normal(size=(1, extra, 8)).astype("float32")], axis=1)
+    mask = np.arange(real + extra)[None] < real
+    out = np.asarray(layer(padded, padding_mask=mask))
+    np.testing.assert_allclose(out[:, :real], base, atol=1e-5)
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="num_heads=0"):
+        MultiHeadAttention(num_heads=0)
+    with pytest.raises(ValueError, match="dropout=1.0"):
+        MultiHeadAttention(num_heads=2, dropout=1.0)
+    with pytest.raises(ValueError, match="d_model=10, num_heads=4"):
+        MultiHeadAttention(num_heads=4)(np.zeros((1, 2, 10), "float32"))

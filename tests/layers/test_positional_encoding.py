@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+
+from tests.helpers import np_sinusoid
+from transformer_zoo.layers import PositionalEncoding
+
+
+def test_sinusoidal_table_equals_the_papers_formula():
+    pe = PositionalEncoding(max_length=64)
+    out = np.asarray(pe(np.zeros((2, 50, 32), "float32")))
+    assert out.shape == (1, 50, 32)
+    np.testing.assert_allclose(out[0], np_sinusoid(50, 32), atol=2e-5)
+
+
+def test_even_dimensions_are_sine_and_odd_dimensions_are_cosine_at_position_zero():
+    out = np.asarray(PositionalEncoding(8)(np.zeros((1, 1, 6), "float32")))[0, 0]
+    np.testing.assert_allclose(out[0::2], 0.0, atol=1e-7)  # sin(0)
+    np.testing.assert_allclose(out[1::2], 1.0, atol=1e-7)  # cos(0)
+
+
+def test_start_index_gives_the_later_rows_of_the_table():
+    pe = PositionalEncoding(max_length=40)
+    out = np.asarray(pe(np.zeros((1, 3, 16), "float32"), start_index=7))
+    np.testing.assert_allclose(out[0], np_sinusoid(3, 16, start=7), atol=2e-5)
+
+
+def test_explicit_positions_are_per_example():
+    pe = PositionalEncoding(max_length=40)
+    positions = np.array([[0, 1, 2], [5, 6, 7]])
+    out = np.asarray(pe(np.zeros((2, 3, 16), "float32"), positions=positions))
+    np.testing.assert_allclose(out[1], np_sinusoid(3, 16, start=5), atol=2e-5)
+    np.testing.assert_allclose(out[0], np_sinusoid(3, 16), atol=2e-5)
+
+
+def test_learned_mode_looks_up_its_table():
+    pe = PositionalEncoding(max_length=10, mode="learned")
+    out = np.asarray(pe(np.zeros((1, 4, 6), "float32"), start_index=2))
+    table = np.asarray(pe.position_embeddings)
+    np.testing.assert_allclose(out[0], table[2:6])
+
+
+@pytest.mark.parametrize("mode", ["sinusoidal", "learned"])
+def test_sequences_longer_than_max_length_are_rejected(mode):
+    pe = PositionalEncoding(max_length=8, mode=mode)
+    with pytest.raises(ValueError, match="too long.*max_length=8"):
+        pe(np.zeros((1, 9, 4), "float32"))
+    with pytest.raises(ValueError, match="too long"):
+        pe(np.zeros((1, 4, 4), "float32"), start_index=5)
+    with pytest.raises(ValueError, match="too long"):
+        pe(np.zeros((1, 2, 4), "float32"), positions=np.array([[3, 8]]))
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="max_length=0"):
+        PositionalEncoding(0)
+    with pytest.raises(ValueError, match="mode='rotary'"):
+        PositionalEncoding(8, mode="rotary")
+    with pytest.raises(ValueError, match="even"):
+        PositionalEncoding(8)(np.zeros((1, 2, 5), "float32"))

@@ -1,0 +1,60 @@
+import math
+
+import numpy as np
+import pytest
+
+from tests.helpers import np_sinusoid
+from transformer_zoo.layers import TokenAndPositionEmbedding
+
+
+def test_paper_embedding_is_scaled_token_vector_plus_sinusoid():
+    layer = TokenAndPositionEmbedding(vocabulary_size=20, max_length=16, embedding_dim=8)
+    ids = np.array([[3, 7, 1, 0]])
+    out = np.asarray(layer(ids))
+    table = np.asarray(layer.embeddings)
+    expected = table[ids[0]] * math.sqrt(8) + np_sinusoid(4, 8)
+    np.testing.assert_allclose(out[0], expected, atol=1e-5)
+
+
+def test_bert_style_embedding_sums_unscaled_token_learned_position_and_segment():
+    layer = TokenAndPositionEmbedding(
+        20, 16, 8, position_mode="learned", scale_embeddings=False, type_vocabulary_size=2
+    )
+    ids, segments = np.array([[3, 7, 1]]), np.array([[0, 1, 1]])
+    out = np.asarray(layer(ids, segment_ids=segments))
+    tok = np.asarray(layer.embeddings)[ids[0]]
+    pos = np.asarray(layer.position_encoding.position_embeddings)[:3]
+    seg = np.asarray(layer.segment_embedding.embeddings)[segments[0]]
+    np.testing.assert_allclose(out[0], tok + pos + seg, atol=1e-6)
+    # Without segment ids every token is in segment 0, as in BERT.
+    default = np.asarray(layer(ids))
+    seg0 = np.asarray(layer.segment_embedding.embeddings)[0]
+    np.testing.assert_allclose(default[0], tok + pos + seg0, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad_id", [20, 999, -1])
+def test_token_ids_outside_the_vocabulary_are_rejected(bad_id):
+    layer = TokenAndPositionEmbedding(20, 16, 8)
+    with pytest.raises(ValueError, match=rf"\[0, 20\).*{bad_id}"):
+        layer(np.array([[1, bad_id, 2]]))
+
+
+def test_over_long_sequences_are_rejected():
+    layer = TokenAndPositionEmbedding(20, 4, 8)
+    with pytest.raises(ValueError, match="too long.*max_length=4"):
+        layer(np.ones((1, 5), "int32"))
+
+
+def test_segment_ids_without_segment_table_are_rejected():
+    layer = TokenAndPositionEmbedding(20, 4, 8)
+    with pytest.raises(ValueError, match="type_vocabulary_size"):
+        layer(np.ones((1, 2), "int32"), segment_ids=np.zeros((1, 2), "int32"))
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="vocabulary_size=0"):
+        TokenAndPositionEmbedding(0, 4, 8)
+    with pytest.raises(ValueError, match="dropout=1.5"):
+        TokenAndPositionEmbedding(10, 4, 8, dropout=1.5)
+    with pytest.raises(ValueError, match="type_vocabulary_size=-1"):
+        TokenAndPositionEmbedding(10, 4, 8, type_vocabulary_size=-1)

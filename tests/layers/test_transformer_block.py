@@ -1,0 +1,167 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import mha_weights, np_attention, np_gelu, np_layer_norm
+from transformer_zoo.layers import TransformerBlock
+
+B, T, S, D, H, F = 2, 6, 5, 16, 4, 32
+rng = np.random.default_rng(1)
+
+
+def _randomize(layer):
+    for w in layer.weights:
+        w.assign(rng.normal(size=w.shape).astype("float32") * (0.3 if len(w.shape) > 1 else 0.1))
+    return layer
+
+
+def _np_block(block, x, context=None, causal=False, padding=None, context_padding=None):
+    """The block written from the paper's equations, with the block's own weights."""
+    eps = block.layer_norm_epsilon
+    t = x.shape[1]
+
+    def ln(layer, h):
+        gamma, beta = (np.asarray(w) for w in layer.weights)
+        return np_layer_norm(h, gamma, beta, eps)
+
+    def ffn(h):
+        w1, b1 = (np.asarray(w) for w in block.feed_forward.intermediate_dense.weights)
+        w2, b2 = (np.asarray(w) for w in block.feed_forward.output_dense.weights)
+        act = {"relu": lambda z: np.maximum(z, 0), "gelu": np_gelu}[block.activation]
+        return act(h @ w1 + b1) @ w2 + b2
+
+    def self_att(h):
+        mask = np.ones((h.shape[0], t, t), bool)
+        if causal:
+            mask &= np.tril(np.ones((t, t), bool))
+        if padding is not None:
+            mask &= padding[:, None, :]
+        return np_attention(h, h, *mha_weights(block.self_attention), num_heads=H, mask=mask)[0]
+
+    def cross_att(h):
+        mask = None
+        if context_padding is not None:
+            mask = np.broadcast_to(context_padding[:, None, :], (h.shape[0], t, context.shape[1]))
+        layer = block.cross_attention_layer
+        return np_attention(h, context, *mha_weights(layer), num_heads=H, mask=mask)[0]
+
+    sublayers = [(block.self_attention_norm, self_att)]
+    if context is not None:
+        sublayers.append((block.cross_attention_norm, cross_att))
+    sublayers.append((block.feed_forward_norm, ffn))
+    for norm, fn in sublayers:
+        x = x + fn(ln(norm, x)) if block.norm_first else ln(norm, x + fn(x))
+    return x
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_encoder_block_matches_numpy_block(norm_first, activation):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    padding = np.ones((B, T), bool)
+    padding[1, -2:] = False
+    block = TransformerBlock(H, F, activation=activation, norm_first=norm_first)
+    block(x)
+    _randomize(block)
+    out = np.asarray(block(x, padding_mask=padding))
+    expected = _np_block(block, x, padding=padding)
+    np.testing.assert_allclose(out, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
+def test_decoder_block_with_cross_attention_matches_numpy_block(norm_first):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    context = rng.normal(size=(B, S, D)).astype("float32")
+    context_padding = np.ones((B, S), bool)
+    context_padding[0, -2:] = False
+    block = TransformerBlock(H, F, norm_first=norm_first, causal=True, cross_attention=True)
+    block(x, context=context)
+    _randomize(block)
+    out = np.asarray(block(x, context=context, context_padding_mask=context_padding))
+    expected = _np_block(block, x, context, causal=True, context_padding=context_padding)
+    np.testing.assert_allclose(out, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("cross", [False, True], ids=["self_only", "with_cross"])
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
+def test_cached_decoding_matches_full_causal_pass(cross, norm_first):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    context = rng.normal(size=(B, S, D)).astype("float32") if cross else None
+    block = TransformerBlock(H, F, norm_first=norm_first, causal=True, cross_attention=cross)
+    full = np.asarray(block(x, context=context))
+    empty = np.zeros((B, H, 0, D // H), "float32")
+    cache = (empty, empty)
+    steps = []
+    for t in range(T):
+        out, cache = block(x[:, t : t + 1], context=context, cache=cache, use_cache=True)
+        steps.append(np.asarray(out))
+    assert len(cache) == (4 if cross else 2)
+    assert cache[0].shape == (B, H, T, D // H)
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
+
+
+def test_cross_cache_alone_replaces_the_context():
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    context = rng.normal(size=(B, S, D)).astype("float32")
+    block = TransformerBlock(H, F, causal=True, cross_attention=True)
+    _, cache = block(x[:, :2], context=context, use_cache=True)
+    with_context = np.asarray(block(x[:, 2:3], context=context, cache=cache))
+    without = np.asarray(block(x[:, 2:3], cache=cache))
+    np.testing.assert_allclose(without, with_context, atol=1e-6)
+
+
+def test_attention_scores_are_returned_per_sublayer():
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    context = rng.normal(size=(B, S, D)).astype("float32")
+    block = TransformerBlock(H, F, causal=True, cross_attention=True)
+    _, scores = block(x, context=context, return_attention_scores=True)
+    assert scores["self"].shape == (B, H, T, T)
+    assert scores["cross"].shape == (B, H, T, S)
+    assert np.all(np.triu(np.asarray(scores["self"])[0, 0], k=1) == 0)
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    length=st.integers(2, 7),
+    t=st.integers(0, 6),
+    norm_first=st.booleans(),
+    seed=st.integers(0, 999),
+)
+def test_causal_block_outputs_up_to_t_ignore_changes_after_t(length, t, norm_first, seed):
+    t = t % length
+    local = np.random.default_rng(seed)
+    x = local.normal(size=(2, length, 8)).astype("float32")
+    block = TransformerBlock(2, 16, norm_first=norm_first, causal=True)
+    before = np.asarray(block(x))
+    x2 = x.copy()
+    x2[:, t + 1 :] += 1.0
+    np.testing.assert_allclose(np.asarray(block(x2))[:, : t + 1], before[:, : t + 1], atol=1e-5)
+
+
+@settings(max_examples=8, deadline=None)
+@given(real=st.integers(1, 6), extra=st.integers(1, 4), seed=st.integers(0, 999))
+def test_more_right_padding_never_changes_block_outputs_at_real_positions(real, extra, seed):
+    local = np.random.default_rng(seed)
+    x = local.normal(size=(1, real + extra, 8)).astype("float32")
+    block = TransformerBlock(2, 16)
+    base = np.asarray(block(x[:, :real], padding_mask=np.ones((1, real), bool)))
+    mask = np.arange(real + extra)[None] < real
+    out = np.asarray(block(x, padding_mask=mask))
+    np.testing.assert_allclose(out[:, :real], base, atol=1e-5)
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="dropout=-0.1"):
+        TransformerBlock(2, 8, dropout=-0.1)
+    with pytest.raises(ValueError, match="attention_dropout=1"):
+        TransformerBlock(2, 8, attention_dropout=1)
+    with pytest.raises(ValueError, match="activation='swish'"):
+        TransformerBlock(2, 8, activation="swish")
+    with pytest.raises(ValueError, match="layer_norm_epsilon=0"):
+        TransformerBlock(2, 8, layer_norm_epsilon=0)
+    with pytest.raises(ValueError, match="d_model=6, num_heads=4"):
+        TransformerBlock(4, 8)(np.zeros((1, 2, 6), "float32"))
+    block = TransformerBlock(2, 8, cross_attention=True)
+    with pytest.raises(ValueError, match="context"):
+        block(np.zeros((1, 2, 8), "float32"))
