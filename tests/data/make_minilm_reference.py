@@ -123,8 +123,10 @@ def main() -> None:
     max_len = model.max_seq_length
     features = model.preprocess(SENTENCES)
     input_ids = [
-        [int(t) for t, m in zip(ids, mask) if m]
-        for ids, mask in zip(features["input_ids"].tolist(), features["attention_mask"].tolist())
+        [int(t) for t, m in zip(ids, mask, strict=True) if m]
+        for ids, mask in zip(
+            features["input_ids"].tolist(), features["attention_mask"].tolist(), strict=True
+        )
     ]
     # The ids the model sees must be those of the plain Hugging Face tokenizer with
     # truncation at max_seq_length: no extra stripping or rewriting by sentence-transformers.
@@ -154,7 +156,9 @@ def main() -> None:
     }
     (out / "minilm_reference.json").write_text(_compact_json(record), encoding="ascii")
     np.save(out / "minilm_reference.npy", embeddings)
-    print(f"{len(SENTENCES)} sentences; modules {record['modules']}; norms {norms.min():.6f}..{norms.max():.6f}")
+    print(
+        f"{len(SENTENCES)} sentences; modules {record['modules']}; norms {norms.min():.6f}..{norms.max():.6f}"
+    )
     print("token counts:", [len(i) for i in input_ids])
 
 
