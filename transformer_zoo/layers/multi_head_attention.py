@@ -127,16 +127,16 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build(tuple(query_shape[:-1]) + (inner,))
         self.built = True
 
-    def _split_heads(self, x, batch):
-        # The batch size comes from the layer input, not from `x`: tf2onnx merges Dense's
-        # internal reshapes with this one and then reads a wrong Shape (a 2-D one).
-        x = ops.reshape(x, (batch, -1, self.num_heads, self._head_dim))  # (B, L, H, Dh)
+    def _split_heads(self, x, shape):
+        # `shape` is the layer input's, not `x`'s: tf2onnx merges Dense's internal reshapes
+        # with this one and would then read a wrong (2-D) Shape.
+        x = ops.reshape(x, (shape[0], shape[1], self.num_heads, self._head_dim))  # (B, L, H, Dh)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, H, L, Dh)
 
     def _project_key_value(self, source):
-        batch = ops.shape(source)[0]
+        shape = ops.shape(source)
         key, value = ops.split(self.key_value_dense(source), 2, axis=-1)  # 2 × (B, S, H·Dh)
-        return self._split_heads(key, batch), self._split_heads(value, batch)  # (B, H, S, Dh)
+        return self._split_heads(key, shape), self._split_heads(value, shape)  # (B, H, S, Dh)
 
     def compute_key_value(self, context):
         """The `(key, value)` of a (B, S, Dc) context, each (B, H, S, Dh).
@@ -158,8 +158,8 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
-        batch = ops.shape(query)[0]
-        q = self._split_heads(self.query_dense(query), batch)  # (B, H, T, Dh)
+        shape = ops.shape(query)
+        q = self._split_heads(self.query_dense(query), shape)  # (B, H, T, Dh)
         if context is not None and cache is not None:
             key, value = cache  # cross-attention: the source's keys/values, computed once
         elif context is not None:
@@ -185,7 +185,9 @@ class MultiHeadAttention(keras.layers.Layer):
         attention = self.dropout_layer(ops.cast(probs, value.dtype), training=training)
         out = ops.matmul(attention, value)  # (B, H, T, Dh)
         out = ops.transpose(out, (0, 2, 1, 3))  # (B, T, H, Dh)
-        out = ops.reshape(out, (batch, -1, self.num_heads * self._head_dim))  # (B, T, H·Dh)
+        out = ops.reshape(
+            out, (shape[0], shape[1], self.num_heads * self._head_dim)
+        )  # (B, T, H·Dh)
         out = self.output_dense(out)  # (B, T, output_dim)
 
         results = (out,)
