@@ -26,7 +26,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    raise UsageError("`describe` needs the model presets, which are not built yet.")
+    import json
+
+    from transformer_zoo.models.presets import describe
+
+    try:
+        summary = describe(args.preset)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    print(json.dumps(summary))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,26 @@
+"""The three model families, their presets, and generation with a KV cache."""
+
+from transformer_zoo.models.decoder_only import DecoderOnly
+from transformer_zoo.models.encoder_decoder import EncoderDecoder
+from transformer_zoo.models.encoder_only import EncoderOnly, mean_pool
+from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
+from transformer_zoo.models.encoder_only_masked_lm import EncoderOnlyMaskedLM
+from transformer_zoo.models.generation import generate
+from transformer_zoo.models.keras_engine import KerasEngine
+from transformer_zoo.models.presets import FAMILIES, PRESETS, describe, from_preset, resolve_preset
+
+__all__ = [
+    "FAMILIES",
+    "PRESETS",
+    "DecoderOnly",
+    "EncoderDecoder",
+    "EncoderOnly",
+    "EncoderOnlyClassifier",
+    "EncoderOnlyMaskedLM",
+    "KerasEngine",
+    "describe",
+    "from_preset",
+    "generate",
+    "mean_pool",
+    "resolve_preset",
+]

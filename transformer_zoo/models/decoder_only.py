@@ -1,0 +1,173 @@
+"""A GPT-style decoder-only language model (Radford et al. 2019), from our layers."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding, TransformerBlock
+from transformer_zoo.models.model_inputs import check_positive_int, unpack_inputs
+
+
+@keras.saving.register_keras_serializable(package="transformer_zoo")
+class DecoderOnly(keras.Model):
+    """GPT-2's architecture: token + learned positions, Pre-LN causal blocks, a final
+    LayerNorm, and an LM head tied to the token embedding.
+
+    `gpt2_small` (vocab 50257, context 1024, D 768, 12 layers, 12 heads) has exactly
+    124,439,808 parameters, as published.
+
+    Args:
+        vocabulary_size: V.
+        num_layers: number of blocks.
+        num_heads: H.
+        hidden_dim: D.
+        intermediate_dim: d_ff of the FFN.
+        max_length: the context length (positions 0 .. max_length - 1).
+        dropout: embedding, residual and attention dropout.
+        activation: FFN activation; GPT-2 uses `"gelu_tanh"`.
+        layer_norm_epsilon: LayerNorm epsilon (1e-5 in GPT-2).
+        **kwargs: standard `keras.Model` arguments.
+
+    Call arguments:
+        inputs: `{"token_ids": (B, T), "padding_mask": (B, T)}` or a bare (B, T) id
+            tensor; a missing mask is `token_ids != 0`.
+        training: whether dropout is active.
+
+    Returns:
+        (B, T, V) next-token logits.
+
+    Example:
+    >>> model = DecoderOnly(100, num_layers=2, num_heads=2, hidden_dim=16,
+    ...                     intermediate_dim=32, max_length=32)
+    >>> model(keras.ops.ones((1, 5), "int32")).shape
+    (1, 5, 100)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size: int,
+        num_layers: int,
+        num_heads: int,
+        hidden_dim: int,
+        intermediate_dim: int,
+        max_length: int = 1024,
+        dropout: float = 0.0,
+        activation: str = "gelu_tanh",
+        layer_norm_epsilon: float = 1e-5,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int(num_layers=num_layers, hidden_dim=hidden_dim)
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.max_length = max_length
+        self.dropout = dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+        self.embeddings = TokenAndPositionEmbedding(
+            vocabulary_size,
+            max_length,
+            hidden_dim,
+            position_mode="learned",
+            scale_embeddings=False,
+            dropout=dropout,
+            dtype=self.dtype_policy,
+            name="embeddings",
+        )
+        self.blocks = [
+            TransformerBlock(
+                num_heads,
+                intermediate_dim,
+                activation=activation,
+                dropout=dropout,
+                attention_dropout=dropout,
+                norm_first=True,
+                layer_norm_epsilon=layer_norm_epsilon,
+                causal=True,
+                dtype=self.dtype_policy,
+                name=f"block_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        # Pre-LN leaves the residual stream unnormalized, hence GPT-2's final LayerNorm.
+        self.final_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="final_norm"
+        )
+        self.lm_head = LMHead(
+            vocabulary_size, embedding=self.embeddings, dtype=self.dtype_policy, name="lm_head"
+        )
+        # Built now, so that parameter counts, weight names and loading need no call.
+        self.embeddings.build((None, None))
+        for block in self.blocks:
+            block.build((None, None, hidden_dim))
+        self.final_norm.build((None, None, hidden_dim))
+        self.lm_head.build((None, None, hidden_dim))
+        self.built = True
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_dim // self.num_heads
+
+    def call(self, inputs, training=None):
+        token_ids, padding_mask = unpack_inputs(inputs, "token_ids", "padding_mask")
+        x = self.embeddings(token_ids, training=training)  # (B, T, D)
+        for block in self.blocks:
+            x = block(x, padding_mask=padding_mask, training=training)
+        return self.lm_head(self.final_norm(x))  # (B, T, V)
+
+    def call_with_cache(self, token_ids, cache, padding_mask=None, positions=None):
+        """One inference step that reads and extends the per-layer KV cache.
+
+        Args:
+            token_ids: (B, S) new tokens.
+            cache: per layer `(key, value)`, each (B, H, P, Dh); P may be 0
+                (`empty_cache`).
+            padding_mask: (B, P + S), False at padding (left-padded prompts).
+            positions: (B, S) positions of the new tokens; default P .. P + S - 1.
+
+        Returns:
+            `(logits (B, S, V), present)`, present per layer `(key, value)` of
+            (B, H, P + S, Dh) = concat(past, new).
+        """
+        start = ops.shape(cache[0][0])[2] if positions is None else 0
+        x = self.embeddings(token_ids, start_index=start, positions=positions)  # (B, S, D)
+        present = []
+        for block, layer_cache in zip(self.blocks, cache, strict=True):
+            x, layer_present = block(
+                x, padding_mask=padding_mask, cache=layer_cache, use_cache=True
+            )
+            present.append(layer_present)
+        return self.lm_head(self.final_norm(x)), present
+
+    def empty_cache(self, batch_size: int) -> list:
+        """A P = 0 cache: per layer `(key, value)` of zeros (B, H, 0, Dh)."""
+        empty = ops.zeros((batch_size, self.num_heads, 0, self.head_dim), self.compute_dtype)
+        return [(empty, empty) for _ in self.blocks]
+
+    def generate(self, inputs, max_new_tokens: int, **kwargs):
+        """Continue prompts; see `transformer_zoo.models.generate` for the arguments."""
+        from transformer_zoo.models.generation import generate
+
+        return generate(self, inputs, max_new_tokens, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "max_length": self.max_length,
+                "dropout": self.dropout,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )
+        return config

@@ -1,0 +1,230 @@
+"""The paper's encoder-decoder Transformer for translation (Vaswani et al. 2017, Figure 1)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding, TransformerBlock
+from transformer_zoo.models.model_inputs import check_choice, check_positive_int, unpack_inputs
+
+TIE_WEIGHTS = ("none", "decoder", "all")
+
+
+@keras.saving.register_keras_serializable(package="transformer_zoo")
+class EncoderDecoder(keras.Model):
+    """N Post-LN encoder blocks, N decoder blocks (masked self-attention, cross-attention,
+    FFN), and an LM head; sinusoidal positions and embeddings scaled by √D (§3.4-3.5).
+
+    Weight tying (`tie_weights`):
+    - `"none"`: separate source and target embeddings and an untied output kernel.
+    - `"decoder"`: the LM head reuses the target embedding.
+    - `"all"`: the paper's three-way tying (§3.4): one embedding for source, target and
+      the LM head; needs a shared vocabulary (`target_vocabulary_size` None or equal).
+
+    With a shared 37,000-token vocabulary and `"all"`, `transformer_base` has 63.1M
+    parameters and `transformer_big` 214.2M (paper: 65M and 213M).
+
+    Args:
+        vocabulary_size: source vocabulary size (the shared one when
+            `target_vocabulary_size` is None).
+        target_vocabulary_size: V of the target; None shares the source vocabulary.
+        num_layers: N, the number of encoder blocks and of decoder blocks.
+        num_heads: H.
+        hidden_dim: D (d_model).
+        intermediate_dim: d_ff.
+        max_length: the longest source or target sequence.
+        dropout: embedding, residual and attention dropout (P_drop, §5.4).
+        tie_weights: `"none"`, `"decoder"` or `"all"`, see above.
+        **kwargs: standard `keras.Model` arguments.
+
+    Call arguments:
+        inputs: `{"encoder_token_ids": (B, S), "encoder_padding_mask": (B, S),
+            "decoder_token_ids": (B, T), "decoder_padding_mask": (B, T)}`; a missing mask
+            is `token_ids != 0`.
+        training: whether dropout is active.
+
+    Returns:
+        (B, T, V) logits of the next target token.
+
+    Example:
+    >>> model = EncoderDecoder(100, num_layers=1, num_heads=2, hidden_dim=16,
+    ...                        intermediate_dim=32, max_length=32)
+    >>> ids = keras.ops.ones((2, 5), "int32")
+    >>> model({"encoder_token_ids": ids, "decoder_token_ids": ids}).shape
+    (2, 5, 100)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size: int,
+        num_layers: int,
+        num_heads: int,
+        hidden_dim: int,
+        intermediate_dim: int,
+        max_length: int = 1024,
+        target_vocabulary_size: int | None = None,
+        dropout: float = 0.0,
+        tie_weights: str = "decoder",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int(num_layers=num_layers, hidden_dim=hidden_dim)
+        check_choice("tie_weights", tie_weights, TIE_WEIGHTS)
+        if tie_weights == "all" and target_vocabulary_size not in (None, vocabulary_size):
+            raise ValueError(
+                "Three-way tying needs one vocabulary for source and target. Received: "
+                f"tie_weights='all', vocabulary_size={vocabulary_size}, "
+                f"target_vocabulary_size={target_vocabulary_size}"
+            )
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.max_length = max_length
+        self.target_vocabulary_size = target_vocabulary_size
+        self.dropout = dropout
+        self.tie_weights = tie_weights
+
+        def embedding(vocab, name):
+            return TokenAndPositionEmbedding(
+                vocab, max_length, hidden_dim, dropout=dropout, dtype=self.dtype_policy, name=name
+            )
+
+        def blocks(prefix, decoder):
+            return [
+                TransformerBlock(
+                    num_heads,
+                    intermediate_dim,
+                    dropout=dropout,
+                    attention_dropout=dropout,
+                    causal=decoder,
+                    cross_attention=decoder,
+                    dtype=self.dtype_policy,
+                    name=f"{prefix}_{i}",
+                )
+                for i in range(num_layers)
+            ]
+
+        self.encoder_embeddings = embedding(vocabulary_size, "encoder_embeddings")
+        if tie_weights == "all":
+            self.decoder_embeddings = self.encoder_embeddings
+        else:
+            self.decoder_embeddings = embedding(self.output_vocabulary_size, "decoder_embeddings")
+        self.encoder_blocks = blocks("encoder_block", decoder=False)
+        self.decoder_blocks = blocks("decoder_block", decoder=True)
+        self.lm_head = LMHead(
+            self.output_vocabulary_size,
+            embedding=None if tie_weights == "none" else self.decoder_embeddings,
+            dtype=self.dtype_policy,
+            name="lm_head",
+        )
+        shape = (None, None, hidden_dim)
+        self.encoder_embeddings.build((None, None))
+        if self.decoder_embeddings is not self.encoder_embeddings:
+            self.decoder_embeddings.build((None, None))
+        for block in self.encoder_blocks:
+            block.build(shape)
+        for block in self.decoder_blocks:
+            block.build(shape, shape)
+        self.lm_head.build(shape)
+        self.built = True
+
+    @property
+    def output_vocabulary_size(self) -> int:
+        """The target vocabulary size V."""
+        return self.target_vocabulary_size or self.vocabulary_size
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_dim // self.num_heads
+
+    def call(self, inputs, training=None):
+        source, source_mask = unpack_inputs(inputs, "encoder_token_ids", "encoder_padding_mask")
+        target, target_mask = unpack_inputs(inputs, "decoder_token_ids", "decoder_padding_mask")
+        memory = self.encode(source, source_mask, training=training)
+        x = self.decoder_embeddings(target, training=training)  # (B, T, D)
+        for block in self.decoder_blocks:
+            x = block(
+                x,
+                context=memory,
+                padding_mask=target_mask,
+                context_padding_mask=source_mask,
+                training=training,
+            )
+        return self.lm_head(x)  # (B, T, V)
+
+    def encode(self, encoder_token_ids, encoder_padding_mask=None, training=None):
+        """The encoder: (B, S) ids → (B, S, D) output; the mask defaults to ids != 0."""
+        if encoder_padding_mask is None:
+            encoder_padding_mask = ops.not_equal(encoder_token_ids, 0)
+        x = self.encoder_embeddings(encoder_token_ids, training=training)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=encoder_padding_mask, training=training)
+        return x
+
+    def start_cache(self, encoder_output) -> list:
+        """The decoding cache for one source: per decoder layer `(self_key, self_value,
+        cross_key, cross_value)`, with an empty (B, H, 0, Dh) self part and the
+        (B, H, S, Dh) cross-attention keys and values, projected once here."""
+        batch = ops.shape(encoder_output)[0]
+        empty = ops.zeros((batch, self.num_heads, 0, self.head_dim), self.compute_dtype)
+        cache = []
+        for block in self.decoder_blocks:
+            key, value = block.cross_attention_layer.compute_key_value(encoder_output)
+            cache.append((empty, empty, key, value))
+        return cache
+
+    def decode_step(
+        self, decoder_token_ids, cache, encoder_padding_mask, padding_mask=None, positions=None
+    ):
+        """Decoder step on cached self- and cross-attention keys and values.
+
+        Args:
+            decoder_token_ids: (B, T) new target tokens.
+            cache: per layer `(self_key, self_value, cross_key, cross_value)`, self part
+                (B, H, P, Dh), cross part (B, H, S, Dh), from `start_cache` or a step.
+            encoder_padding_mask: (B, S), False at source padding.
+            padding_mask: (B, P + T), False at target padding.
+            positions: (B, T) target positions; default P .. P + T - 1.
+
+        Returns:
+            `(logits (B, T, V), present)`: the cache with the self part P + T long.
+        """
+        start = ops.shape(cache[0][0])[2] if positions is None else 0
+        x = self.decoder_embeddings(decoder_token_ids, start_index=start, positions=positions)
+        present = []
+        for block, layer_cache in zip(self.decoder_blocks, cache, strict=True):
+            x, layer_present = block(
+                x,
+                padding_mask=padding_mask,
+                context_padding_mask=encoder_padding_mask,
+                cache=layer_cache,
+                use_cache=True,
+            )
+            present.append(layer_present)
+        return self.lm_head(x), present
+
+    def generate(self, inputs, max_new_tokens: int, **kwargs):
+        """Translate; see `transformer_zoo.models.generate` for the arguments."""
+        from transformer_zoo.models.generation import generate
+
+        return generate(self, inputs, max_new_tokens, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "max_length": self.max_length,
+                "target_vocabulary_size": self.target_vocabulary_size,
+                "dropout": self.dropout,
+                "tie_weights": self.tie_weights,
+            }
+        )
+        return config

@@ -1,0 +1,280 @@
+"""Decoding algorithms over any engine that steps a model: greedy, sampling, beam search.
+
+Numpy only, on purpose: the Keras engine (`transformer_zoo.models.KerasEngine`) and the
+onnxruntime engine (`transformer_zoo.export.runtime`, TensorFlow-free) plug into the same
+code instead of copying it (STYLE habit 9).
+
+An engine implements the `Engine` protocol:
+
+- `start(inputs) -> (logits (B, V), state)`: run the prompt (and the encoder), return the
+  logits of the next token for every row.
+- `step(next_tokens (B,), state) -> (logits (B, V), state)`: append one token per row.
+- `reorder(state, indices (B',)) -> state`: keep rows `indices` of the state, in that
+  order; beam search uses it both to expand B rows into B·K beams and to follow the beams.
+
+The state is opaque to the search code (device tensors, caches, masks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+STRATEGIES = ("greedy", "sample", "beam")
+
+
+class Engine(Protocol):
+    def start(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, Any]: ...
+
+    def step(self, next_tokens: np.ndarray, state: Any) -> tuple[np.ndarray, Any]: ...
+
+    def reorder(self, state: Any, indices: np.ndarray) -> Any: ...
+
+
+@dataclass
+class SearchResult:
+    """Generated continuations.
+
+    Attributes:
+        tokens: (B, N) int64 new tokens, N <= max_new_tokens; `pad_id` after a row's EOS.
+        scores: (B,) sum of the log-probabilities of each row's tokens up to and including
+            its EOS (for beam search: divided by length ** length_penalty).
+    """
+
+    tokens: np.ndarray
+    scores: np.ndarray
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax in float64 (the sampler and the scores share it)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def generate(
+    engine: Engine,
+    inputs: dict[str, np.ndarray],
+    max_new_tokens: int,
+    strategy: str = "greedy",
+    eos_id: int | None = None,
+    pad_id: int = 0,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    num_beams: int = 4,
+    length_penalty: float = 1.0,
+) -> SearchResult:
+    """Decode with `strategy`; the other arguments apply to the strategy that uses them.
+
+    Args:
+        engine: an `Engine`.
+        inputs: what the engine's `start` takes (prompt ids and masks).
+        max_new_tokens: the most tokens to generate per row.
+        strategy: `"greedy"`, `"sample"` or `"beam"`.
+        eos_id: a row stops after generating it; None runs to `max_new_tokens`.
+        pad_id: written after a row's EOS.
+        temperature, top_k, top_p, seed: see `sample`.
+        num_beams, length_penalty: see `beam_search`.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={strategy!r}")
+    common = dict(max_new_tokens=max_new_tokens, eos_id=eos_id, pad_id=pad_id)
+    if strategy == "greedy":
+        return greedy_search(engine, inputs, **common)
+    if strategy == "sample":
+        return sample(
+            engine, inputs, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, **common
+        )
+    return beam_search(engine, inputs, num_beams=num_beams, length_penalty=length_penalty, **common)
+
+
+def greedy_search(engine, inputs, max_new_tokens, eos_id=None, pad_id=0) -> SearchResult:
+    """Pick the most likely token at every step."""
+    return _decode_rows(
+        engine, inputs, max_new_tokens, eos_id, pad_id, lambda logp: logp.argmax(-1)
+    )
+
+
+def sample(
+    engine: Engine,
+    inputs: dict[str, np.ndarray],
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+) -> SearchResult:
+    """Sample each token from softmax(logits / temperature), restricted to the `top_k` most
+    likely tokens and then to the smallest set whose probability reaches `top_p`.
+
+    Stateless: every call makes its own `numpy.random.Generator` from `seed`, so the same
+    seed, inputs and engine give the same text. Scores are log-probabilities under the
+    unmodified model distribution.
+    """
+    if not temperature > 0:
+        raise ValueError(f"`temperature` must be positive. Received: temperature={temperature}")
+    if top_k is not None and (not isinstance(top_k, (int, np.integer)) or top_k < 1):
+        raise ValueError(f"`top_k` must be a positive integer or None. Received: top_k={top_k}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p}")
+    rng = np.random.default_rng(seed)
+
+    def choose(logp):
+        probs = np.exp(log_softmax(logp / temperature))  # (B, V)
+        probs = filter_top_k_top_p(probs, top_k, top_p)
+        cdf = np.cumsum(probs / probs.sum(-1, keepdims=True), axis=-1)
+        draws = rng.random((probs.shape[0], 1))  # one uniform per row: inverse-CDF sampling
+        return np.minimum((cdf < draws).sum(-1), probs.shape[-1] - 1)
+
+    return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose)
+
+
+def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None) -> np.ndarray:
+    """Zero all but the `top_k` largest probabilities, then all outside the nucleus: the
+    most likely tokens whose total first reaches `top_p` (the top token is always kept)."""
+    order = np.argsort(-probs, axis=-1, kind="stable")  # (B, V), most likely first
+    ranked = np.take_along_axis(probs, order, axis=-1)
+    keep = np.ones_like(ranked, dtype=bool)
+    if top_k is not None:
+        keep[:, top_k:] = False
+    if top_p is not None:
+        ranked = np.where(keep, ranked, 0.0)
+        before = np.cumsum(ranked, axis=-1) - ranked  # mass of the tokens ranked higher
+        keep &= before < top_p * ranked.sum(-1, keepdims=True)
+    keep[:, 0] = True
+    mask = np.zeros_like(keep)
+    np.put_along_axis(mask, order, keep, axis=-1)
+    return np.where(mask, probs, 0.0)
+
+
+def _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose) -> SearchResult:
+    """The loop shared by greedy search and sampling: one token per row per step."""
+    _check_max_new_tokens(max_new_tokens)
+    logits, state = engine.start(inputs)
+    batch = logits.shape[0]
+    done = np.zeros(batch, dtype=bool)
+    scores = np.zeros(batch)
+    tokens = []
+    for t in range(max_new_tokens):
+        logp = log_softmax(logits)
+        chosen = np.where(done, pad_id, choose(logp)).astype(np.int64)  # (B,)
+        scores += np.where(done, 0.0, logp[np.arange(batch), chosen])
+        tokens.append(chosen)
+        if eos_id is not None:
+            done |= chosen == eos_id
+        if done.all() or t == max_new_tokens - 1:
+            break
+        logits, state = engine.step(chosen, state)
+    return SearchResult(np.stack(tokens, axis=1), scores)
+
+
+def beam_search(
+    engine: Engine,
+    inputs: dict[str, np.ndarray],
+    max_new_tokens: int,
+    num_beams: int = 4,
+    length_penalty: float = 1.0,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+) -> SearchResult:
+    """Keep the `num_beams` (K) most likely partial sequences per row.
+
+    At each step the 2K best extensions of the K beams are ranked by summed log-probability;
+    those ending in EOS among the first K become finished hypotheses and the best K others
+    continue. A row stops once it has K finished hypotheses (Hugging Face's
+    `early_stopping=True`), or at `max_new_tokens`, when its live beams count as
+    hypotheses too. Hypotheses are compared by `sum_logprob / length ** length_penalty`
+    (length = generated tokens including EOS): > 0 favours longer outputs. With
+    `num_beams=1` this is greedy search.
+    """
+    _check_max_new_tokens(max_new_tokens)
+    if not isinstance(num_beams, (int, np.integer)) or num_beams < 1:
+        raise ValueError(f"`num_beams` must be a positive integer. Received: num_beams={num_beams}")
+    k = int(num_beams)
+    logits, state = engine.start(inputs)
+    batch, vocab = logits.shape
+    state = engine.reorder(state, np.repeat(np.arange(batch), k))  # B rows -> B·K beams
+    logp = np.repeat(log_softmax(logits), k, axis=0)  # (B·K, V)
+    # Only the first beam of each row is live at first, so the K beams start distinct.
+    beam_scores = np.tile(np.r_[0.0, np.full(k - 1, -np.inf)], (batch, 1))  # (B, K)
+    beam_tokens = np.zeros((batch, k, 0), dtype=np.int64)
+    finished: list[list[tuple[float, np.ndarray]]] = [[] for _ in range(batch)]
+    done = np.zeros(batch, dtype=bool)
+    width = min(2 * k, k * vocab)
+
+    def normalized(score, length):
+        return score / float(length) ** length_penalty
+
+    for t in range(max_new_tokens):
+        candidates = (beam_scores[:, :, None] + logp.reshape(batch, k, vocab)).reshape(batch, -1)
+        top = np.argsort(-candidates, axis=-1, kind="stable")[:, :width]  # (B, 2K)
+        next_scores = np.full((batch, k), -np.inf)
+        next_beams = np.zeros((batch, k), dtype=np.int64)
+        next_words = np.full((batch, k), pad_id, dtype=np.int64)
+        for b in range(batch):
+            if done[b]:
+                continue
+            filled = 0
+            for rank, flat in enumerate(top[b]):
+                beam, word = divmod(int(flat), vocab)
+                score = candidates[b, flat]
+                if score == -np.inf:
+                    break
+                if eos_id is not None and word == eos_id:
+                    if rank < k:
+                        sequence = np.r_[beam_tokens[b, beam], word]
+                        finished[b].append((normalized(score, t + 1), sequence))
+                    continue
+                next_scores[b, filled], next_beams[b, filled], next_words[b, filled] = (
+                    score,
+                    beam,
+                    word,
+                )
+                filled += 1
+                if filled == k:
+                    break
+            done[b] = len(finished[b]) >= k
+        last = t == max_new_tokens - 1
+        beam_tokens = np.concatenate(
+            [
+                np.take_along_axis(beam_tokens, next_beams[:, :, None], axis=1),
+                next_words[:, :, None],
+            ],
+            axis=2,
+        )
+        beam_scores = next_scores
+        if done.all() or last:
+            break
+        flat_beams = (np.arange(batch)[:, None] * k + next_beams).reshape(-1)
+        state = engine.reorder(state, flat_beams)
+        logits, state = engine.step(next_words.reshape(-1), state)
+        logp = log_softmax(logits)
+
+    length = beam_tokens.shape[2]
+    best = []
+    for b in range(batch):
+        hypotheses = list(finished[b])
+        if not done[b]:  # out of steps: the live beams compete too
+            hypotheses += [
+                (normalized(beam_scores[b, i], length), beam_tokens[b, i])
+                for i in range(k)
+                if beam_scores[b, i] > -np.inf
+            ]
+        best.append(max(hypotheses, key=lambda h: h[0]))
+    out_tokens = np.full((batch, max(len(seq) for _, seq in best)), pad_id, dtype=np.int64)
+    for b, (_, sequence) in enumerate(best):
+        out_tokens[b, : len(sequence)] = sequence
+    return SearchResult(out_tokens, np.array([score for score, _ in best]))
+
+
+def _check_max_new_tokens(max_new_tokens) -> None:
+    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+        raise ValueError(
+            f"`max_new_tokens` must be a positive integer. Received: max_new_tokens={max_new_tokens}"
+        )
