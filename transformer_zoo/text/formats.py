@@ -1,0 +1,72 @@
+"""How text becomes model inputs: the one definition of the three input formats.
+
+The `tf.data` pipelines (`transformer_zoo.train.pipelines`) build the same ids in-graph,
+and a test checks they agree, so that generation and serving, which use these
+functions, see exactly the tokens the model was trained on.
+
+- Encoder-decoder source: `pieces(source) + [eos]`; the decoder starts from `[bos]`
+  and is trained to end with `[eos]`.
+- Decoder-only prompt: `[bos] + pieces(prompt)`; the model continues with
+  `pieces(completion) + [eos]`. Prompt and completion are encoded separately, so a
+  piece never straddles the boundary between them.
+- Encoder-only pair: `[bos] + pieces(text) + [eos] (+ pieces(text2) + [eos])`, segment
+  ids 0 up to the first `[eos]`, then 1; `[bos]` plays BERT's `[CLS]`, `[eos]` its
+  `[SEP]`. Over-long pairs lose tokens from the end of the longer text first.
+"""
+
+from __future__ import annotations
+
+from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, Tokenizer
+
+
+def _check_max_length(max_length: int | None, minimum: int) -> None:
+    if max_length is not None and (not isinstance(max_length, int) or max_length < minimum):
+        raise ValueError(
+            f"`max_length` must be an integer ≥ {minimum} or None. Received: max_length={max_length}"
+        )
+
+
+def source_ids(tokenizer: Tokenizer, source: str, max_length: int | None = None) -> list[int]:
+    """Encoder input ids of an encoder-decoder model: pieces + `[eos]`, at most `max_length`."""
+    _check_max_length(max_length, 1)
+    pieces = tokenizer.encode(source)
+    if max_length is not None:
+        pieces = pieces[: max_length - 1]
+    return pieces + [EOS_ID]
+
+
+def prompt_ids(tokenizer: Tokenizer, prompt: str, max_length: int | None = None) -> list[int]:
+    """Decoder-only prompt ids: `[bos]` + pieces, at most `max_length`."""
+    _check_max_length(max_length, 1)
+    ids = [BOS_ID] + tokenizer.encode(prompt)
+    return ids if max_length is None else ids[:max_length]
+
+
+def pair_budget(length_a, length_b, budget, minimum=min, maximum=max):
+    """How many pieces of each text fit in `budget`, trimming the longer one first.
+
+    The result equals removing one piece at a time from the longer text (the second
+    text on ties) until the pair fits. `minimum`/`maximum` let the `tf.data` pipelines run the
+    same arithmetic on tensors (`tf.minimum`, `tf.maximum`).
+    """
+    keep_a = minimum(length_a, maximum(budget - length_b, (budget + 1) // 2))
+    return keep_a, minimum(length_b, budget - keep_a)
+
+
+def pair_ids(
+    tokenizer: Tokenizer, text: str, text2: str | None = None, max_length: int | None = None
+) -> tuple[list[int], list[int]]:
+    """Encoder-only ids and segment ids of one text or a text pair."""
+    _check_max_length(max_length, 3 if text2 is not None else 2)
+    a = tokenizer.encode(text)
+    b = tokenizer.encode(text2) if text2 is not None else []
+    if max_length is not None:
+        specials = 3 if text2 is not None else 2
+        keep_a, keep_b = pair_budget(len(a), len(b), max_length - specials)
+        a, b = a[:keep_a], b[:keep_b]
+    ids = [BOS_ID] + a + [EOS_ID]
+    segments = [0] * len(ids)
+    if text2 is not None:
+        ids += b + [EOS_ID]
+        segments += [1] * (len(b) + 1)
+    return ids, segments

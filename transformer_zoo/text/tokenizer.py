@@ -1,0 +1,205 @@
+"""A SentencePiece tokenizer with the zoo's special ids, usable without TensorFlow."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+
+import sentencepiece as spm
+
+# Fixed special ids: padding must be 0 (the masks and the loss treat id 0 as padding).
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+MASK_PIECE = "<mask>"  # a control symbol (id 4): never produced from text, used by masked-LM.
+MODEL_TYPES = ("unigram", "bpe", "char", "word")
+# File names in a run or export directory: the shared (or source) vocabulary, and the
+# target vocabulary of an encoder-decoder trained with separate vocabularies.
+TOKENIZER_FILE = "tokenizer.model"
+TARGET_TOKENIZER_FILE = "target_tokenizer.model"
+
+
+class Tokenizer:
+    """A trained SentencePiece model: text ↔ ids, with pad=0, unk=1, bos=2, eos=3, mask=4.
+
+    The same serialized model (`tokenizer.model`) feeds the in-graph
+    `keras_hub.tokenizers.SentencePieceTokenizer` used by the `tf.data` pipelines
+    (`transformer_zoo.train.in_graph_tokenizer`); both produce identical ids.
+
+    Args:
+        proto: the serialized SentencePiece model (the bytes of `tokenizer.model`).
+
+    Example:
+    >>> tok = train_tokenizer(["March 5, 2021", "2021年3月5日"] * 10, vocabulary_size=40)
+    >>> tok.decode(tok.encode("March 5", add_eos=True))
+    'March 5'
+    """
+
+    def __init__(self, proto: bytes):
+        if not isinstance(proto, bytes) or not proto:
+            raise ValueError(
+                "`proto` must be the non-empty bytes of a SentencePiece model. "
+                f"Received: proto of type {type(proto).__name__}"
+            )
+        self.proto = proto
+        self._sp = spm.SentencePieceProcessor(model_proto=proto)
+        expected = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
+        found = {
+            "pad": self._sp.pad_id(),
+            "unk": self._sp.unk_id(),
+            "bos": self._sp.bos_id(),
+            "eos": self._sp.eos_id(),
+        }
+        if found != expected:
+            raise ValueError(
+                f"The SentencePiece model must use the special ids {expected}. Received: {found}"
+            )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Tokenizer:
+        """Reads a `tokenizer.model` file."""
+        with open(path, "rb") as file:
+            return cls(file.read())
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the model to `path` atomically (a temporary file, then a rename)."""
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tokenizer-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(self.proto)
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
+
+    @property
+    def vocabulary_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
+    @property
+    def mask_id(self) -> int | None:
+        """Id of the `<mask>` control symbol, or None if the model has none."""
+        piece = self._sp.piece_to_id(MASK_PIECE)
+        return None if piece == UNK_ID else piece
+
+    @property
+    def special_ids(self) -> dict[str, int | None]:
+        return {
+            "pad": PAD_ID,
+            "unk": UNK_ID,
+            "bos": BOS_ID,
+            "eos": EOS_ID,
+            "mask": self.mask_id,
+        }
+
+    def encode(
+        self, text: str | Sequence[str], add_bos: bool = False, add_eos: bool = False
+    ) -> list[int] | list[list[int]]:
+        """Ids of one string, or a list of id lists for a list of strings."""
+        if not isinstance(text, str) and not all(isinstance(t, str) for t in text):
+            raise ValueError(f"`text` must be a string or a list of strings. Received: {text!r}")
+        return self._sp.encode(text, out_type=int, add_bos=add_bos, add_eos=add_eos)
+
+    def decode(self, ids: Iterable[int], stop_at_eos: bool = True) -> str:
+        """Text of `ids`; special ids (pad, bos, eos, mask) produce no text.
+
+        With `stop_at_eos`, ids after the first `<eos>` are ignored, so a generated
+        sequence decodes to the text it produced before it stopped.
+        """
+        ids = [int(i) for i in ids]
+        if stop_at_eos and EOS_ID in ids:
+            ids = ids[: ids.index(EOS_ID)]
+        size = self.vocabulary_size
+        bad = [i for i in ids if not 0 <= i < size]
+        if bad:
+            raise ValueError(f"`ids` must lie in [0, {size}). Received an id of {bad[0]}.")
+        return self._sp.decode(ids)
+
+    def id_to_piece(self, token_id: int) -> str:
+        return self._sp.id_to_piece(int(token_id))
+
+    def piece_to_id(self, piece: str) -> int:
+        return self._sp.piece_to_id(piece)
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(vocabulary_size={self.vocabulary_size})"
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocabulary_size: int,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+    split_digits: bool = True,
+) -> Tokenizer:
+    """Trains a SentencePiece model on `texts` with the zoo's special ids.
+
+    Args:
+        texts: training sentences (one string each).
+        vocabulary_size: the target number of pieces, special ones included. It is a
+            soft limit: a small corpus yields fewer pieces instead of an error.
+        model_type: `"unigram"` (default), `"bpe"`, `"char"` or `"word"`.
+        character_coverage: share of characters covered; 1.0 keeps every character
+            of the training text, which Chinese needs.
+        split_digits: make every digit its own piece, so numbers and dates are copied
+            digit by digit instead of through thousands of year-sized pieces.
+
+    Returns:
+        The trained `Tokenizer`; `save` writes `tokenizer.model`.
+    """
+    if not isinstance(vocabulary_size, int) or vocabulary_size < 6:
+        raise ValueError(
+            f"`vocabulary_size` must be an integer ≥ 6. Received: vocabulary_size={vocabulary_size}"
+        )
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"`model_type` must be one of {MODEL_TYPES}. Received: {model_type!r}")
+    if not 0.0 < character_coverage <= 1.0:
+        raise ValueError(f"`character_coverage` must be in (0, 1]. Received: {character_coverage}")
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ValueError("`texts` holds no non-empty sentence to train the tokenizer on.")
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=model,
+        vocab_size=vocabulary_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        split_digits=split_digits,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        control_symbols=[MASK_PIECE],
+        hard_vocab_limit=False,
+        # Long corpora are sampled, not read whole; one thread keeps training deterministic.
+        input_sentence_size=1_000_000,
+        shuffle_input_sentence=True,
+        num_threads=1,
+        minloglevel=2,
+    )
+    return Tokenizer(model.getvalue())
+
+
+def save_tokenizers(
+    directory: str | os.PathLike, tokenizer: Tokenizer, target_tokenizer: Tokenizer | None = None
+) -> None:
+    """Writes `tokenizer.model`, and `target_tokenizer.model` when the target vocabulary
+    is a separate one (None or the same object means shared)."""
+    tokenizer.save(os.path.join(directory, TOKENIZER_FILE))
+    target = os.path.join(directory, TARGET_TOKENIZER_FILE)
+    if target_tokenizer is not None and target_tokenizer is not tokenizer:
+        target_tokenizer.save(target)
+    elif os.path.exists(target):
+        os.remove(target)  # a stale file from an earlier run would be read back as separate
+
+
+def load_tokenizers(directory: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]:
+    """`(tokenizer, target_tokenizer)` from a directory; the same object when shared."""
+    tokenizer = Tokenizer.load(os.path.join(directory, TOKENIZER_FILE))
+    target = os.path.join(directory, TARGET_TOKENIZER_FILE)
+    return tokenizer, Tokenizer.load(target) if os.path.exists(target) else tokenizer

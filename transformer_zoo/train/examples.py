@@ -1,0 +1,45 @@
+"""The three shapes of training examples, one per model family (plain records).
+
+`category` groups examples for per-category reports (the built-in task's
+"dates", "numbers", "times"); user data leaves it empty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TranslationPair:
+    """A source sentence and its translation, for `EncoderDecoder`."""
+
+    source: str
+    target: str
+    category: str = ""
+
+
+@dataclass(frozen=True)
+class PromptCompletion:
+    """Text for `DecoderOnly`: the model reads `prompt` and learns to write `completion`.
+
+    Plain-text language modelling has an empty prompt. `text` is the two joined by a
+    space, as a person would read the example.
+    """
+
+    prompt: str
+    completion: str
+    category: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.prompt} {self.completion}" if self.prompt else self.completion
+
+
+@dataclass(frozen=True)
+class ClassificationExample:
+    """A labelled text or text pair, for `EncoderOnly`."""
+
+    label: str
+    text: str
+    text2: str | None = None
+    category: str = ""
