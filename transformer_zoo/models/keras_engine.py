@@ -119,12 +119,11 @@ class KerasEngine:
     # --- the search.Engine protocol ---------------------------------------------------
     def start(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, EngineState]:
         prefix = "decoder_" if self.is_encoder_decoder else ""
-        vocabulary = getattr(self.model, "output_vocabulary_size", self.model.vocabulary_size)
-        ids, mask = _ids_and_mask(inputs, f"{prefix}token_ids", f"{prefix}padding_mask", vocabulary)
+        ids, mask = _ids_and_mask(inputs, f"{prefix}token_ids", f"{prefix}padding_mask", self.model)
         state = EngineState(padding_mask=mask)
         if self.is_encoder_decoder:
             state.source, state.source_mask = _ids_and_mask(
-                inputs, "encoder_token_ids", "encoder_padding_mask", self.model.vocabulary_size
+                inputs, "encoder_token_ids", "encoder_padding_mask", self.model
             )
             if len(state.source) != len(ids):
                 raise ValueError(
@@ -186,7 +185,8 @@ class KerasEngine:
         return _numpy_logits(logits), state
 
 
-def _ids_and_mask(inputs, ids_key, mask_key, vocabulary_size) -> tuple[np.ndarray, np.ndarray]:
+def _ids_and_mask(inputs, ids_key, mask_key, model) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (B, T) ids and boolean mask: the compiled steps cannot check values."""
     if ids_key not in inputs:
         raise ValueError(f"The inputs need `{ids_key}`. Received keys: {sorted(inputs)}")
     ids = np.asarray(inputs[ids_key]).astype(np.int32)
@@ -196,7 +196,15 @@ def _ids_and_mask(inputs, ids_key, mask_key, vocabulary_size) -> tuple[np.ndarra
     mask = ids != 0 if mask is None else np.asarray(mask).astype(bool)
     if ids.shape[0] == 0 or not mask.any(axis=1).all():
         raise ValueError(f"Every row of `{ids_key}` needs at least one token (empty input).")
-    check_token_ids(ids, vocabulary_size, name=ids_key)
+    vocabulary = model.vocabulary_size
+    if ids_key.startswith("decoder_"):
+        vocabulary = model.output_vocabulary_size
+    check_token_ids(ids, vocabulary, name=ids_key)
+    if mask.sum(1).max() > model.max_length:
+        raise ValueError(
+            f"`{ids_key}` holds {mask.sum(1).max()} tokens, more than the model's "
+            f"max_length={model.max_length}."
+        )
     return ids, mask
 
 

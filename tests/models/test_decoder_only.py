@@ -1,0 +1,90 @@
+"""DecoderOnly: causality, the cache path, weight tying, and training that generation
+then reproduces."""
+
+import keras
+import numpy as np
+import pytest
+
+from transformer_zoo.models import DecoderOnly, generate
+
+
+def tiny(**overrides):
+    config = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=32)
+    return DecoderOnly(overrides.pop("vocabulary_size", 30), **{**config, **overrides})
+
+
+def test_logits_at_position_t_do_not_depend_on_later_tokens():
+    model = tiny()
+    ids = np.random.default_rng(0).integers(1, 30, size=(2, 10))
+    changed = ids.copy()
+    changed[:, 6:] = np.random.default_rng(1).integers(1, 30, size=(2, 4))
+    a, b = np.asarray(model(ids)), np.asarray(model(changed))
+    np.testing.assert_allclose(a[:, :6], b[:, :6], atol=1e-6)
+    assert not np.allclose(a[:, 6:], b[:, 6:])
+
+
+def test_call_with_cache_from_empty_equals_the_plain_call_and_grows_the_cache():
+    model = tiny()
+    ids = np.random.default_rng(0).integers(1, 30, size=(2, 7))
+    logits, present = model.call_with_cache(ids[:, :4], model.empty_cache(2))
+    np.testing.assert_allclose(logits, model(ids[:, :4]), atol=1e-5)
+    logits, present = model.call_with_cache(ids[:, 4:], present)
+    np.testing.assert_allclose(logits, np.asarray(model(ids))[:, 4:], atol=1e-5)
+    assert len(present) == 2
+    assert all(tuple(t.shape) == (2, 2, 7, 8) for layer in present for t in layer)
+
+
+def test_left_padding_with_explicit_positions_matches_the_unpadded_prompt():
+    model = tiny()
+    prompt = np.array([[7, 8, 9]])
+    padded = np.array([[0, 0, 7, 8, 9]])
+    mask = padded != 0
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    logits, _ = model.call_with_cache(padded, model.empty_cache(1), mask, positions)
+    np.testing.assert_allclose(np.asarray(logits)[:, 2:], model(prompt), atol=1e-5)
+
+
+def test_the_lm_head_is_the_transposed_token_embedding():
+    model = tiny()
+    assert not hasattr(model.lm_head, "kernel")
+    hidden = np.random.default_rng(0).normal(size=(1, 3, 16)).astype("float32")
+    expected = hidden @ np.asarray(model.embeddings.embeddings).T
+    np.testing.assert_allclose(model.lm_head(hidden), expected, atol=1e-5)
+
+
+def test_blocks_are_pre_ln_causal_and_use_gpt2_defaults():
+    model = tiny()
+    assert all(b.norm_first and b.causal and b.activation == "gelu_tanh" for b in model.blocks)
+    assert [b.name for b in model.blocks] == ["block_0", "block_1"]
+    assert model.final_norm.epsilon == 1e-5
+
+
+@pytest.mark.parametrize("arg", ["num_layers", "hidden_dim"])
+def test_bad_sizes_are_rejected_by_name(arg):
+    with pytest.raises(ValueError, match=arg):
+        tiny(**{arg: 0})
+
+
+def test_fit_on_a_repeating_pattern_then_greedy_generation_continues_it():
+    """The training path (model.fit on `call`) and the generation path (the cached
+    engine) agree: what the model learned is what greedy decoding produces."""
+    keras.utils.set_random_seed(0)
+    period = [1, 2, 3, 4, 5, 6, 7]
+    stream = np.array(period * 10)
+    windows = np.stack([stream[i : i + 17] for i in range(len(period))] * 8)
+    model = tiny(vocabulary_size=10, hidden_dim=32, intermediate_dim=64)
+    model.compile(
+        keras.optimizers.Adam(1e-2),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(
+        {"token_ids": windows[:, :-1], "padding_mask": np.ones((len(windows), 16), bool)},
+        windows[:, 1:],
+        epochs=6,
+        batch_size=16,
+        verbose=0,
+    )
+    prompts = np.array([[3, 4, 5, 6, 0], [6, 7, 1, 2, 3]])  # unequal lengths
+    tokens = generate(model, prompts, 10).tokens
+    np.testing.assert_array_equal(tokens[0], [7, 1, 2, 3, 4, 5, 6, 7, 1, 2])
+    np.testing.assert_array_equal(tokens[1], [4, 5, 6, 7, 1, 2, 3, 4, 5, 6])

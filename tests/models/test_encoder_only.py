@@ -1,0 +1,105 @@
+"""EncoderOnly and its heads, against numpy formulas for the pooler and pooling."""
+
+import numpy as np
+import pytest
+
+from tests.helpers import np_layer_norm
+from transformer_zoo.models import EncoderOnly, EncoderOnlyClassifier, EncoderOnlyMaskedLM
+
+SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=32)
+IDS = np.array([[5, 6, 7, 8, 0, 0], [9, 10, 11, 12, 13, 14]])
+
+
+def tiny(**overrides):
+    return EncoderOnly(overrides.pop("vocabulary_size", 30), **{**SIZE, **overrides})
+
+
+def test_outputs_at_real_positions_ignore_the_amount_of_padding():
+    model = tiny()
+    short = model({"token_ids": IDS[:1, :4]})
+    long = model({"token_ids": np.pad(IDS[:1], ((0, 0), (0, 5)))})
+    np.testing.assert_allclose(long["sequence_output"][:, :4], short["sequence_output"], atol=1e-5)
+    np.testing.assert_allclose(long["pooled_output"], short["pooled_output"], atol=1e-5)
+
+
+def test_embeddings_are_layer_normalized_sums_of_token_position_and_segment():
+    model = tiny(num_layers=1)
+    segments = np.array([[0, 0, 1, 1, 1, 1]] * 2)
+    x = model.embeddings(IDS, segment_ids=segments)
+    table = lambda layer: np.asarray(layer.embeddings)  # noqa: E731
+    expected = (
+        table(model.embeddings.token_embedding)[IDS]
+        + np.asarray(model.embeddings.position_encoding.position_embeddings)[:6]
+        + table(model.embeddings.segment_embedding)[segments]
+    )
+    np.testing.assert_allclose(x, expected, atol=1e-6)
+    gamma, beta = (np.asarray(w) for w in model.embeddings_norm.weights)
+    normed = model.embeddings_norm(x)
+    np.testing.assert_allclose(normed, np_layer_norm(expected, gamma, beta, 1e-12), atol=1e-5)
+
+
+def test_pooled_output_is_tanh_of_a_dense_layer_on_the_first_token():
+    model = tiny()
+    out = model({"token_ids": IDS})
+    kernel, bias = (np.asarray(w) for w in model.pooler_dense.weights)
+    expected = np.tanh(np.asarray(out["sequence_output"])[:, 0] @ kernel + bias)
+    np.testing.assert_allclose(out["pooled_output"], expected, atol=1e-6)
+    assert "pooled_output" not in tiny(use_pooler=False)({"token_ids": IDS})
+
+
+def test_segment_ids_default_to_segment_zero():
+    model = tiny()
+    implicit = model({"token_ids": IDS})["sequence_output"]
+    explicit = model({"token_ids": IDS, "segment_ids": np.zeros_like(IDS)})["sequence_output"]
+    ones = model({"token_ids": IDS, "segment_ids": np.ones_like(IDS)})["sequence_output"]
+    np.testing.assert_allclose(implicit, explicit, atol=1e-6)
+    assert not np.allclose(implicit, ones)
+
+
+def test_embed_is_the_masked_mean_then_l2_normalized():
+    model = tiny()
+    sequence = np.asarray(model({"token_ids": IDS})["sequence_output"])
+    mask = (IDS != 0)[..., None]
+    mean = (sequence * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(model.embed({"token_ids": IDS}, normalize=False), mean, atol=1e-5)
+    unit = mean / np.linalg.norm(mean, axis=-1, keepdims=True)
+    embedded = np.asarray(model.embed({"token_ids": IDS}))
+    np.testing.assert_allclose(embedded, unit, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(embedded, axis=-1), 1.0, atol=1e-5)
+
+
+def test_blocks_are_post_ln_with_exact_gelu_and_bert_names():
+    model = tiny()
+    assert all(not b.norm_first and not b.causal and b.activation == "gelu" for b in model.blocks)
+    assert model.blocks[0].layer_norm_epsilon == 1e-12
+    names = {w.path.split("/")[0] for w in model.weights}
+    assert names == {"embeddings", "embeddings_norm", "block_0", "block_1", "pooler_dense"}
+
+
+def test_classifier_reads_the_pooled_output_or_the_first_token():
+    backbone = tiny()
+    classifier = EncoderOnlyClassifier(backbone, num_classes=3, dropout=0.0)
+    kernel, bias = (np.asarray(w) for w in classifier.classifier.weights)
+    pooled = np.asarray(backbone({"token_ids": IDS})["pooled_output"])
+    np.testing.assert_allclose(classifier({"token_ids": IDS}), pooled @ kernel + bias, atol=1e-5)
+    no_pooler = EncoderOnlyClassifier(tiny(use_pooler=False), num_classes=2)
+    assert no_pooler({"token_ids": IDS}).shape == (2, 2)
+
+
+def test_masked_lm_predicts_at_mask_positions_with_the_tied_embedding():
+    backbone = tiny()
+    mlm = EncoderOnlyMaskedLM(backbone)
+    assert mlm.lm_head.embedding is backbone.embeddings and mlm.lm_head.use_bias
+    full = np.asarray(mlm({"token_ids": IDS}))  # (B, T, V)
+    positions = np.array([[1, 3], [0, 5]])
+    picked = mlm({"token_ids": IDS, "mask_positions": positions})
+    np.testing.assert_allclose(picked, np.take_along_axis(full, positions[..., None], 1), atol=1e-5)
+    # Only the transform and the bias are new: the output matrix is the embedding.
+    assert mlm.count_params() - backbone.count_params() == 16 * 16 + 16 + 2 * 16 + 30
+
+
+def test_heads_need_an_encoder_only_backbone():
+    with pytest.raises(ValueError, match="backbone"):
+        EncoderOnlyClassifier("not a model", num_classes=2)
+    with pytest.raises(ValueError, match="num_classes"):
+        EncoderOnlyClassifier(tiny(), num_classes=0)

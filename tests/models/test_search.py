@@ -1,0 +1,200 @@
+"""The numpy search algorithms, on hand-made engines whose probabilities we know."""
+
+import numpy as np
+import pytest
+
+from transformer_zoo import search
+
+
+class TableEngine:
+    """A first-order Markov model: the next-token logits depend on the last token only.
+
+    `table` is (V, V): row i holds the logits after token i. The state is the list of
+    tokens so far per row, so `reorder` is plain indexing.
+    """
+
+    def __init__(self, table):
+        self.table = np.asarray(table, dtype=np.float64)
+        self.steps = 0
+
+    def start(self, inputs):
+        last = np.asarray(inputs["token_ids"])[:, -1]
+        return self.table[last], np.asarray(inputs["token_ids"])
+
+    def step(self, next_tokens, state):
+        self.steps += 1
+        state = np.concatenate([state, np.asarray(next_tokens)[:, None]], axis=1)
+        return self.table[state[:, -1]], state
+
+    def reorder(self, state, indices):
+        return state[indices]
+
+
+def random_engine(vocab=12, seed=0, scale=3.0):
+    return TableEngine(np.random.default_rng(seed).normal(size=(vocab, vocab)) * scale)
+
+
+def log_prob_of(engine, prompt, tokens):
+    """Independent scorer: sum of log p(token | previous) under the table."""
+    logp = np.log(np.exp(engine.table) / np.exp(engine.table).sum(-1, keepdims=True))
+    previous = np.r_[prompt[-1], tokens[:-1]]
+    return float(sum(logp[a, b] for a, b in zip(previous, tokens, strict=True)))
+
+
+def myopic_engine():
+    """Token 1 looks best now (0.6 vs 0.4), but everything after it is uncertain (at
+    most 0.3), while token 2 is followed by EOS (3) with probability 0.99."""
+    probs = np.full((5, 5), 1e-6)
+    probs[0, [1, 2]] = 0.6, 0.4
+    probs[1, :] = [0.1, 0.3, 0.3, 0.3, 1e-6]
+    probs[2, 3] = 0.99
+    probs[3, 3] = 1.0
+    probs[4, 3] = 1.0
+    return TableEngine(np.log(probs / probs.sum(-1, keepdims=True)))
+
+
+PROMPT = {"token_ids": np.array([[0], [5], [7]])}
+
+
+def test_greedy_picks_the_argmax_of_every_step():
+    engine = random_engine()
+    result = search.greedy_search(engine, PROMPT, 6)
+    for row, prompt in enumerate(PROMPT["token_ids"]):
+        last = prompt[-1]
+        for token in result.tokens[row]:
+            assert token == engine.table[last].argmax()
+            last = token
+        assert result.scores[row] == pytest.approx(log_prob_of(engine, prompt, result.tokens[row]))
+
+
+def test_greedy_stops_each_row_at_eos_and_pads_after_it():
+    engine = TableEngine(np.eye(4) * -5 + np.roll(np.eye(4), 1, axis=1) * 5)  # i -> i + 1
+    result = search.greedy_search(
+        engine, {"token_ids": np.array([[0], [1]])}, 5, eos_id=3, pad_id=0
+    )
+    np.testing.assert_array_equal(result.tokens, [[1, 2, 3], [2, 3, 0]])
+
+
+def test_generation_stops_early_when_every_row_has_ended():
+    engine = TableEngine(np.eye(4) * -5 + np.roll(np.eye(4), 1, axis=1) * 5)
+    search.greedy_search(engine, {"token_ids": np.array([[1]])}, 50, eos_id=3)
+    assert engine.steps == 1  # 2, then 3 = EOS: one step after the start
+
+
+def test_beam_search_with_one_beam_equals_greedy():
+    for seed in range(5):
+        engine = random_engine(seed=seed)
+        greedy = search.greedy_search(engine, PROMPT, 8, eos_id=4)
+        beam = search.beam_search(engine, PROMPT, 8, num_beams=1, eos_id=4, length_penalty=1.0)
+        np.testing.assert_array_equal(beam.tokens, greedy.tokens)
+        ends = greedy.tokens == 4
+        lengths = np.where(ends.any(1), ends.argmax(1) + 1, greedy.tokens.shape[1])
+        np.testing.assert_allclose(beam.scores, greedy.scores / lengths)
+
+
+def test_beam_search_finds_a_sequence_greedy_misses_when_greedy_is_myopic():
+    engine = myopic_engine()
+    prompt = {"token_ids": np.array([[0]])}
+    greedy = search.greedy_search(engine, prompt, 2, eos_id=3)
+    beam = search.beam_search(engine, prompt, 2, num_beams=2, eos_id=3, length_penalty=0.0)
+    assert greedy.tokens[0, 0] == 1
+    np.testing.assert_array_equal(beam.tokens[0], [2, 3])
+    beam_logp = log_prob_of(engine, [0], beam.tokens[0])
+    greedy_logp = log_prob_of(engine, [0], greedy.tokens[0])
+    assert beam_logp > greedy_logp + 0.5
+    assert beam.scores[0] == pytest.approx(beam_logp)
+
+
+def test_beam_search_matches_exhaustive_search_on_short_outputs():
+    """With K = V every prefix survives, so the best 3-token sequence must be found."""
+    engine = random_engine(vocab=5, seed=3, scale=2.0)
+    beam = search.beam_search(
+        engine, {"token_ids": np.array([[1]])}, 3, num_beams=25, length_penalty=0
+    )
+    grid = np.stack(np.meshgrid(*[np.arange(5)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    best = max(grid, key=lambda seq: log_prob_of(engine, [1], seq))
+    np.testing.assert_array_equal(beam.tokens[0], best)
+
+
+def test_length_penalty_favours_longer_hypotheses():
+    probs = np.full((5, 5), 1e-9)
+    probs[0, [3, 1]] = 0.55, 0.45  # 3 = EOS at once, or the longer 1, 2, EOS
+    probs[1, 2] = probs[2, 3] = 1.0
+    probs[0, 4] = 1e-8  # the other beam takes 4 and loops there without ending
+    probs[4, 4] = 1.0
+    engine = TableEngine(np.log(probs))
+    prompt = {"token_ids": np.array([[0]])}
+    short = search.beam_search(engine, prompt, 5, num_beams=2, eos_id=3, length_penalty=0.0)
+    long = search.beam_search(engine, prompt, 5, num_beams=2, eos_id=3, length_penalty=1.0)
+    np.testing.assert_array_equal(short.tokens[0][:1], [3])
+    np.testing.assert_array_equal(long.tokens[0], [1, 2, 3])
+    assert long.scores[0] == pytest.approx(np.log(0.45) / 3, rel=1e-6)
+
+
+def test_top_k_of_one_equals_greedy():
+    engine = random_engine()
+    greedy = search.greedy_search(engine, PROMPT, 10)
+    sampled = search.sample(engine, PROMPT, 10, top_k=1, seed=123, temperature=5.0)
+    np.testing.assert_array_equal(sampled.tokens, greedy.tokens)
+
+
+def test_equal_seeds_give_equal_samples_and_different_seeds_differ():
+    engine = random_engine(scale=0.5)  # flat distributions: samples vary a lot
+    first = search.sample(engine, PROMPT, 20, seed=7)
+    again = search.sample(engine, PROMPT, 20, seed=7)
+    other = search.sample(engine, PROMPT, 20, seed=8)
+    np.testing.assert_array_equal(first.tokens, again.tokens)
+    assert not np.array_equal(first.tokens, other.tokens)
+
+
+def test_sampling_frequencies_follow_the_filtered_distribution():
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
+    engine = TableEngine(np.tile(logits, (4, 1)))
+    prompt = {"token_ids": np.zeros((4000, 1), dtype=int)}
+    tokens = search.sample(engine, prompt, 1, top_p=0.75, seed=0).tokens[:, 0]
+    # The nucleus of mass 0.75 is {0, 1} (0.5 + 0.3), renormalised to 0.625 / 0.375.
+    assert set(np.unique(tokens)) == {0, 1}
+    assert abs((tokens == 0).mean() - 0.625) < 0.03
+    tokens = search.sample(engine, prompt, 1, top_k=3, temperature=2.0, seed=0).tokens[:, 0]
+    expected = np.sqrt([0.5, 0.3, 0.15])  # temperature 2 takes the square root
+    np.testing.assert_allclose(
+        np.bincount(tokens, minlength=3)[:3] / 4000, expected / expected.sum(), atol=0.03
+    )
+
+
+def test_filter_keeps_the_nucleus_and_always_the_top_token():
+    probs = np.array([[0.1, 0.6, 0.2, 0.1], [0.97, 0.01, 0.01, 0.01]])
+    kept = search.filter_top_k_top_p(probs, top_k=None, top_p=0.7)
+    np.testing.assert_array_equal(
+        kept > 0, [[False, True, True, False], [True, False, False, False]]
+    )
+    kept = search.filter_top_k_top_p(probs, top_k=2, top_p=0.01)
+    np.testing.assert_array_equal(
+        kept > 0, [[False, True, False, False], [True, False, False, False]]
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"strategy": "nucleus"}, "strategy"),
+        ({"strategy": "sample", "temperature": 0.0}, "temperature"),
+        ({"strategy": "sample", "top_k": 0}, "top_k"),
+        ({"strategy": "sample", "top_p": 1.5}, "top_p"),
+        ({"strategy": "beam", "num_beams": 0}, "num_beams"),
+    ],
+)
+def test_bad_search_arguments_are_rejected_by_name(kwargs, name):
+    kwargs = {"max_new_tokens": 3, **kwargs}
+    with pytest.raises(ValueError, match=name):
+        search.generate(random_engine(), PROMPT, **kwargs)
+
+
+def test_search_module_imports_neither_tensorflow_nor_keras():
+    import subprocess
+    import sys
+
+    code = "import sys, transformer_zoo.search; print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
