@@ -10,6 +10,7 @@ from transformer_zoo.text.tokenizer import (
     save_tokenizers,
     train_tokenizer,
 )
+from transformer_zoo.text.wordpiece import WordPieceTokenizer as WordPieceTokenizer
 
 __all__ = [
     "TARGET_TOKENIZER_FILE",
