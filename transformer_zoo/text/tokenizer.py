@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Sequence
 
 import sentencepiece as spm
@@ -141,7 +142,8 @@ def train_tokenizer(
     Args:
         texts: training sentences (one string each).
         vocabulary_size: the target number of pieces, special ones included. It is a
-            soft limit: a small corpus yields fewer pieces instead of an error.
+            soft limit: a small corpus yields fewer pieces instead of an error, and with
+            full coverage it grows to hold every character of the text.
         model_type: `"unigram"` (default), `"bpe"`, `"char"` or `"word"`.
         character_coverage: share of characters covered; 1.0 keeps every character
             of the training text, which Chinese needs.
@@ -162,6 +164,11 @@ def train_tokenizer(
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise ValueError("`texts` holds no non-empty sentence to train the tokenizer on.")
+    if character_coverage == 1.0:
+        # SentencePiece refuses a vocabulary smaller than the characters it must keep
+        # (counted after its NFKC normalization), plus the special pieces and "▁".
+        characters = set("".join(unicodedata.normalize("NFKC", t) for t in texts))
+        vocabulary_size = max(vocabulary_size, len(characters - set(" \t")) + 6)
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(texts),

@@ -62,8 +62,8 @@ def translation_dataset(
         target_tokenizer: tokenizer of the targets (may be `source_tokenizer`).
         batch_size: examples per batch.
         max_source_length: the encoder's maximum; longer sources are cut.
-        max_target_length: the decoder's maximum; longer targets are cut (and then
-            have no `<eos>` label).
+        max_target_length: the decoder's maximum; longer targets are cut, and then
+            have no `<eos>` label.
         shuffle: reshuffle every epoch (deterministically for `seed`).
         seed: the shuffle seed.
         **batching: `drop_remainder`, `pad_to_bucket_boundary` (see `batch_by_length`).
@@ -80,11 +80,13 @@ def translation_dataset(
     )
 
     def example(ids):
-        target = ids["target"][: max_target_length - 1]
+        # Cut after adding <bos>/<eos>: a cut target keeps no <eos> label, so the model
+        # is never taught to stop where the real target goes on.
+        target = ids["target"]
         return {
             "encoder_token_ids": tf.concat([ids["source"][: max_source_length - 1], [EOS_ID]], 0),
-            "decoder_token_ids": tf.concat([[BOS_ID], target], 0),
-            "labels": tf.concat([target, [EOS_ID]], 0),
+            "decoder_token_ids": tf.concat([[BOS_ID], target], 0)[:max_target_length],
+            "labels": tf.concat([target, [EOS_ID]], 0)[:max_target_length],
         }
 
     def to_keras(batch):
