@@ -92,7 +92,13 @@ def generate(
     return beam_search(engine, inputs, num_beams=num_beams, length_penalty=length_penalty, **common)
 
 
-def greedy_search(engine, inputs, max_new_tokens, eos_id=None, pad_id=0) -> SearchResult:
+def greedy_search(
+    engine: Engine,
+    inputs: dict[str, np.ndarray],
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+) -> SearchResult:
     """Pick the most likely token at every step."""
     return _decode_rows(
         engine, inputs, max_new_tokens, eos_id, pad_id, lambda logp: logp.argmax(-1)
