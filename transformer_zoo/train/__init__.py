@@ -3,7 +3,13 @@ loss, metrics, learning-rate schedule, optimizers and evaluation."""
 
 from transformer_zoo.train.batching import in_graph_tokenizer
 from transformer_zoo.train.builtin import DatesZh
-from transformer_zoo.train.evaluation import accuracy, bleu, exact_match, per_category, perplexity
+from transformer_zoo.train.evaluation import (
+    accuracy,
+    bleu,
+    corpus_perplexity,
+    exact_match,
+    per_category,
+)
 from transformer_zoo.train.examples import ClassificationExample, PromptCompletion, TranslationPair
 from transformer_zoo.train.masked_accuracy import MaskedAccuracy
 from transformer_zoo.train.masked_lm import masked_lm_dataset
@@ -49,7 +55,7 @@ __all__ = [
     "masked_lm_dataset",
     "paper_adam",
     "per_category",
-    "perplexity",
+    "corpus_perplexity",
     "read_classification_tsv",
     "read_text",
     "read_translation_tsv",

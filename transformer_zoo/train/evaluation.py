@@ -42,7 +42,7 @@ def accuracy(predictions: Sequence, labels: Sequence) -> float:
     return sum(p == t for p, t in zip(predictions, labels, strict=True)) / len(labels)
 
 
-def perplexity(total_negative_log_likelihood: float, token_count: int) -> float:
+def corpus_perplexity(total_negative_log_likelihood: float, token_count: int) -> float:
     """exp(total NLL / tokens): the corpus perplexity from summed token log-losses (nats)."""
     if token_count <= 0:
         raise ValueError(f"`token_count` must be positive. Received: token_count={token_count}")
