@@ -1,0 +1,233 @@
+"""The run directory contract: what training writes and what export and serving read.
+
+A run directory holds `model.keras`, `config.json` (a `RunConfig`) and the tokenizer
+files it names (`tokenizer.model` and optionally `target_tokenizer.model`, or BERT's
+`vocab.txt`). An exported directory carries the same `config.json`, with its `export`
+entry filled in (the files written, ONNX input/output names, the model's dimensions),
+next to the tokenizer files and the ONNX / SavedModel files, so that it describes itself.
+
+This module imports only the standard library: the TensorFlow-free onnxruntime engine
+(`transformer_zoo.export.runtime`) reads the same file.
+
+Example:
+>>> import tempfile
+>>> cfg = RunConfig(family="decoder-only", preset="tiny", task="language-model")
+>>> with tempfile.TemporaryDirectory() as run_dir:
+...     path = save_run_config(run_dir, cfg)
+...     load_run_config(run_dir) == cfg
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.keras"
+FORMAT_VERSION = 1
+
+FAMILIES = ("encoder-decoder", "decoder-only", "encoder-only")
+TASKS = ("translation", "language-model", "classification", "embedding", "masked-lm")
+# Which tasks each family serves; a config pairing them otherwise is malformed.
+FAMILY_TASKS = {
+    "encoder-decoder": ("translation",),
+    "decoder-only": ("language-model",),
+    "encoder-only": ("classification", "embedding", "masked-lm"),
+}
+SENTENCEPIECE_SPECIALS = ("pad", "unk", "bos", "eos")
+WORDPIECE_SPECIALS = ("pad", "unk", "cls", "sep", "mask")
+TOKENIZER_FILES = ("tokenizer.model", "vocab.txt")
+TARGET_TOKENIZER_FILES = ("target_tokenizer.model",)
+DEFAULT_SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
+
+
+class RunError(ValueError):
+    """A run or exported directory is missing, incomplete or malformed."""
+
+
+@dataclass
+class RunConfig:
+    """What a trained (or exported) model is, and how text becomes its input.
+
+    Attributes:
+        family: `"encoder-decoder"`, `"decoder-only"` or `"encoder-only"`.
+        preset: the preset the model was built from (`"tiny"`, `"base"`, …), or
+            `"custom"` for a model built in user code.
+        task: `"translation"`, `"language-model"`, `"classification"`, `"embedding"`
+            or `"masked-lm"`; must suit the family.
+        special_ids: `{pad, unk, bos, eos}` for SentencePiece vocabularies (the zoo's
+            0, 1, 2, 3), or `{pad, unk, cls, sep, mask}` for a WordPiece `vocab.txt`.
+            A SentencePiece vocabulary may add `mask`.
+        tokenizer: file name of the (source) vocabulary: `"tokenizer.model"` or `"vocab.txt"`.
+        target_tokenizer: `"target_tokenizer.model"` when an encoder-decoder has a
+            separate target vocabulary, else None (shared).
+        max_length: the longest input in tokens, special tokens included: the source of
+            an encoder-decoder, prompt plus completion of a decoder-only model (its
+            context), the text (pair) of an encoder-only model. None: the model's maximum.
+        max_target_length: the longest decoder sequence of an encoder-decoder, or None.
+        label_names: classification label names (a label's id is its position), or None.
+        data: the data spec trained on (`"builtin:dates-zh"`, a path), or None.
+        seed: the training seed, or None.
+        extra: free-form JSON-serializable details (training options, metrics, …).
+        export: filled in by the exporters only: `{"files": …, "onnx": {file: {"inputs":
+            […], "outputs": […]}}, "model": {dimensions}}`; empty in a run directory.
+    """
+
+    family: str
+    preset: str
+    task: str
+    special_ids: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_SPECIAL_IDS))
+    tokenizer: str = "tokenizer.model"
+    target_tokenizer: str | None = None
+    max_length: int | None = None
+    max_target_length: int | None = None
+    label_names: list[str] | None = None
+    data: str | None = None
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    export: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def tokenizer_files(self) -> list[str]:
+        """The vocabulary files the directory must hold."""
+        files = [self.tokenizer]
+        if self.target_tokenizer:
+            files.append(self.target_tokenizer)
+        return files
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        """Builds a config from `to_dict`'s output; raises `RunError` if it is malformed."""
+        if not isinstance(data, dict):
+            raise RunError(f"A run config must be a JSON object. Received: {type(data).__name__}")
+        data = dict(data)
+        version = data.pop("format_version", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise RunError(
+                f"Unsupported config format_version {version!r}; this version reads "
+                f"{FORMAT_VERSION}."
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise RunError(f"Unknown config keys {unknown}; put free-form details under 'extra'.")
+        missing = sorted(f for f in ("family", "preset", "task") if f not in data)
+        if missing:
+            raise RunError(f"The config lacks the keys {missing}.")
+        return cls(**data)
+
+
+def _validate(cfg: RunConfig) -> None:
+    def fail(message: str) -> None:
+        raise RunError(message)
+
+    if cfg.family not in FAMILIES:
+        fail(f"`family` must be one of {FAMILIES}. Received: family={cfg.family!r}")
+    if cfg.task not in FAMILY_TASKS[cfg.family]:
+        fail(
+            f"`task` must be one of {FAMILY_TASKS[cfg.family]} for the {cfg.family} family. "
+            f"Received: task={cfg.task!r}"
+        )
+    if not isinstance(cfg.preset, str) or not cfg.preset:
+        fail(f"`preset` must be a non-empty string. Received: preset={cfg.preset!r}")
+    if cfg.tokenizer not in TOKENIZER_FILES:
+        fail(f"`tokenizer` must be one of {TOKENIZER_FILES}. Received: tokenizer={cfg.tokenizer!r}")
+    if cfg.target_tokenizer is not None and cfg.target_tokenizer not in TARGET_TOKENIZER_FILES:
+        fail(
+            f"`target_tokenizer` must be None or one of {TARGET_TOKENIZER_FILES}. "
+            f"Received: target_tokenizer={cfg.target_tokenizer!r}"
+        )
+    if cfg.target_tokenizer is not None and cfg.family != "encoder-decoder":
+        fail(f"Only an encoder-decoder has a `target_tokenizer`. Received: family={cfg.family!r}")
+    required = WORDPIECE_SPECIALS if cfg.tokenizer == "vocab.txt" else SENTENCEPIECE_SPECIALS
+    ids = cfg.special_ids
+    if not isinstance(ids, dict) or any(k not in ids for k in required):
+        fail(f"`special_ids` must name {list(required)}. Received: special_ids={ids!r}")
+    if any(v is not None and (not isinstance(v, int) or v < 0) for v in ids.values()):
+        fail(f"`special_ids` must be non-negative integers. Received: special_ids={ids!r}")
+    for name in ("max_length", "max_target_length", "seed"):
+        value = getattr(cfg, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            fail(f"`{name}` must be an integer or None. Received: {name}={value!r}")
+    for name in ("max_length", "max_target_length"):
+        value = getattr(cfg, name)
+        if value is not None and value < 1:
+            fail(f"`{name}` must be positive. Received: {name}={value!r}")
+    if cfg.label_names is not None and (
+        not isinstance(cfg.label_names, list)
+        or not all(isinstance(n, str) for n in cfg.label_names)
+    ):
+        fail(f"`label_names` must be a list of strings. Received: label_names={cfg.label_names!r}")
+    if cfg.task == "classification" and not cfg.label_names:
+        fail("A classification config needs `label_names`.")
+    for name in ("extra", "export"):
+        if not isinstance(getattr(cfg, name), dict):
+            fail(f"`{name}` must be a dict. Received: {name}={getattr(cfg, name)!r}")
+
+
+def save_run_config(directory: str | os.PathLike, cfg: RunConfig) -> str:
+    """Writes `directory/config.json` atomically (a temporary file, then a rename).
+
+    Returns:
+        The path written.
+    """
+    if not isinstance(cfg, RunConfig):
+        raise ValueError(f"`cfg` must be a RunConfig. Received: {type(cfg).__name__}")
+    _validate(cfg)
+    os.makedirs(directory, exist_ok=True)
+    text = json.dumps(cfg.to_dict(), indent=2, ensure_ascii=False, sort_keys=False)
+    path = os.path.join(directory, CONFIG_FILE)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".config-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+    return path
+
+
+def load_run_config(directory: str | os.PathLike) -> RunConfig:
+    """Reads `directory/config.json`.
+
+    Raises:
+        RunError: the directory or its config is missing, unreadable or malformed.
+    """
+    if not os.path.isdir(directory):
+        raise RunError(f"No such directory: {os.fspath(directory)!r}")
+    path = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise RunError(f"{os.fspath(directory)!r} holds no {CONFIG_FILE}; is it a run directory?")
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RunError(f"Cannot read {path}: {error}") from None
+    try:
+        return RunConfig.from_dict(data)
+    except RunError as error:
+        raise RunError(f"{path}: {error}") from None
+    except TypeError as error:  # a wrong-typed value the dataclass could not take
+        raise RunError(f"{path}: {error}") from None
+
+
+def check_run_files(directory: str | os.PathLike, cfg: RunConfig, *names: str) -> None:
+    """Raises `RunError` unless `directory` holds the tokenizer files and `names`."""
+    missing = [
+        n for n in [*cfg.tokenizer_files, *names] if not os.path.exists(os.path.join(directory, n))
+    ]
+    if missing:
+        raise RunError(f"{os.fspath(directory)!r} lacks {', '.join(missing)}.")
