@@ -88,3 +88,19 @@ def minilm_reference():
     record = json.loads((DATA_DIR / "minilm_reference.json").read_text(encoding="ascii"))
     embeddings = np.load(DATA_DIR / "minilm_reference.npy")
     return record["sentences"], record["input_ids"], embeddings
+
+
+# WordPiece inputs beyond the recorded sentences: special tokens inside text, a final capital sigma,
+# words over 100 bytes but under 100 characters, a word over 100 characters, NUL.
+WORDPIECE_EDGE_CASES = [
+    "Paris is the [MASK] of France.",
+    "[mask] [CLS]x[SEP]",
+    "ΟΔΥΣΣΕΥΣ ΚΑΙ ΠΗΝΕΛΟΠΗ",
+    "İstanbul ǅ ﬁne x² ½ … Ⅻ ①",
+    "むかしむかしあるところにおじいさんとおばあさんがすんでいましたとさおしまい",
+    "достопримечательность" * 3,
+    "a" * 101 + " b",
+    "a\x00b\ufffdc\ue000d",
+    "",
+    "   ",
+]

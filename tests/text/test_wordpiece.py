@@ -8,23 +8,9 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
+from tests.helpers import WORDPIECE_EDGE_CASES as EDGE_CASES
 from tests.helpers import minilm_dir, minilm_reference
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
-
-# Inputs beyond the recorded sentences: special tokens inside text, a final capital sigma,
-# words over 100 bytes but under 100 characters, a word over 100 characters, NUL.
-EDGE_CASES = [
-    "Paris is the [MASK] of France.",
-    "[mask] [CLS]x[SEP]",
-    "ΟΔΥΣΣΕΥΣ ΚΑΙ ΠΗΝΕΛΟΠΗ",
-    "İstanbul ǅ ﬁne x² ½ … Ⅻ ①",
-    "むかしむかしあるところにおじいさんとおばあさんがすんでいましたとさおしまい",
-    "достопримечательность" * 3,
-    "a" * 101 + " b",
-    "a\x00b\ufffdc\ue000d",
-    "",
-    "   ",
-]
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.helpers import WORDPIECE_EDGE_CASES as EDGE_CASES
 from tests.helpers import minilm_dir, minilm_reference
-from tests.text.test_wordpiece import EDGE_CASES
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 from transformer_zoo.train import wordpiece_unicode
 from transformer_zoo.train.wordpiece import WordPiecePreprocessor
