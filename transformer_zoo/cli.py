@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from transformer_zoo import __version__
+from transformer_zoo.cli_serving import register as register_serving
 
 
 class UsageError(Exception):
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe = commands.add_parser("describe", help="print a preset's architecture as JSON")
     describe.add_argument("preset", help="preset name")
     describe.set_defaults(handler=_describe)
+    register_serving(commands)  # export, generate, translate, embed, classify
     return parser
 
 

@@ -1,0 +1,221 @@
+"""The serving commands of `transformer-zoo`: export, generate, translate, embed, classify.
+
+`cli.py` registers them with `register(commands)`. Inputs come from the arguments, from
+`--input FILE` (one per line; `-` is stdin), or from stdin; results are printed as text
+or, with `--format jsonl`, one JSON object per input. Bad input is reported in one
+line with exit code 2 (`cli.UsageError`). TensorFlow is imported only by the commands
+and engines that need it (`export`, `--engine keras|saved_model`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def register(commands) -> None:
+    """Adds the serving subcommands to `commands` (an argparse subparsers object)."""
+    export = commands.add_parser("export", help="export a run directory to ONNX/SavedModel")
+    export.add_argument("run_dir", help="a run directory (model.keras, config.json, tokenizer)")
+    export.add_argument("--format", choices=("onnx", "saved_model", "all"), default="all")
+    export.add_argument("--out", required=True, help="the export directory to write")
+    export.add_argument(
+        "--no-fuse-layer-norm",
+        action="store_true",
+        help="keep tf2onnx's 13-node LayerNorm expansions (for measurement)",
+    )
+    export.add_argument("--opset", type=int, default=17, choices=(17, 18))
+    export.set_defaults(handler=_export)
+
+    for name, help_, handler in (
+        ("generate", "continue text prompts (decoder-only)", _generate),
+        ("translate", "translate texts (encoder-decoder)", _translate),
+        ("embed", "sentence embeddings (encoder-only)", _embed),
+        ("classify", "classify texts (encoder-only classifier)", _classify),
+    ):
+        parser = commands.add_parser(name, help=help_)
+        _serving_arguments(parser)
+        if name in ("generate", "translate"):
+            _search_arguments(parser, name)
+        if name in ("embed", "classify"):
+            parser.add_argument("--batch-size", type=int, default=32)
+        if name == "embed":
+            parser.add_argument("--output", help="write a float32 (N, D) .npy file instead")
+        if name == "classify":
+            parser.add_argument(
+                "--pairs", action="store_true", help="each input is 'text<TAB>second text'"
+            )
+        parser.set_defaults(handler=handler)
+
+
+def _serving_arguments(parser) -> None:
+    parser.add_argument("texts", nargs="*", help="inputs (default: --input or stdin)")
+    parser.add_argument("--model", required=True, help="an exported or a run directory")
+    parser.add_argument("--engine", choices=("onnx", "keras", "saved_model"), default="onnx")
+    parser.add_argument("--input", help="a file with one input per line ('-': stdin)")
+    parser.add_argument("--format", choices=("text", "jsonl"), default="text")
+    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+
+
+def _search_arguments(parser, name: str) -> None:
+    parser.add_argument("--max-new-tokens", type=int, default=32 if name == "generate" else None)
+    parser.add_argument("--strategy", choices=("greedy", "sample", "beam"), default="greedy")
+    parser.add_argument("--num-beams", type=int, default=4)
+    parser.add_argument("--length-penalty", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--seed", type=int)
+
+
+def _usage_error(message: str) -> Exception:
+    from transformer_zoo.cli import UsageError  # cli imports this module: no top-level cycle
+
+    return UsageError(message)
+
+
+def _one_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def _read_inputs(args) -> list[str]:
+    if args.texts and args.input:
+        raise _usage_error("give inputs as arguments or with --input, not both")
+    if args.texts:
+        return list(args.texts)
+    try:
+        if args.input and args.input != "-":
+            with open(args.input, encoding="utf-8") as file:
+                lines = file.read().splitlines()
+        else:
+            if args.input is None and sys.stdin.isatty():
+                raise _usage_error("no input: give texts, --input FILE, or pipe them to stdin")
+            lines = sys.stdin.read().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise _usage_error(f"cannot read the input: {_one_line(error)}") from None
+    if not lines:
+        raise _usage_error("the input holds no line")
+    return lines
+
+
+def _load(args):
+    from transformer_zoo.export.serving import load_served_model
+
+    if args.threads < 0:
+        raise _usage_error(f"--threads must be ≥ 0, got {args.threads}")
+    try:
+        return load_served_model(args.model, args.engine, args.threads)
+    except ValueError as error:  # RunError, ModelDirectoryError
+        raise _usage_error(_one_line(error)) from None
+
+
+def _serve(args, call):
+    """Loads the model, reads the inputs and runs `call(model, inputs)`; input errors
+    (all ValueErrors: InputError, bad search arguments) become one-line usage errors."""
+    inputs = _read_inputs(args)
+    model = _load(args)
+    try:
+        return inputs, call(model, inputs)
+    except ValueError as error:
+        raise _usage_error(_one_line(error)) from None
+
+
+def _search_kwargs(args) -> dict:
+    kwargs = {"strategy": args.strategy}
+    if args.strategy == "beam":
+        kwargs.update(num_beams=args.num_beams, length_penalty=args.length_penalty)
+    if args.strategy == "sample":
+        kwargs.update(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+        kwargs["seed"] = args.seed
+    return kwargs
+
+
+def _print_texts(args, inputs, outputs, key: str) -> int:
+    for text, output in zip(inputs, outputs, strict=True):
+        if args.format == "jsonl":
+            print(json.dumps({"input": text, key: output}, ensure_ascii=False))
+        else:
+            print(output)
+    return 0
+
+
+def _generate(args) -> int:
+    inputs, outputs = _serve(
+        args, lambda m, xs: m.generate(xs, args.max_new_tokens, **_search_kwargs(args))
+    )
+    return _print_texts(args, inputs, outputs, "generated")
+
+
+def _translate(args) -> int:
+    inputs, outputs = _serve(
+        args, lambda m, xs: m.translate(xs, args.max_new_tokens, **_search_kwargs(args))
+    )
+    return _print_texts(args, inputs, outputs, "translation")
+
+
+def _embed(args) -> int:
+    import numpy as np
+
+    inputs, vectors = _serve(args, lambda m, xs: m.embed(xs, batch_size=args.batch_size))
+    if args.output:
+        try:
+            np.save(args.output, vectors.astype(np.float32))
+        except OSError as error:
+            raise _usage_error(f"cannot write {args.output}: {_one_line(error)}") from None
+        print(
+            f"wrote {vectors.shape[0]}×{vectors.shape[1]} embeddings to {args.output}",
+            file=sys.stderr,
+        )
+        return 0
+    for text, vector in zip(inputs, vectors, strict=True):
+        if args.format == "jsonl":
+            print(
+                json.dumps(
+                    {"input": text, "embedding": [float(v) for v in vector]}, ensure_ascii=False
+                )
+            )
+        else:
+            print(" ".join(f"{v:.6g}" for v in vector))
+    return 0
+
+
+def _classify(args) -> int:
+    def call(model, lines):
+        if not args.pairs:
+            return model.classify(lines, batch_size=args.batch_size)
+        split = [line.split("\t", 1) for line in lines]
+        if any(len(parts) != 2 for parts in split):
+            raise _usage_error("--pairs needs 'text<TAB>second text' on every line")
+        first, second = zip(*split, strict=True)
+        return model.classify(list(first), list(second), batch_size=args.batch_size)
+
+    inputs, results = _serve(args, call)
+    for text, result in zip(inputs, results, strict=True):
+        if args.format == "jsonl":
+            print(json.dumps({"input": text, **result}, ensure_ascii=False))
+        else:
+            print(f"{result['label']}\t{result['score']:.4f}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from transformer_zoo.run import RunError
+
+    formats = ("onnx", "saved_model") if args.format == "all" else (args.format,)
+    if not os.path.isdir(args.run_dir):
+        raise _usage_error(f"no such run directory: {args.run_dir}")
+    from transformer_zoo.export.run_export import export_run
+    from transformer_zoo.export.validation import ExportError
+
+    options = {"fuse_layer_norm": not args.no_fuse_layer_norm, "opset": args.opset}
+    try:
+        report = export_run(args.run_dir, args.out, formats, **options)
+    except (RunError, ValueError) as error:
+        raise _usage_error(_one_line(error)) from None
+    except ExportError as error:
+        print(f"transformer-zoo export: export failed validation: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(report))
+    return 0

@@ -1,0 +1,122 @@
+"""The self-describing exported directory: `config.json`, tokenizer files, model files.
+
+`config.json` is the run directory's `RunConfig` (`transformer_zoo.run`) with its
+`export` entry filled in:
+
+    "export": {
+      "model": {class_name, vocabulary_size, num_layers, num_heads, head_dim, ...},
+      "tokenizer": true,                      # whether the tokenizer files are here
+      "onnx": {"opset": 17, "graphs": {"model": {"file": "model.onnx",
+                "inputs": [...], "outputs": [...]}}, ...},
+      "saved_model": {"directory": "saved_model", "signatures": [...]}
+    }
+
+The ONNX and SavedModel exporters each merge their entry into the file, so one directory
+can hold both formats.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from transformer_zoo.export.graphs import default_task, family_of, model_dimensions
+from transformer_zoo.run import (
+    CONFIG_FILE,
+    RunConfig,
+    RunError,
+    load_run_config,
+    save_run_config,
+)
+from transformer_zoo.text import TARGET_TOKENIZER_FILE, TOKENIZER_FILE, Tokenizer
+from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
+
+# Files a WordPiece checkpoint may carry next to vocab.txt (casing options).
+WORDPIECE_EXTRA_FILES = ("tokenizer_config.json",)
+
+
+def make_config(
+    model,
+    config: RunConfig | None = None,
+    tokenizer: Tokenizer | WordPieceTokenizer | None = None,
+    target_tokenizer: Tokenizer | None = None,
+) -> RunConfig:
+    """The run config of `model`: `config` checked against it, or one made from scratch
+    (preset `"custom"`, the family's default task, the tokenizer's special ids)."""
+    family = family_of(model)
+    if config is not None:
+        if not isinstance(config, RunConfig):
+            raise ValueError(f"`config` must be a RunConfig. Received: {type(config).__name__}")
+        if config.family != family:
+            raise ValueError(
+                f"`config` describes a {config.family} model but the model is {family}. "
+                f"Received: config.family={config.family!r}"
+            )
+        return RunConfig.from_dict(config.to_dict())  # a copy
+    dims = model_dimensions(model)
+    special_ids = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
+    tokenizer_file = TOKENIZER_FILE
+    if isinstance(tokenizer, WordPieceTokenizer):
+        special_ids, tokenizer_file = tokenizer.special_ids, VOCAB_FILENAME
+    elif tokenizer is not None:
+        special_ids = tokenizer.special_ids
+    task = default_task(model)
+    separate = target_tokenizer is not None and target_tokenizer is not tokenizer
+    return RunConfig(
+        family=family,
+        preset="custom",
+        task=task,
+        special_ids=special_ids,
+        tokenizer=tokenizer_file,
+        target_tokenizer=TARGET_TOKENIZER_FILE if separate else None,
+        max_length=dims["max_length"],
+        label_names=[str(i) for i in range(dims["num_classes"])]
+        if task == "classification"
+        else None,
+    )
+
+
+def write_tokenizers(
+    out_dir: str,
+    config: RunConfig,
+    tokenizer: Tokenizer | WordPieceTokenizer | None = None,
+    target_tokenizer: Tokenizer | None = None,
+    source_dir: str | None = None,
+) -> bool:
+    """Writes the tokenizer files `config` names: from the objects, or copied from
+    `source_dir` (a run directory). Returns whether any tokenizer was written."""
+    if source_dir is not None:
+        names = [*config.tokenizer_files, *WORDPIECE_EXTRA_FILES]
+        for name in names:
+            source = os.path.join(source_dir, name)
+            if os.path.isfile(source) and os.path.abspath(source) != os.path.abspath(
+                os.path.join(out_dir, name)
+            ):
+                shutil.copyfile(source, os.path.join(out_dir, name))
+        return True
+    if tokenizer is None:
+        return False
+    if isinstance(tokenizer, WordPieceTokenizer):
+        tokenizer.save(out_dir)
+    else:
+        tokenizer.save(os.path.join(out_dir, config.tokenizer))
+    if config.target_tokenizer and target_tokenizer is not None:
+        target_tokenizer.save(os.path.join(out_dir, config.target_tokenizer))
+    return True
+
+
+def update_export_config(out_dir: str, config: RunConfig, key: str, entry: dict, **common) -> None:
+    """Merges `entry` under `export[key]` (and `common` under `export`) into
+    `out_dir/config.json`, keeping what another exporter wrote there before."""
+    export = dict(config.export)
+    if os.path.isfile(os.path.join(out_dir, CONFIG_FILE)):
+        try:
+            previous = load_run_config(out_dir)
+        except RunError:
+            previous = None
+        if previous is not None and previous.family == config.family:
+            export = {**previous.export, **export}
+    export.update(common)
+    export[key] = entry
+    config.export = export
+    save_run_config(out_dir, config)

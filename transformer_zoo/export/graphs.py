@@ -1,0 +1,232 @@
+"""The exported graphs of each family, as named `tf.function`s.
+
+One definition serves both exporters: tf2onnx converts these functions (the `TensorSpec`
+names become the ONNX input names and the returned dict's keys the output names), and
+the SavedModel exporter saves the same functions as signatures, so both formats expose
+identical inputs and outputs (Hugging Face Optimum's names, DESIGN.md).
+
+Graphs per family (B batch, S/T sequence, P past length, H heads, Dh head width):
+
+- decoder-only `model`: `input_ids` (B, S), `attention_mask` (B, P + S), `position_ids`
+  (B, S), `past_key_values.{i}.key/.value` (B, H, P, Dh) → `logits` (B, S, V),
+  `present.{i}.key/.value` (B, H, P + S, Dh). P = 0 for the prompt.
+- encoder-decoder `encoder`: `input_ids`, `attention_mask` (B, S) → `last_hidden_state`
+  (B, S, D) and the cross-attention keys and values of every decoder layer,
+  `present.{i}.encoder.key/.value` (B, H, S, Dh), projected once per source.
+- encoder-decoder `decoder`: `input_ids` (B, T), `attention_mask` (B, P + T),
+  `position_ids` (B, T), `encoder_attention_mask` (B, S),
+  `past_key_values.{i}.decoder.key/.value` (B, H, P, Dh) and
+  `past_key_values.{i}.encoder.key/.value` (B, H, S, Dh) → `logits` (B, T, V),
+  `present.{i}.decoder.key/.value` (B, H, P + T, Dh).
+- encoder-only `model`: `input_ids`, `attention_mask`[, `token_type_ids`] (B, S) →
+  `last_hidden_state` (B, S, D)[, `pooler_output` (B, D)][, `logits`].
+
+Deviation from DESIGN.md for the decoder of an encoder-decoder: it does not take
+`encoder_hidden_states`. Its inputs are those of Optimum's `decoder_with_past_model.onnx`
+(the cross caches `past_key_values.{i}.encoder.*`), which `encoder_model.onnx` outputs as
+`present.{i}.encoder.*`; that keeps the cross-attention projections at once per source,
+where a decoder reading `encoder_hidden_states` would project them again at every step.
+It also takes `attention_mask` and `position_ids` for the target, as the decoder-only
+graph does, so that target prefixes of different lengths decode in one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from transformer_zoo.models import (
+    DecoderOnly,
+    EncoderDecoder,
+    EncoderOnly,
+    EncoderOnlyClassifier,
+    EncoderOnlyMaskedLM,
+)
+
+INT = tf.int64  # Optimum's and onnxruntime-genai's integer type for ids, masks, positions
+GRAPH_FILES = {
+    "model": "model.onnx",
+    "encoder": "encoder_model.onnx",
+    "decoder": "decoder_model.onnx",
+}
+
+
+@dataclass
+class Graph:
+    """One exported graph.
+
+    Attributes:
+        name: `"model"`, `"encoder"` or `"decoder"`.
+        function: a `tf.function` with `input_signature`; returns a dict of tensors.
+        inputs: the named `tf.TensorSpec`s, in signature order.
+        outputs: the output names, in the order of the dict.
+        cached: whether it takes `past_key_values` (validated with P = 0 and P > 0).
+    """
+
+    name: str
+    function: tf.types.experimental.GenericFunction
+    inputs: list[tf.TensorSpec]
+    outputs: list[str]
+    cached: bool = False
+
+    @property
+    def file(self) -> str:
+        return GRAPH_FILES[self.name]
+
+
+def family_of(model) -> str:
+    """`"encoder-decoder"`, `"decoder-only"` or `"encoder-only"`; ValueError otherwise."""
+    if isinstance(model, DecoderOnly):
+        return "decoder-only"
+    if isinstance(model, EncoderDecoder):
+        return "encoder-decoder"
+    if isinstance(model, (EncoderOnly, EncoderOnlyClassifier, EncoderOnlyMaskedLM)):
+        return "encoder-only"
+    raise ValueError(
+        "`model` must be a DecoderOnly, EncoderDecoder, EncoderOnly, EncoderOnlyClassifier "
+        f"or EncoderOnlyMaskedLM. Received: model of type {type(model).__name__}"
+    )
+
+
+def default_task(model) -> str:
+    if isinstance(model, EncoderOnlyClassifier):
+        return "classification"
+    if isinstance(model, EncoderOnlyMaskedLM):
+        return "masked-lm"
+    return {"decoder-only": "language-model", "encoder-decoder": "translation"}.get(
+        family_of(model), "embedding"
+    )
+
+
+def backbone_of(model):
+    return (
+        model.backbone if isinstance(model, (EncoderOnlyClassifier, EncoderOnlyMaskedLM)) else model
+    )
+
+
+def model_dimensions(model) -> dict:
+    """What a runtime needs to know to feed the graphs (stored in `config.json`)."""
+    core = backbone_of(model)
+    dims = {
+        "class_name": type(model).__name__,
+        "vocabulary_size": core.vocabulary_size,
+        "num_layers": core.num_layers,
+        "num_heads": core.num_heads,
+        "head_dim": core.hidden_dim // core.num_heads,
+        "hidden_dim": core.hidden_dim,
+        "max_length": core.max_length,
+        "dtype": core.compute_dtype,
+    }
+    if isinstance(model, EncoderDecoder):
+        dims["target_vocabulary_size"] = model.output_vocabulary_size
+    if isinstance(core, EncoderOnly):
+        dims["type_vocabulary_size"] = core.type_vocabulary_size
+        dims["use_pooler"] = core.use_pooler
+    if isinstance(model, EncoderOnlyClassifier):
+        dims["num_classes"] = model.num_classes
+    return dims
+
+
+def _ids(name: str) -> tf.TensorSpec:
+    return tf.TensorSpec((None, None), INT, name=name)
+
+
+def _caches(model, suffixes: list[str]) -> list[tf.TensorSpec]:
+    shape = (None, model.num_heads, None, model.head_dim)
+    dtype = tf.as_dtype(model.compute_dtype)
+    return [
+        tf.TensorSpec(shape, dtype, name=f"past_key_values.{i}.{suffix}")
+        for i in range(model.num_layers)
+        for suffix in suffixes
+    ]
+
+
+def _present(present, parts: list[str], keep: int) -> dict:
+    """`present.{i}.{part}` for the first `keep` tensors of each layer's present tuple."""
+    return {
+        f"present.{i}.{part}": layer[j]
+        for i, layer in enumerate(present)
+        for j, part in enumerate(parts[:keep])
+    }
+
+
+def _graph(name, fn, inputs, cached=False) -> Graph:
+    function = tf.function(fn, input_signature=inputs, autograph=False)
+    outputs = list(function.get_concrete_function().structured_outputs)
+    return Graph(name, function, inputs, outputs, cached)
+
+
+def decoder_only_graphs(model: DecoderOnly) -> list[Graph]:
+    inputs = [_ids("input_ids"), _ids("attention_mask"), _ids("position_ids")]
+    inputs += _caches(model, ["key", "value"])
+
+    def step(input_ids, attention_mask, position_ids, *past):
+        cache = [tuple(past[i : i + 2]) for i in range(0, len(past), 2)]
+        logits, present = model.call_with_cache(input_ids, cache, attention_mask, position_ids)
+        return {"logits": logits, **_present(present, ["key", "value"], 2)}
+
+    return [_graph("model", step, inputs, cached=True)]
+
+
+def encoder_decoder_graphs(model: EncoderDecoder) -> list[Graph]:
+    def encode(input_ids, attention_mask):
+        memory = model.encode(input_ids, attention_mask)
+        cross = [layer[2:] for layer in model.start_cache(memory)]
+        return {"last_hidden_state": memory, **_present(cross, ["encoder.key", "encoder.value"], 2)}
+
+    decoder_inputs = [
+        _ids("input_ids"),
+        _ids("attention_mask"),
+        _ids("position_ids"),
+        _ids("encoder_attention_mask"),
+    ]
+    decoder_inputs += _caches(
+        model, ["decoder.key", "decoder.value", "encoder.key", "encoder.value"]
+    )
+
+    def decode(input_ids, attention_mask, position_ids, encoder_attention_mask, *past):
+        cache = [tuple(past[i : i + 4]) for i in range(0, len(past), 4)]
+        logits, present = model.decode_step(
+            input_ids, cache, encoder_attention_mask, attention_mask, position_ids
+        )
+        return {"logits": logits, **_present(present, ["decoder.key", "decoder.value"], 2)}
+
+    return [
+        _graph("encoder", encode, [_ids("input_ids"), _ids("attention_mask")]),
+        _graph("decoder", decode, decoder_inputs, cached=True),
+    ]
+
+
+def encoder_only_graphs(model) -> list[Graph]:
+    core = backbone_of(model)
+    inputs = [_ids("input_ids"), _ids("attention_mask")]
+    if core.type_vocabulary_size:
+        inputs.append(_ids("token_type_ids"))
+
+    def forward(input_ids, attention_mask, token_type_ids=None):
+        features = {"token_ids": input_ids, "padding_mask": attention_mask}
+        if token_type_ids is not None:
+            features["segment_ids"] = token_type_ids
+        outputs = core(features)
+        result = {"last_hidden_state": outputs["sequence_output"]}
+        if "pooled_output" in outputs:
+            result["pooler_output"] = outputs["pooled_output"]
+        if isinstance(model, EncoderOnlyClassifier):
+            pooled = outputs.get("pooled_output", outputs["sequence_output"][:, 0])
+            result["logits"] = model.classifier(pooled)  # (B, num_classes)
+        elif isinstance(model, EncoderOnlyMaskedLM):
+            result["logits"] = model.lm_head(outputs["sequence_output"])  # (B, S, V)
+        return result
+
+    return [_graph("model", forward, inputs)]
+
+
+def export_graphs(model) -> list[Graph]:
+    """The graphs of `model`'s family (see the module docstring)."""
+    family = family_of(model)
+    if family == "decoder-only":
+        return decoder_only_graphs(model)
+    if family == "encoder-decoder":
+        return encoder_decoder_graphs(model)
+    return encoder_only_graphs(model)

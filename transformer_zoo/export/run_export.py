@@ -1,0 +1,58 @@
+"""`export_run`: a run directory (what `transformer-zoo train` writes) → an export directory."""
+
+from __future__ import annotations
+
+import os
+
+from transformer_zoo.export.runtime.errors import ModelDirectoryError
+from transformer_zoo.run import MODEL_FILE, check_run_files, load_run_config
+
+FORMATS = ("onnx", "saved_model")
+
+
+def export_run(
+    run_dir: str | os.PathLike, out_dir: str | os.PathLike, formats=FORMATS, **options
+) -> dict:
+    """Exports the run's `model.keras` in each of `formats` into `out_dir`, with its
+    `config.json` and tokenizer files.
+
+    Args:
+        run_dir: a run directory (`model.keras`, `config.json`, tokenizer files).
+        out_dir: the export directory (created if needed; may not be `run_dir`).
+        formats: any of `"onnx"`, `"saved_model"`.
+        **options: passed to `export_onnx` (e.g. `fuse_layer_norm`, `opset`).
+
+    Returns:
+        Per format, the exporter's report.
+
+    Raises:
+        RunError / ModelDirectoryError: the run directory is missing or incomplete.
+    """
+    import keras
+
+    from transformer_zoo.export.onnx_export import export_onnx
+    from transformer_zoo.export.saved_model_export import export_saved_model
+
+    run_dir, out_dir = os.fspath(run_dir), os.fspath(out_dir)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ValueError(f"`formats` must be a non-empty subset of {FORMATS}. Received: {formats}")
+    if os.path.abspath(run_dir) == os.path.abspath(out_dir):
+        raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
+    config = load_run_config(run_dir)
+    check_run_files(run_dir, config, MODEL_FILE)
+    try:
+        model = keras.saving.load_model(os.path.join(run_dir, MODEL_FILE))
+    except Exception as error:
+        message = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ModelDirectoryError(f"Cannot load {run_dir}/{MODEL_FILE}: {message}") from None
+    report = {}
+    if "onnx" in formats:
+        report["onnx"] = export_onnx(
+            model, out_dir, config=config, tokenizer_dir=run_dir, **options
+        )
+    if "saved_model" in formats:
+        report["saved_model"] = export_saved_model(
+            model, out_dir, config=config, tokenizer_dir=run_dir
+        )
+    return report

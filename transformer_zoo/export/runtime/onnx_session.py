@@ -1,0 +1,94 @@
+"""onnxruntime sessions, and `OnnxRunner`: runs an exported directory's graphs by name."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnxruntime as ort
+
+from transformer_zoo.export.runtime.errors import ModelDirectoryError
+
+DEFAULT_THREADS = 2  # 2 intra-op threads decoded ~1.7x faster than 1 on a 2-core machine
+
+
+def make_session(
+    path: str, intra_op_num_threads: int = DEFAULT_THREADS, enable_profiling: bool = False
+) -> ort.InferenceSession:
+    """A CPU session with every graph optimisation on.
+
+    Raises:
+        ModelDirectoryError: `path` is missing or is not a loadable ONNX model.
+    """
+    if not isinstance(intra_op_num_threads, int) or intra_op_num_threads < 0:
+        raise ValueError(
+            "`intra_op_num_threads` must be a non-negative integer (0: onnxruntime's default). "
+            f"Received: intra_op_num_threads={intra_op_num_threads!r}"
+        )
+    if not os.path.isfile(path):
+        raise ModelDirectoryError(f"Missing model file: {path}")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = intra_op_num_threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.enable_profiling = enable_profiling
+    try:
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime raises its own (non-ValueError) types
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
+        raise ModelDirectoryError(
+            f"{path} is not a valid ONNX model that onnxruntime can load ({first_line})."
+        ) from None
+
+
+class OnnxRunner:
+    """Runs the graphs of an exported directory: `run(graph, feeds) -> outputs`.
+
+    The cache tensors stay `ort.OrtValue`s from one step to the next (the outputs of a
+    step are fed back as they are, without a round trip through numpy); everything the
+    search code reads is returned as numpy.
+
+    Args:
+        files: graph name (`"model"`, `"encoder"`, `"decoder"`) → `.onnx` path.
+        intra_op_num_threads: onnxruntime's intra-op threads per session.
+    """
+
+    def __init__(self, files: dict[str, str], intra_op_num_threads: int = DEFAULT_THREADS):
+        self.sessions = {
+            name: make_session(path, intra_op_num_threads) for name, path in files.items()
+        }
+        self.inputs = {
+            name: {i.name: i for i in session.get_inputs()}
+            for name, session in self.sessions.items()
+        }
+        self.outputs = {
+            name: [o.name for o in session.get_outputs()] for name, session in self.sessions.items()
+        }
+
+    def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict:
+        """Runs `graph` on `feeds` (numpy arrays or OrtValues, by name).
+
+        Returns:
+            Every output by name: numpy for `numpy_outputs` (all of them if empty),
+            OrtValues otherwise.
+        """
+        session = self.sessions[graph]
+        values = {
+            name: value
+            if isinstance(value, ort.OrtValue)
+            else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value))
+            for name, value in feeds.items()
+        }
+        outputs = session.run_with_ort_values(self.outputs[graph], values)
+        names = self.outputs[graph]
+        return {
+            name: value.numpy() if not numpy_outputs or name in numpy_outputs else value
+            for name, value in zip(names, outputs, strict=True)
+        }
+
+    def take(self, value, indices: np.ndarray):
+        """Rows `indices` of a cache tensor (beam search reorders them)."""
+        if isinstance(value, ort.OrtValue):
+            value = value.numpy()
+        return np.ascontiguousarray(value[indices])

@@ -1,0 +1,242 @@
+"""`ServedModel`: text in, text / vectors / labels out, over any of the three engines.
+
+Tokenization and the input formats come from `transformer_zoo.text` (the same functions
+training uses), and generation from `transformer_zoo.search` (the same code as the Keras
+side). Only the runner differs: onnxruntime here, TensorFlow in
+`transformer_zoo.export.tf_runners`.
+
+Generative inputs longer than the model allows are rejected; encoder-only inputs are
+truncated to `max_length`, as in training and as sentence-transformers does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from transformer_zoo import search
+from transformer_zoo.export.runtime.cached_engine import CachedEngine
+from transformer_zoo.export.runtime.errors import InputError
+from transformer_zoo.export.runtime.inputs import token_array
+from transformer_zoo.run import RunConfig
+from transformer_zoo.text import pair_ids, prompt_ids, source_ids
+from transformer_zoo.text.wordpiece import WordPieceTokenizer
+
+
+class ServedModel:
+    """An exported (or trained) model behind a text interface.
+
+    Args:
+        config: the directory's `RunConfig`.
+        dims: the model's dimensions (`export.model` in an exported `config.json`).
+        runner: runs the graphs by name (`OnnxRunner`, or a TensorFlow runner).
+        engine: the `search.Engine` for generation; default `CachedEngine(runner)`.
+        tokenizer: the (source) tokenizer, or None for an id-only model.
+        target_tokenizer: an encoder-decoder's target tokenizer (default: `tokenizer`).
+    """
+
+    def __init__(self, config: RunConfig, dims: dict, runner, engine=None, tokenizer=None,
+                 target_tokenizer=None):  # fmt: skip
+        self.config = config
+        self.dims = dims
+        self.runner = runner
+        self.family = config.family
+        if engine is None and self.family != "encoder-only":
+            engine = CachedEngine(runner, dims, self.family)
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.target_tokenizer = target_tokenizer or tokenizer
+        self.max_length = int(config.max_length or dims["max_length"])
+        self.max_length = min(self.max_length, int(dims["max_length"]))
+
+    # --- generation -----------------------------------------------------------------
+    def generate_ids(self, token_ids, max_new_tokens: int = 32, padding_mask=None,
+                     **search_kwargs) -> search.SearchResult:  # fmt: skip
+        """Continue prompts given as ids: a (B, S) integer array (0 = padding) or id lists.
+
+        `search_kwargs`: `strategy` ("greedy", "sample", "beam") and its arguments.
+        """
+        self._need("decoder-only", "generate")
+        ids, mask = token_array(
+            token_ids, "token_ids", self.dims["vocabulary_size"], None, padding_mask
+        )
+        self._check_room(int(mask.sum(1).max()), max_new_tokens, "prompt")
+        inputs = {"token_ids": ids, "padding_mask": mask}
+        return self._search(inputs, max_new_tokens, **search_kwargs)
+
+    def generate(self, prompts: str | Sequence[str], max_new_tokens: int = 32,
+                 **search_kwargs) -> list[str]:  # fmt: skip
+        """Continue text prompts; returns the generated text of each (prompt excluded)."""
+        self._need("decoder-only", "generate")
+        ids = [prompt_ids(self._tokenizer(), text) for text in _texts(prompts)]
+        result = self.generate_ids(ids, max_new_tokens, **search_kwargs)
+        return [self.tokenizer.decode(row) for row in result.tokens]
+
+    def translate_ids(self, source_token_ids, max_new_tokens: int | None = None,
+                      **search_kwargs) -> search.SearchResult:  # fmt: skip
+        """Translate sources given as ids; the target starts from BOS."""
+        self._need("encoder-decoder", "translate")
+        source, mask = token_array(
+            source_token_ids, "source_token_ids", self.dims["vocabulary_size"], self.max_length
+        )
+        if max_new_tokens is None:
+            max_new_tokens = (self.config.max_target_length or self.dims["max_length"]) - 1
+        self._check_room(1, max_new_tokens, "target start")
+        start = np.full((len(source), 1), self.config.special_ids["bos"], np.int64)
+        inputs = {
+            "encoder_token_ids": source,
+            "encoder_padding_mask": mask,
+            "decoder_token_ids": start,
+        }
+        return self._search(inputs, max_new_tokens, **search_kwargs)
+
+    def translate(self, sources: str | Sequence[str], max_new_tokens: int | None = None,
+                  **search_kwargs) -> list[str]:  # fmt: skip
+        """Translate texts; returns one translation per source."""
+        self._need("encoder-decoder", "translate")
+        ids = [source_ids(self._tokenizer(), text) for text in _texts(sources)]
+        result = self.translate_ids(ids, max_new_tokens, **search_kwargs)
+        return [self.target_tokenizer.decode(row) for row in result.tokens]
+
+    def _search(self, inputs, max_new_tokens, strategy="greedy", **kwargs):
+        return search.generate(
+            self.engine,
+            inputs,
+            max_new_tokens,
+            strategy=strategy,
+            eos_id=self.config.special_ids.get("eos"),
+            pad_id=self.config.special_ids.get("pad", 0),
+            **kwargs,
+        )
+
+    def _check_room(self, used: int, max_new_tokens, what: str) -> None:
+        if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+            raise InputError(
+                f"`max_new_tokens` must be a positive integer. Received: {max_new_tokens!r}"
+            )
+        context = int(self.dims["max_length"])
+        if used >= context or used + max_new_tokens > context:
+            raise InputError(
+                f"The {what} ({used} tokens) plus max_new_tokens={max_new_tokens} does not fit "
+                f"the model's context of {context} tokens."
+            )
+
+    # --- encoder-only -----------------------------------------------------------------
+    def encode(self, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None) -> dict:
+        """The graph's outputs for a batch of texts (`last_hidden_state`, …) plus the
+        `attention_mask` used."""
+        self._need("encoder-only", "encode")
+        feeds = self._encoder_feeds(_texts(texts), text_pairs)
+        outputs = self.runner.run("model", feeds)
+        return {
+            **{k: np.asarray(v) for k, v in outputs.items()},
+            "attention_mask": feeds["attention_mask"],
+        }
+
+    def embed(self, texts: str | Sequence[str], batch_size: int = 32,
+              normalize: bool = True) -> np.ndarray:  # fmt: skip
+        """(N, D) float32 sentence embeddings in input order: the masked mean of
+        `last_hidden_state`, L2-normalised (sentence-transformers' convention)."""
+        self._need("encoder-only", "embed")
+        texts = _texts(texts)
+        _check_batch_size(batch_size)
+        chunks = []
+        for start in range(0, len(texts), batch_size):
+            outputs = self.encode(texts[start : start + batch_size])
+            chunks.append(
+                mean_pool(outputs["last_hidden_state"], outputs["attention_mask"], normalize)
+            )
+        return np.concatenate(chunks).astype(np.float32)
+
+    def classify(self, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None,
+                 batch_size: int = 32) -> list[dict]:  # fmt: skip
+        """Per text: `{"label", "label_id", "score", "probabilities": {label: p}}`."""
+        self._need("encoder-only", "classify")
+        if self.config.task != "classification":
+            raise InputError(f"This model's task is {self.config.task!r}, not classification.")
+        texts = _texts(texts)
+        _check_batch_size(batch_size)
+        if text_pairs is not None and len(text_pairs) != len(texts):
+            raise InputError(
+                f"`text_pairs` needs one entry per text: {len(text_pairs)} for {len(texts)}."
+            )
+        labels = self.config.label_names
+        results = []
+        for start in range(0, len(texts), batch_size):
+            pairs = None if text_pairs is None else text_pairs[start : start + batch_size]
+            logits = self.encode(texts[start : start + batch_size], pairs)["logits"]
+            shifted = np.exp(logits - logits.max(-1, keepdims=True))
+            for row in shifted / shifted.sum(-1, keepdims=True):
+                best = int(row.argmax())
+                results.append({
+                    "label": labels[best],
+                    "label_id": best,
+                    "score": float(row[best]),
+                    "probabilities": {name: float(p) for name, p in zip(labels, row, strict=True)},
+                })  # fmt: skip
+        return results
+
+    def _encoder_feeds(self, texts: list[str], text_pairs) -> dict:
+        tokenizer = self._tokenizer()
+        if isinstance(tokenizer, WordPieceTokenizer):
+            if text_pairs is not None:
+                raise InputError("Text pairs need a SentencePiece model; this one uses vocab.txt.")
+            feeds = tokenizer.encode(texts, max_length=self.max_length)
+            segments = np.zeros_like(feeds["input_ids"])
+        else:
+            pairs = [None] * len(texts) if text_pairs is None else list(text_pairs)
+            encoded = [
+                pair_ids(tokenizer, a, b, self.max_length)
+                for a, b in zip(texts, pairs, strict=True)
+            ]
+            width = max(len(ids) for ids, _ in encoded)
+            feeds = {"input_ids": np.zeros((len(texts), width), np.int64)}
+            feeds["attention_mask"] = np.zeros_like(feeds["input_ids"])
+            segments = np.zeros_like(feeds["input_ids"])
+            for row, (ids, segment) in enumerate(encoded):
+                feeds["input_ids"][row, : len(ids)] = ids
+                feeds["attention_mask"][row, : len(ids)] = 1
+                segments[row, : len(ids)] = segment
+        if self.dims.get("type_vocabulary_size"):
+            feeds["token_type_ids"] = segments
+        return feeds
+
+    # --- helpers ------------------------------------------------------------------------
+    def _need(self, family: str, what: str) -> None:
+        if self.family != family:
+            raise InputError(f"`{what}` needs an {family} model; this one is {self.family}.")
+
+    def _tokenizer(self):
+        if self.tokenizer is None:
+            raise InputError("This model was exported without a tokenizer: pass token ids.")
+        return self.tokenizer
+
+
+def mean_pool(sequence: np.ndarray, mask: np.ndarray, normalize: bool = True) -> np.ndarray:
+    """Masked mean over tokens of (B, S, D), then L2 normalisation: (B, D). The clamps
+    (1e-9 tokens, 1e-12 norm) are sentence-transformers' and `EncoderOnly.embed`'s."""
+    weights = mask.astype(np.float32)[:, :, None]  # (B, S, 1)
+    pooled = (sequence * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
+    if normalize:
+        pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)
+    return pooled
+
+
+def _texts(texts) -> list[str]:
+    if isinstance(texts, str):
+        texts = [texts]
+    texts = list(texts)
+    if not texts:
+        raise InputError("No input text was given.")
+    bad = [t for t in texts if not isinstance(t, str)]
+    if bad:
+        raise InputError(
+            f"Inputs must be strings. Received: {type(bad[0]).__name__} {bad[0]!r:.40}"
+        )
+    return texts
+
+
+def _check_batch_size(batch_size) -> None:
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"`batch_size` must be a positive integer. Received: {batch_size!r}")

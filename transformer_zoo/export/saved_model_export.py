@@ -1,0 +1,193 @@
+"""`export_saved_model`: a model → a TensorFlow SavedModel in a self-describing directory.
+
+Signatures (inputs int64, names as in the ONNX graphs):
+
+- `serving_default`: decoder-only `input_ids`, `attention_mask` → `logits` (B, S, V);
+  encoder-decoder adds `decoder_input_ids`, `decoder_attention_mask` → `logits` (B, T, V);
+  encoder-only: the ONNX `model` graph (`last_hidden_state`, `pooler_output`/`logits`).
+- `generate` (generative families): `input_ids`, `attention_mask` (right or left padded)
+  and `max_new_tokens` (int32 scalar) → `tokens` (B, N): in-graph greedy decoding with
+  the KV cache (`in_graph_greedy`); an encoder-decoder's target starts from BOS.
+- `decoder_step` (and `encoder` for an encoder-decoder): the cached graphs of
+  `graphs.export_graphs`, with the ONNX files' inputs and outputs, so that the same
+  search code (`CachedEngine`) decodes with any strategy on the SavedModel too.
+
+The reloaded SavedModel is compared with the model like an ONNX export.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
+from transformer_zoo.export.graphs import INT, export_graphs, model_dimensions
+from transformer_zoo.export.in_graph_greedy import check_budget, greedy_loop, left_align
+from transformer_zoo.export.validation import ATOL, compare_graph
+from transformer_zoo.run import RunConfig
+
+SAVED_MODEL_DIR = "saved_model"
+# Which signature holds each graph of `export_graphs`.
+GRAPH_SIGNATURES = {
+    "decoder-only": {"model": "decoder_step"},
+    "encoder-decoder": {"encoder": "encoder", "decoder": "decoder_step"},
+    "encoder-only": {"model": "serving_default"},
+}
+
+
+def _ids(name):
+    return tf.TensorSpec((None, None), INT, name=name)
+
+
+def _generative_signatures(model, family, special_ids) -> dict:
+    eos, pad, bos = special_ids.get("eos"), special_ids.get("pad", 0), special_ids.get("bos")
+    budget = tf.TensorSpec((), tf.int32, name="max_new_tokens")
+    heads, head_dim = model.num_heads, model.head_dim
+    cache_shape = tf.TensorShape([None, heads, None, head_dim])
+    if family == "decoder-only":
+
+        @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask")])
+        def serve(input_ids, attention_mask):
+            return {"logits": model({"token_ids": input_ids, "padding_mask": attention_mask})}
+
+        @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask"), budget])
+        def generate(input_ids, attention_mask, max_new_tokens):
+            ids, mask = left_align(input_ids, tf.cast(attention_mask, tf.bool))
+            with tf.control_dependencies(
+                check_budget(tf.shape(ids)[1], max_new_tokens, model.max_length)
+            ):
+                positions = tf.maximum(tf.cumsum(tf.cast(mask, INT), axis=1) - 1, 0)
+            cache = model.empty_cache(tf.shape(ids)[0])
+            logits, present = model.call_with_cache(ids, cache, mask, positions)
+
+            def step(tokens, state):
+                mask, position, *flat = state
+                mask = tf.concat([mask, tf.ones_like(tokens, tf.bool)], axis=1)
+                cache = [tuple(flat[i : i + 2]) for i in range(0, len(flat), 2)]
+                logits, present = model.call_with_cache(tokens, cache, mask, position[:, None])
+                flat = [t for layer in present for t in layer]
+                return logits[:, -1], (mask, position + 1, *flat)
+
+            flat = [t for layer in present for t in layer]
+            state = (mask, positions[:, -1] + 1, *flat)
+            invariants = [tf.TensorShape([None, None]), tf.TensorShape([None])]
+            invariants += [cache_shape] * len(flat)
+            tokens = greedy_loop(step, logits[:, -1], state, max_new_tokens, eos, pad, invariants)
+            return {"tokens": tokens}
+
+        return {"serving_default": serve, "generate": generate}
+
+    @tf.function(
+        input_signature=[
+            _ids("input_ids"),
+            _ids("attention_mask"),
+            _ids("decoder_input_ids"),
+            _ids("decoder_attention_mask"),
+        ]
+    )
+    def serve(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask):
+        inputs = {
+            "encoder_token_ids": input_ids,
+            "encoder_padding_mask": attention_mask,
+            "decoder_token_ids": decoder_input_ids,
+            "decoder_padding_mask": decoder_attention_mask,
+        }
+        return {"logits": model(inputs)}
+
+    @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask"), budget])
+    def generate(input_ids, attention_mask, max_new_tokens):
+        source_mask = tf.cast(attention_mask, tf.bool)
+        with tf.control_dependencies(check_budget(1, max_new_tokens, model.max_length)):
+            memory = model.encode(input_ids, source_mask)
+        cache = model.start_cache(memory)
+        batch = tf.shape(input_ids)[0]
+        start = tf.fill([batch, 1], tf.constant(bos, INT))
+        mask = tf.ones([batch, 1], tf.bool)
+        positions = tf.zeros([batch, 1], INT)
+        logits, present = model.decode_step(start, cache, source_mask, mask, positions)
+
+        def step(tokens, state):
+            mask, position, *flat = state
+            mask = tf.concat([mask, tf.ones_like(tokens, tf.bool)], axis=1)
+            cache = [tuple(flat[i : i + 4]) for i in range(0, len(flat), 4)]
+            logits, present = model.decode_step(tokens, cache, source_mask, mask, position[:, None])
+            flat = [t for layer in present for t in layer]
+            return logits[:, -1], (mask, position + 1, *flat)
+
+        flat = [t for layer in present for t in layer]
+        state = (mask, positions[:, -1] + 1, *flat)
+        invariants = [tf.TensorShape([None, None]), tf.TensorShape([None])]
+        invariants += [cache_shape] * len(flat)
+        tokens = greedy_loop(step, logits[:, -1], state, max_new_tokens, eos, pad, invariants)
+        return {"tokens": tokens}
+
+    return {"serving_default": serve, "generate": generate}
+
+
+def export_saved_model(
+    model,
+    out_dir: str | os.PathLike,
+    tokenizer=None,
+    target_tokenizer=None,
+    config: RunConfig | None = None,
+    validate: bool = True,
+    atol: float = ATOL,
+    tokenizer_dir: str | None = None,
+) -> dict:
+    """Writes `out_dir/saved_model/` (see the module docstring for its signatures), the
+    tokenizer files and `config.json`.
+
+    Args:
+        model: a model of any family (as for `export_onnx`).
+        out_dir: the export directory; an ONNX export may share it.
+        tokenizer, target_tokenizer, config, tokenizer_dir: as for `export_onnx`.
+        validate: reload the SavedModel and compare its graph signatures with the model.
+        atol: the largest absolute difference validation accepts.
+
+    Returns:
+        A report: the signatures written and the largest difference from the model.
+    """
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    config = make_config(model, config, tokenizer, target_tokenizer)
+    dims = model_dimensions(model)
+    graphs = export_graphs(model)
+    names = GRAPH_SIGNATURES[config.family]
+    signatures = {names[g.name]: g.function for g in graphs}
+    if config.family != "encoder-only":
+        signatures.update(_generative_signatures(model, config.family, config.special_ids))
+    module = tf.Module()
+    module.model = model  # tracks the variables the signatures read
+    target = os.path.join(out_dir, SAVED_MODEL_DIR)
+    staging = tempfile.mkdtemp(dir=out_dir, prefix=".saved_model-")
+    try:
+        tf.saved_model.save(module, staging, signatures=signatures)
+        worst = 0.0
+        if validate:
+            loaded = tf.saved_model.load(staging)
+            for graph in graphs:
+                function = loaded.signatures[names[graph.name]]
+
+                def run(feeds, function=function):
+                    outputs = function(**{k: tf.constant(v) for k, v in feeds.items()})
+                    return {k: v.numpy() for k, v in outputs.items()}
+
+                label = f"SavedModel signature {names[graph.name]!r}"
+                worst = max(worst, compare_graph(graph, dims, run, label, atol))
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+    has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)
+    entry = {
+        "directory": SAVED_MODEL_DIR,
+        "signatures": sorted(signatures),
+        "graphs": {graph: name for graph, name in names.items()},
+    }
+    update_export_config(out_dir, config, "saved_model", entry, model=dims, tokenizer=has_tokenizer)
+    return {"signatures": sorted(signatures), "max_abs_diff": worst}

@@ -1,0 +1,125 @@
+"""Every export checks itself: the exported graph must reproduce the TensorFlow function.
+
+tf2onnx writes graphs with ops onnxruntime cannot run without failing (DESIGN.md
+pitfalls), so an export is only done once onnxruntime (or the reloaded SavedModel) has
+run it on random inputs: two batch sizes × two lengths, and for cached graphs an empty
+(P = 0) and a filled (P > 0) cache, with left-padded masks and matching positions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+
+from transformer_zoo.export.graphs import Graph
+
+BATCH_SIZES = (1, 3)
+LENGTHS = (2, 7)
+PAST_LENGTHS = (0, 5)
+SOURCE_LENGTH = 6  # encoder length under the decoder graph's cross caches
+ATOL = 1e-4
+
+
+class ExportError(RuntimeError):
+    """An exported graph does not reproduce the model (or cannot be loaded)."""
+
+
+def random_feeds(
+    graph: Graph, dims: dict, batch: int, length: int, past: int, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """Valid random inputs of `graph`: ids in range, masks with padding, positions."""
+    vocabulary = dims["vocabulary_size"]
+    if graph.name == "decoder":
+        vocabulary = dims["target_vocabulary_size"]
+    total = past + length
+    if graph.cached:
+        # Left padding, as the engines feed it: row 0 starts 2 columns late.
+        mask = np.ones((batch, total), np.int64)
+        mask[0, : min(2, total - 1)] = 0
+    else:
+        # Right padding, as tokenizers produce it: row 0 is 1 token short.
+        mask = np.ones((batch, length), np.int64)
+        mask[0, max(1, length - 1) :] = 0
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)[:, past:]
+    source_mask = np.ones((batch, SOURCE_LENGTH), np.int64)
+    source_mask[-1, SOURCE_LENGTH - 2 :] = 0
+    feeds = {}
+    for spec in graph.inputs:
+        name = spec.name
+        if name == "input_ids":
+            feeds[name] = rng.integers(1, vocabulary, (batch, length)).astype(np.int64)
+        elif name == "attention_mask":
+            feeds[name] = mask
+        elif name == "position_ids":
+            feeds[name] = positions.astype(np.int64)
+        elif name == "token_type_ids":
+            feeds[name] = (np.arange(length)[None] >= length // 2).astype(np.int64).repeat(batch, 0)
+        elif name == "encoder_attention_mask":
+            feeds[name] = source_mask
+        elif name.startswith("past_key_values."):
+            steps = SOURCE_LENGTH if ".encoder." in name else past
+            shape = (batch, dims["num_heads"], steps, dims["head_dim"])
+            feeds[name] = rng.normal(size=shape).astype(spec.dtype.as_numpy_dtype)
+        else:
+            raise ValueError(f"No random feed for the input {name!r}.")
+    return feeds
+
+
+def feed_cases(graph: Graph, dims: dict, seed: int = 0):
+    """The (description, feeds) pairs an export is checked on."""
+    rng = np.random.default_rng(seed)
+    pasts = PAST_LENGTHS if graph.cached else (0,)
+    for batch, length, past in itertools.product(BATCH_SIZES, LENGTHS, pasts):
+        description = f"batch={batch}, length={length}" + (f", past={past}" if graph.cached else "")
+        yield description, random_feeds(graph, dims, batch, length, past, rng)
+
+
+def reference_outputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The TensorFlow function's outputs on `feeds` (fed by name)."""
+    import tensorflow as tf
+
+    args = [tf.constant(feeds[spec.name], dtype=spec.dtype) for spec in graph.inputs]
+    return {name: np.asarray(value) for name, value in graph.function(*args).items()}
+
+
+def compare_graph(
+    graph: Graph,
+    dims: dict,
+    run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
+    label: str,
+    atol: float = ATOL,
+) -> float:
+    """Runs `run` (the exported graph) against the TF function on every case.
+
+    Returns:
+        The largest absolute difference seen.
+
+    Raises:
+        ExportError: an output is missing, has another shape, or differs by more than `atol`.
+    """
+    worst = 0.0
+    for description, feeds in feed_cases(graph, dims):
+        expected = reference_outputs(graph, feeds)
+        try:
+            got = run(feeds)
+        except Exception as error:
+            raise ExportError(f"{label} failed to run ({description}): {error}") from error
+        for name, reference in expected.items():
+            if name not in got:
+                raise ExportError(f"{label} has no output {name!r}.")
+            value = np.asarray(got[name])
+            if value.shape != reference.shape:
+                raise ExportError(
+                    f"{label}: output {name!r} has shape {value.shape}, expected "
+                    f"{reference.shape} ({description})."
+                )
+            diff = float(np.max(np.abs(value - reference), initial=0.0))
+            if not diff <= atol:  # also catches NaN
+                raise ExportError(
+                    f"{label}: output {name!r} differs from the Keras model by {diff:.3g} "
+                    f"> {atol:g} ({description})."
+                )
+            worst = max(worst, diff)
+    return worst
