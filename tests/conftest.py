@@ -1,6 +1,8 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# numpy references are small: OpenBLAS threads only contend with TensorFlow's.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402

@@ -21,9 +21,12 @@ def gelu(x):
 
 
 def gelu_tanh(x):
-    """GELU's tanh approximation, as GPT-2 uses."""
-    c = ops.cast(math.sqrt(2.0 / math.pi), x.dtype)
-    return 0.5 * x * (1.0 + ops.tanh(c * (x + ops.cast(0.044715, x.dtype) * x * x * x)))
+    """GELU's tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as GPT-2 uses.
+
+    `ops.gelu(approximate=True)` is the same formula; TensorFlow's oneDNN remapper fuses it
+    with the preceding MatMul + BiasAdd, which a hand-written expression does not get.
+    """
+    return ops.gelu(x, approximate=True)
 
 
 ACTIVATIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh}
