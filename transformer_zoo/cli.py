@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from transformer_zoo import __version__
+from transformer_zoo.cli_import import register as register_import
 from transformer_zoo.cli_serving import register as register_serving
 
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument("preset", help="preset name")
     describe.set_defaults(handler=_describe)
     register_serving(commands)  # export, generate, translate, embed, classify
+    register_import(commands)  # import-hf
     return parser
 
 

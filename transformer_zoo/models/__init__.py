@@ -6,6 +6,7 @@ from transformer_zoo.models.encoder_only import EncoderOnly, mean_pool
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
 from transformer_zoo.models.encoder_only_masked_lm import EncoderOnlyMaskedLM
 from transformer_zoo.models.generation import generate
+from transformer_zoo.models.import_hf_bert import import_hf_bert
 from transformer_zoo.models.keras_engine import KerasEngine
 from transformer_zoo.models.presets import FAMILIES, PRESETS, describe, from_preset, resolve_preset
 
@@ -21,6 +22,7 @@ __all__ = [
     "describe",
     "from_preset",
     "generate",
+    "import_hf_bert",
     "mean_pool",
     "resolve_preset",
 ]
