@@ -1,0 +1,154 @@
+"""Pictures: attention heatmaps and the causal mask. matplotlib only, no TensorFlow.
+
+Chinese tokens need a CJK font; the `cvttf-notosanscjk-regular` package ships Noto Sans
+CJK, which is registered with matplotlib when present.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+_FONT_FAMILY = None
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def cjk_font_family() -> str | None:
+    """Register the packaged Noto Sans CJK font with matplotlib; its family name or None."""
+    global _FONT_FAMILY
+    if _FONT_FAMILY is None:
+        spec = importlib.util.find_spec("cvttf_NotoSansCJK_Regular")
+        _FONT_FAMILY = ""
+        if spec is not None and spec.submodule_search_locations:
+            from matplotlib import font_manager
+
+            folder = list(spec.submodule_search_locations)[0]
+            for name in os.listdir(folder):
+                if name.lower().endswith((".otf", ".ttf")):
+                    path = os.path.join(folder, name)
+                    font_manager.fontManager.addfont(path)
+                    _FONT_FAMILY = font_manager.FontProperties(fname=path).get_name()
+                    break
+    return _FONT_FAMILY or None
+
+
+def _font_kwargs() -> dict:
+    family = cjk_font_family()
+    return {"fontfamily": [family, "DejaVu Sans"]} if family else {}
+
+
+def plot_attention_heads(
+    weights: np.ndarray,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    path: str,
+    title: str = "Cross-attention of the last decoder layer",
+) -> str:
+    """One heatmap per head: target tokens (rows) attending to source tokens (columns).
+
+    Args:
+        weights: (H, T, S) attention probabilities.
+        source_tokens: S labels for the columns.
+        target_tokens: T labels for the rows.
+        path: the PNG to write.
+        title: the figure title.
+
+    Returns:
+        `path`.
+    """
+    weights = np.asarray(weights)
+    if weights.ndim != 3 or weights.shape[1:] != (len(target_tokens), len(source_tokens)):
+        raise ValueError(
+            "`weights` must be (H, T, S) with T target and S source labels. Received: "
+            f"weights.shape={weights.shape}, {len(target_tokens)} target and "
+            f"{len(source_tokens)} source labels."
+        )
+    plt = _pyplot()
+    heads = weights.shape[0]
+    columns = min(heads, 4)
+    rows = math.ceil(heads / columns)
+    cell = 0.32
+    width = max(3.0, cell * len(source_tokens) + 1.5)
+    height = max(2.5, cell * len(target_tokens) + 1.2)
+    fig, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False)
+    font = _font_kwargs()
+    for head, ax in enumerate(axes.flat):
+        if head >= heads:
+            ax.axis("off")
+            continue
+        image = ax.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_title(f"head {head + 1}", fontsize=10)
+        ax.set_xticks(range(len(source_tokens)))
+        ax.set_xticklabels(source_tokens, rotation=90, fontsize=8, **font)
+        ax.set_yticks(range(len(target_tokens)))
+        ax.set_yticklabels(target_tokens, fontsize=9, **font)
+        ax.set_xlabel("source token")
+        if head % columns == 0:
+            ax.set_ylabel("generated target token")
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
+    fig.suptitle(title, **font)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_causal_mask(
+    log_weights: np.ndarray,
+    tokens: Sequence[str],
+    path: str,
+    title: str = "Masked self-attention (decoder, layer 1, head 1)",
+) -> str:
+    """The masked self-attention matrix: scores where a token may look, −∞ above the
+    diagonal where the causal mask forbids looking ahead (paper §3.2.3).
+
+    Args:
+        log_weights: (T, T) log attention probabilities, i.e. the masked scores up to a
+            per-row constant; entries above the diagonal are −∞.
+        tokens: T labels (the decoder inputs).
+        path: the PNG to write.
+        title: the figure title.
+
+    Returns:
+        `path`.
+    """
+    log_weights = np.asarray(log_weights, np.float64)
+    size = len(tokens)
+    if log_weights.shape != (size, size):
+        raise ValueError(
+            f"`log_weights` must be (T, T) for {size} tokens. Received: {log_weights.shape}"
+        )
+    plt = _pyplot()
+    masked = np.ma.masked_invalid(np.where(np.isneginf(log_weights), np.nan, log_weights))
+    cmap = plt.get_cmap("magma").copy()
+    cmap.set_bad("#d9d9d9")
+    side = max(4.0, 0.5 * size + 1.5)
+    fig, ax = plt.subplots(figsize=(side + 1.2, side))
+    image = ax.imshow(masked, cmap=cmap, aspect="equal")
+    font = _font_kwargs()
+    for i in range(size):
+        for j in range(size):
+            if np.isneginf(log_weights[i, j]):
+                ax.text(j, i, "−∞", ha="center", va="center", fontsize=8, color="#555555")
+    ax.set_xticks(range(size))
+    ax.set_xticklabels(tokens, rotation=90, fontsize=9, **font)
+    ax.set_yticks(range(size))
+    ax.set_yticklabels(tokens, fontsize=9, **font)
+    ax.set_xlabel("key position (attended to)")
+    ax.set_ylabel("query position")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="masked score (log softmax)")
+    ax.set_title(title, **font)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
