@@ -87,14 +87,20 @@ def _read_inputs(args) -> list[str]:
         return list(args.texts)
     try:
         if args.input and args.input != "-":
-            with open(args.input, encoding="utf-8") as file:
-                lines = file.read().splitlines()
+            with open(args.input, encoding="utf-8", newline="") as file:
+                text = file.read()
         else:
             if args.input is None and sys.stdin.isatty():
                 raise _usage_error("no input: give texts, --input FILE, or pipe them to stdin")
-            lines = sys.stdin.read().splitlines()
+            stream = getattr(sys.stdin, "buffer", None)  # bytes: no newline translation
+            text = stream.read().decode("utf-8") if stream is not None else sys.stdin.read()
     except (OSError, UnicodeDecodeError) as error:
         raise _usage_error(f"cannot read the input: {_one_line(error)}") from None
+    # One input per "\n" (a CRLF file's "\r" goes with it). Not str.splitlines, which also
+    # splits at \r, \x1c-\x1e, \x85 and U+2028/9; leading and trailing spaces are kept.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    if text.endswith("\n") or not text:
+        lines.pop()
     if not lines:
         raise _usage_error("the input holds no line")
     return lines
