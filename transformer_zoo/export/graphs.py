@@ -153,7 +153,8 @@ def _present(present, parts: list[str], keep: int) -> dict:
 
 def _graph(name, fn, inputs, cached=False) -> Graph:
     function = tf.function(fn, input_signature=inputs, autograph=False)
-    outputs = list(function.get_concrete_function().structured_outputs)
+    # tf.nest (and so tf2onnx and SavedModel) orders dict outputs by key.
+    outputs = sorted(function.get_concrete_function().structured_outputs)
     return Graph(name, function, inputs, outputs, cached)
 
 

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 
+import keras
 import tensorflow as tf
 
 from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
@@ -159,12 +160,16 @@ def export_saved_model(
     signatures = {names[g.name]: g.function for g in graphs}
     if config.family != "encoder-only":
         signatures.update(_generative_signatures(model, config.family, config.special_ids))
-    module = tf.Module()
-    module.model = model  # tracks the variables the signatures read
+    # Keras' ExportArchive, not a bare tf.Module: its variables restore in TF1-style
+    # sessions too, which `saved_model_cli run` uses.
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    for name, function in signatures.items():
+        archive.add_endpoint(name, function)
     target = os.path.join(out_dir, SAVED_MODEL_DIR)
     staging = tempfile.mkdtemp(dir=out_dir, prefix=".saved_model-")
     try:
-        tf.saved_model.save(module, staging, signatures=signatures)
+        archive.write_out(staging, verbose=False)
         worst = 0.0
         if validate:
             loaded = tf.saved_model.load(staging)

@@ -1,0 +1,153 @@
+"""Tiny models of each family, their run directories and their exports, built once per
+session (a tf2onnx conversion takes a few seconds per graph) and shared by the tests."""
+
+from __future__ import annotations
+
+import types
+
+import keras
+import numpy as np
+import pytest
+
+from transformer_zoo.export import export_onnx, export_saved_model
+from transformer_zoo.models import EncoderOnlyClassifier, from_preset
+from transformer_zoo.run import RunConfig, save_run_config
+from transformer_zoo.text import WordPieceTokenizer, train_tokenizer
+
+SENTENCES = [
+    "March 5, 2021",
+    "the cat sat on the mat",
+    "a quick brown fox jumps over the lazy dog",
+    "2021年3月5日",
+    "on the fifth of March",
+    "dogs and cats",
+] * 3
+SMALL = dict(num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64, dropout=0.0)
+LABELS = ["negative", "positive"]
+WORDPIECE_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
+    "the", "cat", "sat", "on", "mat", "dog", "##s", "a", "quick", "fox", ",", ".", "march",
+]  # fmt: skip
+
+
+def spread_embeddings(model, seed: int = 0, scale: float = 0.5) -> None:
+    """Wider random embeddings than the initializer's, so that greedy, beam and sampled
+    continuations of an untrained model are varied rather than one repeated token."""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        if weight.path.endswith("token_embedding/embeddings"):
+            weight.assign(rng.normal(0.0, scale, weight.shape).astype("float32"))
+
+
+def _build(family: str, tokenizer, target_tokenizer=None):
+    keras.utils.set_random_seed(0)
+    vocabulary = tokenizer.vocabulary_size
+    if family == "decoder-only":
+        model = from_preset(
+            "tiny", family=family, vocabulary_size=vocabulary, max_length=48, **SMALL
+        )
+        task = "language-model"
+    elif family == "encoder-decoder":
+        model = from_preset(
+            "tiny",
+            family=family,
+            vocabulary_size=vocabulary,
+            target_vocabulary_size=target_tokenizer.vocabulary_size,
+            max_length=32,
+            **SMALL,
+        )
+        task = "translation"
+    else:
+        backbone = from_preset(
+            "tiny", family=family, vocabulary_size=vocabulary, max_length=32, **SMALL
+        )
+        model = EncoderOnlyClassifier(backbone, num_classes=len(LABELS), dropout=0.0)
+        task = "classification"
+    spread_embeddings(model)
+    separate = target_tokenizer is not None
+    config = RunConfig(
+        family=family,
+        preset="tiny",
+        task=task,
+        target_tokenizer="target_tokenizer.model" if separate else None,
+        label_names=LABELS if task == "classification" else None,
+        max_length=None,
+        seed=0,
+    )
+    return model, config
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return train_tokenizer(SENTENCES, 60)
+
+
+@pytest.fixture(scope="session")
+def target_tokenizer():
+    return train_tokenizer(SENTENCES[::-1], 50, model_type="char")
+
+
+@pytest.fixture(scope="session")
+def family_artifacts(tmp_path_factory, tokenizer, target_tokenizer):
+    """`get(family)`: the model, its run directory and its ONNX + SavedModel export."""
+    built = {}
+
+    def get(family: str):
+        if family not in built:
+            target = target_tokenizer if family == "encoder-decoder" else None
+            model, config = _build(family, tokenizer, target)
+            root = tmp_path_factory.mktemp(family)
+            run_dir, export_dir = root / "run", root / "export"
+            run_dir.mkdir()
+            model.save(run_dir / "model.keras")
+            save_run_config(run_dir, config)
+            tokenizer.save(run_dir / "tokenizer.model")
+            if target is not None:
+                target.save(run_dir / "target_tokenizer.model")
+            onnx_report = export_onnx(model, export_dir, tokenizer, target, config=config)
+            saved_report = export_saved_model(model, export_dir, tokenizer, target, config=config)
+            built[family] = types.SimpleNamespace(
+                model=model,
+                config=config,
+                run_dir=run_dir,
+                export_dir=export_dir,
+                onnx_report=onnx_report,
+                saved_model_report=saved_report,
+                tokenizer=tokenizer,
+                target_tokenizer=target or tokenizer,
+            )
+        return built[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def wordpiece_artifacts(tmp_path_factory):
+    """An encoder-only embedding model with a WordPiece `vocab.txt` (as MiniLM has):
+    its run directory and ONNX export."""
+    keras.utils.set_random_seed(1)
+    tokenizer = WordPieceTokenizer(WORDPIECE_VOCABULARY, max_length=16)
+    model = from_preset(
+        "tiny",
+        family="encoder-only",
+        vocabulary_size=len(WORDPIECE_VOCABULARY),
+        max_length=16,
+        **SMALL,
+    )
+    root = tmp_path_factory.mktemp("wordpiece")
+    run_dir, export_dir = root / "run", root / "export"
+    config = RunConfig(
+        family="encoder-only",
+        preset="tiny",
+        task="embedding",
+        special_ids=tokenizer.special_ids,
+        tokenizer="vocab.txt",
+        max_length=16,
+    )
+    run_dir.mkdir()
+    model.save(run_dir / "model.keras")
+    save_run_config(run_dir, config)
+    tokenizer.save(run_dir)
+    export_onnx(model, export_dir, tokenizer, config=config)
+    return types.SimpleNamespace(
+        model=model, tokenizer=tokenizer, run_dir=run_dir, export_dir=export_dir
+    )

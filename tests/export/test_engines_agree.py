@@ -1,0 +1,216 @@
+"""Keras, SavedModel and ONNX agree: logits and hidden states within 1e-4 over several
+batch sizes and lengths, and identical tokens from greedy (all three engines), beam search
+and seeded sampling (Keras and ONNX)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from transformer_zoo.export import load_served_model
+from transformer_zoo.export.runtime import load_onnx, make_session
+from transformer_zoo.models import generate
+
+SHAPES = [(1, 3), (4, 9)]  # (batch, length)
+
+
+def _ids(rng, batch, length, vocabulary, first=2):
+    """Right-padded ids (row 0 two tokens short) starting with `first`, and their mask."""
+    ids = rng.integers(4, vocabulary, (batch, length))
+    ids[:, 0] = first
+    mask = np.ones((batch, length), np.int64)
+    if length > 2:
+        mask[0, -2:] = 0
+    return ids * mask, mask
+
+
+def _empty_caches(session, batch, exclude=()):
+    return {
+        i.name: np.zeros((batch, i.shape[1], 0, i.shape[3]), np.float32)
+        for i in session.get_inputs()
+        if i.name.startswith("past_key_values") and ".encoder." not in i.name
+    }
+
+
+@pytest.mark.parametrize("batch, length", SHAPES)
+def test_decoder_only_logits_agree_on_all_three_engines(family_artifacts, batch, length):
+    art = family_artifacts("decoder-only")
+    ids, mask = _ids(np.random.default_rng(length), batch, length, art.model.vocabulary_size)
+    keras_logits = np.asarray(art.model({"token_ids": ids, "padding_mask": mask}))
+    session = make_session(str(art.export_dir / "model.onnx"))
+    feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": np.cumsum(mask, 1) - 1}
+    (onnx_logits,) = session.run(["logits"], {**feeds, **_empty_caches(session, batch)})
+    loaded = tf.saved_model.load(str(art.export_dir / "saved_model"))
+    saved = loaded.signatures["serving_default"](input_ids=ids, attention_mask=mask)["logits"]
+    real = mask.astype(bool)  # padded positions carry no meaning
+    np.testing.assert_allclose(onnx_logits[real], keras_logits[real], atol=1e-4)
+    np.testing.assert_allclose(np.asarray(saved)[real], keras_logits[real], atol=1e-4)
+
+
+@pytest.mark.parametrize("batch, length", SHAPES)
+def test_encoder_decoder_logits_agree_on_all_three_engines(family_artifacts, batch, length):
+    art = family_artifacts("encoder-decoder")
+    rng = np.random.default_rng(length)
+    source, source_mask = _ids(rng, batch, length + 2, art.model.vocabulary_size, first=5)
+    target, target_mask = _ids(rng, batch, length, art.model.output_vocabulary_size)
+    inputs = {
+        "encoder_token_ids": source,
+        "encoder_padding_mask": source_mask,
+        "decoder_token_ids": target,
+        "decoder_padding_mask": target_mask,
+    }
+    keras_logits = np.asarray(art.model(inputs))
+    encoder = make_session(str(art.export_dir / "encoder_model.onnx"))
+    decoder = make_session(str(art.export_dir / "decoder_model.onnx"))
+    names = [o.name for o in encoder.get_outputs()]
+    encoded = dict(
+        zip(names, encoder.run(names, {"input_ids": source, "attention_mask": source_mask}))
+    )
+    feeds = {
+        "input_ids": target,
+        "attention_mask": target_mask,
+        "position_ids": np.cumsum(target_mask, 1) - 1,
+        "encoder_attention_mask": source_mask,
+        **{
+            k.replace("present", "past_key_values"): v for k, v in encoded.items() if "present" in k
+        },
+        **_empty_caches(decoder, batch),
+    }
+    (onnx_logits,) = decoder.run(["logits"], feeds)
+    loaded = tf.saved_model.load(str(art.export_dir / "saved_model"))
+    saved = loaded.signatures["serving_default"](
+        input_ids=source,
+        attention_mask=source_mask,
+        decoder_input_ids=target,
+        decoder_attention_mask=target_mask,
+    )["logits"]
+    real = target_mask.astype(bool)
+    np.testing.assert_allclose(onnx_logits[real], keras_logits[real], atol=1e-4)
+    np.testing.assert_allclose(np.asarray(saved)[real], keras_logits[real], atol=1e-4)
+
+
+@pytest.mark.parametrize("batch, length", SHAPES)
+def test_encoder_only_outputs_agree_on_all_three_engines(family_artifacts, batch, length):
+    art = family_artifacts("encoder-only")
+    ids, mask = _ids(
+        np.random.default_rng(length), batch, length, art.model.backbone.vocabulary_size
+    )
+    segments = (np.arange(length)[None] >= length // 2).astype(np.int64).repeat(batch, 0)
+    features = {"token_ids": ids, "padding_mask": mask, "segment_ids": segments}
+    backbone = art.model.backbone(features)
+    expected = {
+        "last_hidden_state": np.asarray(backbone["sequence_output"]),
+        "pooler_output": np.asarray(backbone["pooled_output"]),
+        "logits": np.asarray(art.model(features)),
+    }
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments}
+    session = make_session(str(art.export_dir / "model.onnx"))
+    onnx_out = dict(zip(expected, session.run(list(expected), feeds)))
+    loaded = tf.saved_model.load(str(art.export_dir / "saved_model"))
+    saved = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in feeds.items()})
+    real = mask.astype(bool)
+    for name, value in expected.items():
+        pick = real if name == "last_hidden_state" else slice(None)
+        np.testing.assert_allclose(onnx_out[name][pick], value[pick], atol=1e-4, err_msg=name)
+        np.testing.assert_allclose(np.asarray(saved[name])[pick], value[pick], atol=1e-4)
+
+
+PROMPTS = [[2, 7, 9, 11, 5], [2, 14], [2, 20, 6]]
+
+
+def _padded(rows):
+    out = np.zeros((len(rows), max(map(len, rows))), np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
+
+@pytest.fixture(scope="module")
+def decoder_engines(family_artifacts):
+    art = family_artifacts("decoder-only")
+    return art, load_onnx(art.export_dir), load_served_model(art.export_dir, "saved_model")
+
+
+def test_greedy_tokens_are_identical_on_keras_saved_model_and_onnx(decoder_engines):
+    art, onnx_model, saved_model = decoder_engines
+    eos = 3
+    keras_tokens = generate(art.model, _padded(PROMPTS), 12, eos_id=eos).tokens
+    assert len(set(keras_tokens.ravel().tolist())) > 3  # varied continuations, not one token
+    np.testing.assert_array_equal(onnx_model.generate_ids(PROMPTS, 12).tokens, keras_tokens)
+    np.testing.assert_array_equal(saved_model.generate_ids(PROMPTS, 12).tokens, keras_tokens)
+    # The SavedModel's own in-graph loop, on right-padded prompts.
+    padded = _padded(PROMPTS)
+    signature = saved_model.runner.loaded.signatures["generate"]
+    in_graph = signature(
+        input_ids=padded,
+        attention_mask=(padded != 0).astype(np.int64),
+        max_new_tokens=tf.constant(12),
+    )["tokens"]
+    np.testing.assert_array_equal(np.asarray(in_graph), keras_tokens)
+
+
+@pytest.mark.parametrize(
+    "strategy, options",
+    [("beam", {"num_beams": 3}), ("sample", {"seed": 3, "top_k": 8, "temperature": 1.5})],
+)
+def test_beam_search_and_sampling_tokens_are_identical_on_keras_and_onnx(
+    decoder_engines, strategy, options
+):
+    art, onnx_model, _ = decoder_engines
+    keras_result = generate(art.model, _padded(PROMPTS), 10, strategy=strategy, eos_id=3, **options)
+    onnx_result = onnx_model.generate_ids(PROMPTS, 10, strategy=strategy, **options)
+    np.testing.assert_array_equal(onnx_result.tokens, keras_result.tokens)
+    np.testing.assert_allclose(onnx_result.scores, keras_result.scores, atol=1e-3)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_translations_are_identical_on_keras_and_onnx(family_artifacts, strategy):
+    art = family_artifacts("encoder-decoder")
+    sources = ["March 5, 2021", "the cat sat", "dogs"]
+    options = {"num_beams": 3} if strategy == "beam" else {}
+    keras_model = load_served_model(art.run_dir, "keras")
+    onnx_model = load_onnx(art.export_dir)
+    expected = keras_model.translate_ids(
+        [art.tokenizer.encode(s) + [3] for s in sources], 12, strategy=strategy, **options
+    )
+    got = onnx_model.translate_ids(
+        [art.tokenizer.encode(s) + [3] for s in sources], 12, strategy=strategy, **options
+    )
+    np.testing.assert_array_equal(got.tokens, expected.tokens)
+    assert onnx_model.translate(sources, 12, strategy=strategy, **options) == keras_model.translate(
+        sources, 12, strategy=strategy, **options
+    )
+    if strategy == "greedy":
+        saved = load_served_model(art.export_dir, "saved_model").translate(sources, 12)
+        assert saved == onnx_model.translate(sources, 12)
+
+
+def test_embeddings_and_classes_agree_on_keras_and_onnx(family_artifacts):
+    art = family_artifacts("encoder-only")
+    texts = ["the cat sat on the mat", "dogs", "March 5, 2021"]
+    onnx_model = load_onnx(art.export_dir)
+    keras_model = load_served_model(art.run_dir, "keras")
+    embeddings = onnx_model.embed(texts, batch_size=2)
+    assert embeddings.dtype == np.float32 and embeddings.shape == (3, 32)
+    np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(embeddings, keras_model.embed(texts), atol=1e-5)
+    # The reference: EncoderOnly.embed on the same ids, one text at a time.
+    for text, vector in zip(texts, embeddings):
+        ids = np.array([[2] + art.tokenizer.encode(text) + [3]])
+        np.testing.assert_allclose(vector, np.asarray(art.model.backbone.embed(ids))[0], atol=1e-5)
+    onnx_classes, keras_classes = onnx_model.classify(texts), keras_model.classify(texts)
+    assert [c["label"] for c in onnx_classes] == [c["label"] for c in keras_classes]
+    for got, expected in zip(onnx_classes, keras_classes):
+        assert got["score"] == pytest.approx(expected["score"], abs=1e-5)
+
+
+def test_wordpiece_embeddings_agree_on_keras_and_onnx(wordpiece_artifacts):
+    art = wordpiece_artifacts
+    texts = ["The cat sat on the mat.", "dogs", "a quick fox, march"]
+    onnx_vectors = load_onnx(art.export_dir).embed(texts)
+    keras_vectors = load_served_model(art.run_dir, "keras").embed(texts)
+    np.testing.assert_allclose(onnx_vectors, keras_vectors, atol=1e-5)
+    encoded = art.tokenizer.encode(texts)
+    reference = art.model.embed(
+        {"token_ids": encoded["input_ids"], "padding_mask": encoded["attention_mask"]}
+    )
+    np.testing.assert_allclose(onnx_vectors, np.asarray(reference), atol=1e-5)

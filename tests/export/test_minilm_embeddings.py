@@ -1,0 +1,80 @@
+"""The acceptance test of real pretrained weights: all-MiniLM-L6-v2, imported with
+`transformer-zoo import-hf`, exported with `transformer-zoo export`, and served with
+`transformer-zoo embed`, reproduces the embeddings sentence-transformers computed
+(tests/data/README.md) with cosine ≥ 0.9999 for every sentence, through the Keras and
+the ONNX engines. No torch: the reference is stored.
+
+The sentences include accented and other non-ASCII text, Chinese, one-character inputs,
+leading and trailing spaces, and one input over 256 tokens, which must be truncated as
+sentence-transformers truncates it.
+"""
+
+import types
+
+import numpy as np
+import pytest
+
+from tests.helpers import minilm_dir, minilm_reference
+from transformer_zoo import cli
+from transformer_zoo.run import load_run_config
+
+COSINE = 0.9999
+
+
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory):
+    """The run directory and its ONNX export, made once through the CLI (the export
+    takes most of this test's time: tf2onnx on 91 MB of weights)."""
+    checkpoint = minilm_dir()
+    root = tmp_path_factory.mktemp("minilm")
+    run_dir, export_dir = root / "run", root / "export"
+    assert cli.main(["import-hf", str(checkpoint), "--out", str(run_dir)]) == 0
+    assert cli.main(["export", str(run_dir), "--format", "onnx", "--out", str(export_dir)]) == 0
+    sentences, ids, reference = minilm_reference()
+    # One sentence per line, exactly as recorded: split on "\n" only, nothing stripped.
+    assert not any("\n" in s or "\r" in s for s in sentences)
+    sentence_file = root / "sentences.txt"
+    sentence_file.write_bytes(("\n".join(sentences) + "\n").encode("utf-8"))
+    return types.SimpleNamespace(
+        run_dir=run_dir,
+        export_dir=export_dir,
+        sentence_file=sentence_file,
+        sentences=sentences,
+        ids=ids,
+        reference=reference,
+        root=root,
+    )
+
+
+def test_the_reference_covers_the_required_inputs(minilm):
+    sentences, ids = minilm.sentences, minilm.ids
+    assert any(any("\u4e00" <= c <= "\u9fff" for c in s) for s in sentences)  # Chinese
+    assert any(any(c in "éüñ" for c in s) for s in sentences)  # accents
+    assert any(len(s) == 1 for s in sentences)
+    assert any(s != s.strip(" ") and s.startswith(" ") and s.endswith(" ") for s in sentences)
+    assert max(len(row) for row in ids) == 256  # the truncated one: [CLS] + 254 + [SEP]
+
+
+def test_import_hf_writes_an_embedding_run(minilm):
+    config = load_run_config(minilm.run_dir)
+    assert (config.family, config.task, config.max_length) == ("encoder-only", "embedding", 256)
+    assert config.extra["pooling"] == {"mode": "mean", "normalize": True}
+    exported = load_run_config(minilm.export_dir).export
+    assert exported["model"]["max_length"] == 512  # max_position_embeddings
+    assert exported["onnx"]["fused_layer_norm"]
+
+
+@pytest.mark.parametrize("engine, batch_size", [("onnx", 5), ("keras", 32)])
+def test_embed_reproduces_sentence_transformers(minilm, engine, batch_size):
+    model_dir = minilm.export_dir if engine == "onnx" else minilm.run_dir
+    output = minilm.root / f"{engine}.npy"
+    argv = ["embed", "--model", str(model_dir), "--input", str(minilm.sentence_file)]
+    argv += ["--output", str(output), "--engine", engine, "--batch-size", str(batch_size)]
+    assert cli.main(argv) == 0
+    embeddings = np.load(output)
+    assert embeddings.dtype == np.float32 and embeddings.shape == (len(minilm.sentences), 384)
+    np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-5)
+    # Row i against reference row i: the rows come back in input order.
+    cosine = (embeddings.astype(np.float64) * minilm.reference).sum(axis=1)
+    worst = int(cosine.argmin())
+    assert cosine.min() >= COSINE, f"{minilm.sentences[worst]!r}: cosine {cosine[worst]:.6f}"

@@ -1,0 +1,117 @@
+"""The ONNX exporter: the Optimum file set and I/O names, a self-describing directory,
+fused LayerNorms, and validation that fails loudly."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from transformer_zoo.export import ExportError, export_onnx
+from transformer_zoo.export.graphs import export_graphs, model_dimensions
+from transformer_zoo.export.onnx_export import convert_graph, validate_onnx_file
+from transformer_zoo.models import EncoderOnlyMaskedLM, from_preset
+from transformer_zoo.run import load_run_config
+
+from .conftest import SMALL
+
+
+def _io(path):
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return [i.name for i in graph.input], [o.name for o in graph.output]
+
+
+def test_decoder_only_model_onnx_has_optimum_names(family_artifacts):
+    art = family_artifacts("decoder-only")
+    inputs, outputs = _io(art.export_dir / "model.onnx")
+    past = [f"past_key_values.{i}.{kv}" for i in range(2) for kv in ("key", "value")]
+    assert inputs == ["input_ids", "attention_mask", "position_ids", *past]
+    assert outputs == ["logits"] + [p.replace("past_key_values", "present") for p in past]
+
+
+def test_encoder_decoder_exports_encoder_and_decoder_with_both_caches(family_artifacts):
+    art = family_artifacts("encoder-decoder")
+    enc_in, enc_out = _io(art.export_dir / "encoder_model.onnx")
+    dec_in, dec_out = _io(art.export_dir / "decoder_model.onnx")
+    assert enc_in == ["input_ids", "attention_mask"]
+    cross = [f"{i}.encoder.{kv}" for i in range(2) for kv in ("key", "value")]
+    assert enc_out == ["last_hidden_state"] + [f"present.{c}" for c in cross]
+    self_ = [f"{i}.decoder.{kv}" for i in range(2) for kv in ("key", "value")]
+    assert dec_in[:4] == ["input_ids", "attention_mask", "position_ids", "encoder_attention_mask"]
+    assert set(dec_in[4:]) == {f"past_key_values.{c}" for c in self_ + cross}
+    assert dec_out == ["logits"] + [f"present.{c}" for c in self_]
+
+
+def test_encoder_only_classifier_outputs_hidden_states_pooler_and_logits(family_artifacts):
+    art = family_artifacts("encoder-only")
+    inputs, outputs = _io(art.export_dir / "model.onnx")
+    assert inputs == ["input_ids", "attention_mask", "token_type_ids"]
+    assert sorted(outputs) == ["last_hidden_state", "logits", "pooler_output"]
+
+
+@pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder", "encoder-only"])
+def test_export_directory_describes_itself(family_artifacts, family):
+    art = family_artifacts(family)
+    config = load_run_config(art.export_dir)
+    assert config.family == family and config.task == art.config.task
+    assert (art.export_dir / "tokenizer.model").is_file()
+    assert (art.export_dir / "target_tokenizer.model").is_file() == (family == "encoder-decoder")
+    graphs = config.export["onnx"]["graphs"]
+    for entry in graphs.values():
+        assert _io(art.export_dir / entry["file"]) == (entry["inputs"], entry["outputs"])
+    assert config.export["model"]["num_layers"] == 2
+    assert config.export["saved_model"]["directory"] == "saved_model"
+    for report in art.onnx_report.values():
+        assert report["max_abs_diff"] <= 1e-4
+
+
+def test_every_layer_norm_is_one_onnx_node(family_artifacts):
+    art = family_artifacts("decoder-only")
+    nodes = [n.op_type for n in onnx.load(str(art.export_dir / "model.onnx")).graph.node]
+    assert nodes.count("LayerNormalization") == 2 * 2 + 1  # two per block + the final norm
+    assert "GlobalAveragePool" not in nodes
+    assert art.onnx_report["model.onnx"]["fused_layer_norms"] == 5
+
+
+def test_genai_config_describes_the_decoder(family_artifacts):
+    art = family_artifacts("decoder-only")
+    config = json.loads((art.export_dir / "genai_config.json").read_text())
+    model = config["model"]
+    assert model["type"] == "decoder" and model["vocab_size"] == art.model.vocabulary_size
+    assert model["context_length"] == 48
+    assert model["decoder"]["session_options"]["intra_op_num_threads"] == 2
+    assert model["decoder"]["num_key_value_heads"] == model["decoder"]["num_attention_heads"] == 2
+    assert config["search"]["past_present_share_buffer"] is False
+
+
+def test_model_built_in_user_code_exports_without_run_dir_or_tokenizer(tmp_path):
+    model = EncoderOnlyMaskedLM(
+        from_preset("tiny", family="encoder-only", vocabulary_size=40, max_length=16, **SMALL)
+    )
+    report = export_onnx(model, tmp_path)
+    config = load_run_config(tmp_path)
+    assert (config.preset, config.task, config.export["tokenizer"]) == (
+        "custom",
+        "masked-lm",
+        False,
+    )
+    assert sorted(_io(tmp_path / "model.onnx")[1]) == [
+        "last_hidden_state",
+        "logits",
+        "pooler_output",
+    ]
+    assert report["model.onnx"]["max_abs_diff"] <= 1e-4
+
+
+def test_validation_rejects_a_graph_that_differs_from_the_model(tmp_path):
+    model = from_preset("tiny", family="encoder-only", vocabulary_size=40, max_length=16, **SMALL)
+    (graph,) = export_graphs(model)
+    proto, _ = convert_graph(graph)
+    path = str(tmp_path / "model.onnx")
+    onnx.save(proto, path)
+    # The model changes after conversion: the file no longer reproduces it.
+    kernel = model.blocks[0].feed_forward.weights[0]
+    noise = np.random.default_rng(0).normal(0.0, 0.1, kernel.shape).astype("float32")
+    kernel.assign(kernel.numpy() + noise)
+    with pytest.raises(ExportError, match="differs from the Keras model"):
+        validate_onnx_file(path, graph, model_dimensions(model))

@@ -1,0 +1,130 @@
+"""The onnxruntime engine runs without TensorFlow, and bad inputs get clear errors
+(ValueError subclasses naming the problem), never an onnxruntime trace."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from transformer_zoo.export.runtime import InputError, ModelDirectoryError, load_onnx
+from transformer_zoo.run import RunError
+
+# A meta-path finder that makes every import of tensorflow or keras fail, installed before
+# anything else is imported.
+BLOCK_TENSORFLOW = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "keras", "tf_keras", "tf2onnx"):
+            raise ImportError(f"{name} is blocked in this test")
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_runtime_serves_every_family_where_tensorflow_cannot_be_imported(family_artifacts):
+    dirs = {
+        f: family_artifacts(f).export_dir
+        for f in ("decoder-only", "encoder-decoder", "encoder-only")
+    }
+    script = BLOCK_TENSORFLOW + textwrap.dedent(
+        f"""
+        try:
+            import tensorflow
+        except ImportError:
+            pass
+        else:
+            raise SystemExit("tensorflow is importable")
+        from transformer_zoo.export.runtime import load_onnx
+        print(load_onnx({str(dirs["decoder-only"])!r}).generate(["the cat"], 5, strategy="beam"))
+        print(load_onnx({str(dirs["encoder-decoder"])!r}).translate(["March 5, 2021"], 6))
+        model = load_onnx({str(dirs["encoder-only"])!r})
+        print(model.embed(["dogs", "a cat"]).shape, model.classify(["dogs"])[0]["label"])
+        banned = ("tensorflow", "keras", "transformer_zoo.models", "transformer_zoo.layers",
+                  "transformer_zoo.train")
+        loaded = [m for m in sys.modules if m.startswith(banned)]
+        assert not loaded, loaded
+        print("OK")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith("OK")
+    assert "(2, 32) " in result.stdout
+
+
+@pytest.fixture(scope="module")
+def decoder(family_artifacts):
+    return load_onnx(family_artifacts("decoder-only").export_dir)
+
+
+@pytest.mark.parametrize(
+    "token_ids, message",
+    [
+        (np.array([[2.0, 5.0]]), "integer token ids"),
+        (np.array([2, 5, 6]), "must be 2-D"),
+        (np.zeros((1, 2, 3), np.int64), "must be 2-D"),
+        (np.array([[2, 5, 10_000]]), r"must lie in \[0, \d+\)"),
+        (np.array([[2, -1]]), "Received an id of -1"),
+        (np.array([[0, 0], [2, 5]]), "holds no token"),
+        ([[2] * 47], "does not fit the model's context of 48"),
+        ([[2] * 60], "does not fit"),
+    ],
+)
+def test_bad_token_ids_raise_input_errors(decoder, token_ids, message):
+    with pytest.raises(InputError, match=message):
+        decoder.generate_ids(token_ids, max_new_tokens=4)
+
+
+def test_prompt_longer_than_the_context_is_rejected_before_onnxruntime(decoder):
+    with pytest.raises(InputError, match="context of 48 tokens"):
+        decoder.generate(["the cat sat on the mat " * 20], max_new_tokens=1)
+
+
+def test_wrong_family_and_bad_arguments_raise_value_errors(decoder):
+    with pytest.raises(InputError, match="needs an encoder-decoder model"):
+        decoder.translate(["x"])
+    with pytest.raises(InputError, match="max_new_tokens"):
+        decoder.generate(["x"], max_new_tokens=0)
+    with pytest.raises(ValueError, match="temperature"):
+        decoder.generate(["x"], 3, strategy="sample", temperature=0.0)
+    with pytest.raises(InputError, match="strings"):
+        decoder.generate([b"bytes"])
+
+
+@pytest.fixture
+def export_copy(family_artifacts, tmp_path):
+    source = family_artifacts("encoder-only").export_dir
+    target = tmp_path / "export"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("saved_model"))
+    return target
+
+
+@pytest.mark.parametrize("missing", ["model.onnx", "tokenizer.model", "config.json"])
+def test_directory_missing_a_file_raises_a_clear_error(export_copy, missing):
+    os.remove(export_copy / missing)
+    with pytest.raises(RunError, match=missing.replace(".", r"\.")):
+        load_onnx(export_copy)
+
+
+def test_corrupted_onnx_file_raises_a_clear_error(export_copy):
+    data = (export_copy / "model.onnx").read_bytes()
+    (export_copy / "model.onnx").write_bytes(data[: len(data) // 3])
+    with pytest.raises(ModelDirectoryError, match="not a valid ONNX model"):
+        load_onnx(export_copy)
+
+
+def test_corrupted_tokenizer_and_config_raise_clear_errors(export_copy, tmp_path):
+    (export_copy / "tokenizer.model").write_bytes(b"not a sentencepiece model")
+    with pytest.raises(ModelDirectoryError, match="Cannot load the tokenizer"):
+        load_onnx(export_copy)
+    (export_copy / "config.json").write_text("{")
+    with pytest.raises(RunError, match="Cannot read"):
+        load_onnx(export_copy)
+    with pytest.raises(RunError, match="No such directory"):
+        load_onnx(tmp_path / "nowhere")
