@@ -63,7 +63,11 @@ def test_encoder_decoder_logits_agree_on_all_three_engines(family_artifacts, bat
     decoder = make_session(str(art.export_dir / "decoder_model.onnx"))
     names = [o.name for o in encoder.get_outputs()]
     encoded = dict(
-        zip(names, encoder.run(names, {"input_ids": source, "attention_mask": source_mask}))
+        zip(
+            names,
+            encoder.run(names, {"input_ids": source, "attention_mask": source_mask}),
+            strict=True,
+        )
     )
     feeds = {
         "input_ids": target,
@@ -104,7 +108,7 @@ def test_encoder_only_outputs_agree_on_all_three_engines(family_artifacts, batch
     }
     feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments}
     session = make_session(str(art.export_dir / "model.onnx"))
-    onnx_out = dict(zip(expected, session.run(list(expected), feeds)))
+    onnx_out = dict(zip(expected, session.run(list(expected), feeds), strict=True))
     loaded = tf.saved_model.load(str(art.export_dir / "saved_model"))
     saved = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in feeds.items()})
     real = mask.astype(bool)
@@ -194,12 +198,12 @@ def test_embeddings_and_classes_agree_on_keras_and_onnx(family_artifacts):
     np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(embeddings, keras_model.embed(texts), atol=1e-5)
     # The reference: EncoderOnly.embed on the same ids, one text at a time.
-    for text, vector in zip(texts, embeddings):
+    for text, vector in zip(texts, embeddings, strict=True):
         ids = np.array([[2] + art.tokenizer.encode(text) + [3]])
         np.testing.assert_allclose(vector, np.asarray(art.model.backbone.embed(ids))[0], atol=1e-5)
     onnx_classes, keras_classes = onnx_model.classify(texts), keras_model.classify(texts)
     assert [c["label"] for c in onnx_classes] == [c["label"] for c in keras_classes]
-    for got, expected in zip(onnx_classes, keras_classes):
+    for got, expected in zip(onnx_classes, keras_classes, strict=True):
         assert got["score"] == pytest.approx(expected["score"], abs=1e-5)
 
 
