@@ -26,6 +26,11 @@ def register(commands) -> None:
         action="store_true",
         help="keep tf2onnx's 13-node LayerNorm expansions (for measurement)",
     )
+    export.add_argument(
+        "--no-simplify",
+        action="store_true",
+        help="skip the graph rewrites (one MatMul per Dense, fused QKV, Where), to measure them",
+    )
     export.add_argument("--opset", type=int, default=17, choices=(17, 18))
     export.set_defaults(handler=_export)
 
@@ -215,7 +220,11 @@ def _export(args: argparse.Namespace) -> int:
     from transformer_zoo.export.run_export import export_run
     from transformer_zoo.export.validation import ExportError
 
-    options = {"fuse_layer_norm": not args.no_fuse_layer_norm, "opset": args.opset}
+    options = {
+        "fuse_layer_norm": not args.no_fuse_layer_norm,
+        "simplify": not args.no_simplify,
+        "opset": args.opset,
+    }
     try:
         report = export_run(args.run_dir, args.out, formats, **options)
     except (RunError, ValueError) as error:

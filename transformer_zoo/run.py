@@ -192,6 +192,7 @@ def save_run_config(directory: str | os.PathLike, cfg: RunConfig) -> str:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(text + "\n")
+        os.chmod(temporary, 0o644)  # mkstemp makes it owner-only; a config is meant to be read
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

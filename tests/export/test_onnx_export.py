@@ -6,6 +6,7 @@ import json
 import numpy as np
 import onnx
 import pytest
+from onnx import numpy_helper
 
 from transformer_zoo.export import ExportError, export_onnx
 from transformer_zoo.export.graphs import export_graphs, model_dimensions
@@ -71,6 +72,34 @@ def test_every_layer_norm_is_one_onnx_node(family_artifacts):
     assert nodes.count("LayerNormalization") == 2 * 2 + 1  # two per block + the final norm
     assert "GlobalAveragePool" not in nodes
     assert art.onnx_report["model.onnx"]["fused_layer_norms"] == 5
+
+
+@pytest.mark.parametrize(
+    "family, graph_file",
+    [("decoder-only", "model.onnx"), ("encoder-decoder", "decoder_model.onnx")],
+)
+def test_rewrites_leave_one_matmul_per_projection_and_fuse_qkv(
+    family_artifacts, family, graph_file
+):
+    art = family_artifacts(family)
+    graph = onnx.load(str(art.export_dir / graph_file)).graph
+    producers = {out: node for node in graph.node for out in node.output}
+    weights = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    projections = [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+
+    def flattens(node):  # Reshape(x, [-1, D]): tensordot's move to 2-D
+        return (
+            node is not None
+            and node.op_type == "Reshape"
+            and (weights.get(node.input[1], np.zeros(0)).reshape(-1).tolist()[:1] == [-1])
+        )
+
+    # Dense's tensordot (Reshape to 2-D, MatMul, Reshape back) is one MatMul now.
+    flattened = [n for n in projections if flattens(producers.get(n.input[0]))]
+    assert not flattened
+    rewrites = art.onnx_report[graph_file]["rewrites"]
+    assert rewrites["merged_matmuls"] >= 2  # the query and key/value of each self-attention
+    assert rewrites["nodes_after"] < 0.8 * rewrites["nodes_before"]
 
 
 def test_genai_config_describes_the_decoder(family_artifacts):

@@ -16,7 +16,7 @@ import time
 
 import onnx
 
-from transformer_zoo.export import onnx_graph
+from transformer_zoo.export import onnx_graph, onnx_rewrites
 from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
 from transformer_zoo.export.genai_config import write_genai_config
 from transformer_zoo.export.graphs import Graph, export_graphs, model_dimensions
@@ -30,8 +30,11 @@ from transformer_zoo.text.wordpiece import WordPieceTokenizer
 OPSET = 17  # LayerNormalization needs 17; tf2onnx 1.17 supports up to 18
 
 
-def convert_graph(graph: Graph, opset: int = OPSET, fuse_layer_norm: bool = True):
-    """tf2onnx's conversion of one graph, LayerNorms fused. Returns `(ModelProto, info)`."""
+def convert_graph(
+    graph: Graph, opset: int = OPSET, fuse_layer_norm: bool = True, simplify: bool = True
+):
+    """tf2onnx's conversion of one graph, LayerNorms fused and the graph simplified
+    (`onnx_rewrites`). Returns `(ModelProto, info)`."""
     import tf2onnx
 
     if opset < 17:
@@ -43,11 +46,19 @@ def convert_graph(graph: Graph, opset: int = OPSET, fuse_layer_norm: bool = True
     fused = 0
     if fuse_layer_norm:
         proto, fused = onnx_graph.fuse_layer_norm(proto)
+    rewrites = {}
+    if simplify:
+        proto, rewrites = onnx_rewrites.simplify(proto)
     names = [i.name for i in proto.graph.input], [o.name for o in proto.graph.output]
     expected = [s.name for s in graph.inputs], graph.outputs
     if sorted(names[0]) != sorted(expected[0]) or sorted(names[1]) != sorted(expected[1]):
         raise ExportError(f"tf2onnx named the I/O of {graph.file} {names}, expected {expected}.")
-    info = {"seconds": round(time.perf_counter() - started, 2), "fused_layer_norms": fused}
+    info = {
+        "seconds": round(time.perf_counter() - started, 2),
+        "fused_layer_norms": fused,
+        "nodes": len(proto.graph.node),
+        "rewrites": rewrites,
+    }
     return proto, info
 
 
@@ -77,6 +88,7 @@ def export_onnx(
     config: RunConfig | None = None,
     opset: int = OPSET,
     fuse_layer_norm: bool = True,
+    simplify: bool = True,
     validate: bool = True,
     atol: float = ATOL,
     intra_op_num_threads: int = DEFAULT_THREADS,
@@ -96,6 +108,8 @@ def export_onnx(
         opset: ONNX opset, 17 or 18.
         fuse_layer_norm: rewrite tf2onnx's LayerNorm expansions as single nodes (False
             only to measure the difference).
+        simplify: apply `onnx_rewrites` (one MatMul per Dense, fused QKV, `Where`,
+            common subexpressions); False only to measure the difference.
         validate: compare every graph with the model (always on, except to measure).
         atol: the largest absolute difference validation accepts.
         intra_op_num_threads: written into `genai_config.json`'s session options.
@@ -114,7 +128,7 @@ def export_onnx(
     dims = model_dimensions(model)
     report, entries = {}, {}
     for graph in export_graphs(model):
-        proto, info = convert_graph(graph, opset, fuse_layer_norm)
+        proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
         path = os.path.join(out_dir, graph.file)
         fd, temporary = tempfile.mkstemp(dir=out_dir, prefix=".export-", suffix=".onnx")
         os.close(fd)
@@ -134,7 +148,12 @@ def export_onnx(
             "outputs": graph.outputs,
         }
     has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)
-    entry = {"opset": opset, "fused_layer_norm": fuse_layer_norm, "graphs": entries}
+    entry = {
+        "opset": opset,
+        "fused_layer_norm": fuse_layer_norm,
+        "simplified": simplify,
+        "graphs": entries,
+    }
     update_export_config(out_dir, config, "onnx", entry, model=dims, tokenizer=has_tokenizer)
     if config.family == "decoder-only":
         write_genai_config(out_dir, dims, config.special_ids, intra_op_num_threads)
