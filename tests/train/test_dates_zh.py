@@ -25,11 +25,18 @@ def test_same_seed_gives_the_same_splits_and_another_seed_does_not():
 def test_splits_have_the_requested_sizes_and_share_no_source(dates):
     sources = {split: [p.source for p in dates.pairs(split)] for split in SPLITS}
     assert [len(sources[s]) for s in SPLITS] == [2000, 100, 300]
-    for split in SPLITS:
+    for split in ("valid", "test"):  # distinct; the training split may repeat a source
         assert len(set(sources[split])) == len(sources[split])
     assert not set(sources["train"]) & set(sources["test"])
     assert not set(sources["train"]) & set(sources["valid"])
     assert not set(sources["valid"]) & set(sources["test"])
+
+
+def test_training_repeats_keep_small_families_in_the_mix():
+    pairs = DatesZh(seed=0).pairs("train")
+    one_digit = [p for p in pairs if p.category == "numbers" and len(p.target) == 1]
+    assert len(one_digit) > 300  # 20 distinct sources, far more draws
+    assert len({p.source for p in pairs if p.category == "times"}) == 7500  # times never repeat
 
 
 def test_every_split_holds_every_category_in_proportion(dates):

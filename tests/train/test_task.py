@@ -36,7 +36,7 @@ def test_encoder_decoder_gets_separate_vocabularies_and_the_others_a_shared_one(
     # 500 is a soft limit: the English side has fewer distinct words than that.
     assert source.vocabulary_size <= 500
     unknown = [e.source for e in tasks["encoder-decoder"].test if 1 in source.encode(e.source)]
-    assert unknown == ["zero"]  # its "z" occurs in no training source
+    assert not unknown  # every character of the test sources occurs in training
     # The Chinese target is character-level: every piece is one character (or "▁").
     assert all(len(target.id_to_piece(i)) == 1 for i in range(5, target.vocabulary_size))
     shared, same = tasks["decoder-only"].fit_tokenizers(vocabulary_size=300)

@@ -15,11 +15,13 @@ hundred and fifty-six" → 十二万三千四百五十六):
 
 The Chinese conventions are listed in `transformer_zoo.train.builtin.chinese`.
 
-Splits never share a source string. Sources are unique within a category and each
-split takes its share of every category (dates 40%, numbers 35%, times 25%; the
-times category has only 10,675 distinct sources). Targets may repeat across splits:
-there are only 1,440 distinct times, so `shared_target_count` reports how many test
-targets also occur as training targets.
+Splits never share a source string: a hash of the source (and seed) picks its split.
+Each split takes its share of every category (dates 40%, numbers 35%, times 25%).
+Valid and test sources are distinct; the training split may repeat a source, so that
+small families (the 20 one-digit number sources, month-day dates) keep their share of
+the generator's draws, except times, whose 10,675 sources are enumerated and used once.
+Targets may repeat across splits: there are only 1,440 distinct times, so
+`shared_target_count` reports how many test targets also occur as training targets.
 
 The task comes in three shapes, one per model family: `pairs` (EncoderDecoder),
 `prompt_completions` (DecoderOnly; "source =>" then the target) and `classification`
@@ -32,7 +34,9 @@ from __future__ import annotations
 
 import calendar
 import datetime
+import functools
 import random
+import zlib
 from dataclasses import dataclass
 
 from transformer_zoo.train.builtin import chinese, english
@@ -45,6 +49,7 @@ LABELS = ("incorrect", "correct")  # label id 1 = a correct translation
 PROMPT_SEPARATOR = " =>"
 YEARS = (1900, 2099)
 MAX_NUMBER_DIGITS = 6
+DIGIT_WEIGHTS = (1, 2, 3, 3, 3, 3)  # of 1..6-digit numbers; there are only 10 one-digit ones
 DATE_KINDS = (("full", 0.55), ("weekday", 0.25), ("month_day", 0.12), ("year_month", 0.08))
 
 
@@ -54,7 +59,7 @@ class _Item:
     category: str
     value: tuple  # dates (year, month, day, weekday), numbers (n,), times (hour, minute)
 
-    @property
+    @functools.cached_property
     def target(self) -> str:
         return _render(self.category, self.value)
 
@@ -89,25 +94,59 @@ def _draw_date(rng: random.Random) -> _Item:
 
 
 def _draw_number(rng: random.Random) -> _Item:
-    digits = rng.randint(1, MAX_NUMBER_DIGITS)
+    digits = rng.choices(range(1, MAX_NUMBER_DIGITS + 1), weights=DIGIT_WEIGHTS)[0]
     n = rng.randrange(10 ** (digits - 1) if digits > 1 else 0, 10**digits)
-    if rng.random() < 0.4:
+    text, mode = str(n), rng.random()
+    if mode < 0.15:
+        # Round numbers ("three hundred", "twenty-three thousand") have no tail to read.
+        n = int(text[: rng.randint(1, 2)].ljust(len(text), "0"))
+    elif mode < 0.45:
         # Zeros inside a number are where the Chinese rules (零, 十 vs 一十) bite.
-        text = str(n)
         n = int(text[0] + "".join("0" if rng.random() < 0.5 else c for c in text[1:]))
     return _Item(rng.choice(english.number_forms(n)), "numbers", (n,))
 
 
-def _unique_items(draw, rng: random.Random, count: int, category: str) -> list[_Item]:
-    items: dict[str, _Item] = {}
-    attempts = 0
-    while len(items) < count:
+def _split_of(seed: int, source: str, test_share: float, valid_share: float) -> str:
+    """The split a source belongs to, by a hash: a source can never land in two splits."""
+    u = zlib.crc32(f"{seed}\x00{source}".encode()) / 2**32
+    return "test" if u < test_share else "valid" if u < test_share + valid_share else "train"
+
+
+def _draw_splits(draw, rng: random.Random, quota: dict, split_of, category: str) -> dict:
+    """Draws until every split has its quota: distinct sources for valid and test,
+    repeats allowed in train (so that small families, such as the 20 one-digit
+    sources, keep their share of the training draws)."""
+    items: dict[str, list[_Item]] = {split: [] for split in SPLITS}
+    seen: dict[str, set] = {split: set() for split in SPLITS}
+    attempts, total = 0, sum(quota.values())
+    while any(len(items[s]) < quota[s] for s in SPLITS):
         attempts += 1
-        if attempts > 20 * count + 1000:
-            raise ValueError(f"Cannot draw {count} distinct {category} sources; ask for fewer.")
+        if attempts > 30 * total + 1000:
+            raise ValueError(f"Cannot draw {total} {category} examples; ask for fewer.")
         item = draw(rng)
-        items.setdefault(item.source, item)
-    return list(items.values())
+        split = split_of(item.source)
+        if len(items[split]) < quota[split] and (
+            split == "train" or item.source not in seen[split]
+        ):
+            items[split].append(item)
+            seen[split].add(item.source)
+    return items
+
+
+def _enumerated_splits(items: list[_Item], rng: random.Random, quota: dict, split_of) -> dict:
+    """Distinct sources for every split, from an enumeration of all of them."""
+    pools: dict[str, list[_Item]] = {split: [] for split in SPLITS}
+    for item in items:
+        pools[split_of(item.source)].append(item)
+    for split in SPLITS:
+        if quota[split] > len(pools[split]):
+            raise ValueError(
+                f"The {split} split asks for {quota[split]} time sources; "
+                f"only {len(pools[split])} of the {len(items)} fall in it."
+            )
+        rng.shuffle(pools[split])
+        pools[split] = pools[split][: quota[split]]
+    return pools
 
 
 def _all_times() -> list[_Item]:
@@ -167,9 +206,9 @@ class DatesZh:
 
     Args:
         seed: the same seed gives the same splits, in the same order.
-        train_size: number of training sources.
-        valid_size: number of validation sources.
-        test_size: number of test sources.
+        train_size: number of training examples (a source may repeat).
+        valid_size: number of validation sources (distinct).
+        test_size: number of test sources (distinct).
 
     Example:
     >>> task = DatesZh(seed=0, train_size=300, valid_size=30, test_size=30)
@@ -191,23 +230,22 @@ class DatesZh:
         self.seed = seed
         self.sizes = sizes
         rng = random.Random(seed)
+        total = sum(sizes.values())
+        shares = (sizes["test"] / total, sizes["valid"] / total)
+
+        def split_of(source: str) -> str:
+            return _split_of(seed, source, *shares)
+
         self._items: dict[str, list[_Item]] = {split: [] for split in SPLITS}
         for category in CATEGORIES:
             quota = {split: round(size * SHARES[category]) for split, size in sizes.items()}
             if category == "times":
-                items = _all_times()
-                if sum(quota.values()) > len(items):
-                    raise ValueError(
-                        f"The splits ask for {sum(quota.values())} time sources; only {len(items)} exist."
-                    )
-                rng.shuffle(items)
+                items = _enumerated_splits(_all_times(), rng, quota, split_of)
             else:
                 draw = _draw_date if category == "dates" else _draw_number
-                items = _unique_items(draw, rng, sum(quota.values()), category)
-            start = 0
-            for split in ("test", "valid", "train"):
-                self._items[split] += items[start : start + quota[split]]
-                start += quota[split]
+                items = _draw_splits(draw, rng, quota, split_of, category)
+            for split in SPLITS:
+                self._items[split] += items[split]
         for split in SPLITS:
             random.Random(f"{seed}-{split}").shuffle(self._items[split])
 

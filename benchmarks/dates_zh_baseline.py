@@ -1,0 +1,232 @@
+"""Train one family's `tiny` preset on `builtin:dates-zh` for a fixed time and evaluate it
+on the held-out test split, per category.
+
+This measures the data side (task, tokenizers, pipelines, loss, schedule) with plain
+`model.fit`; the `transformer-zoo train` command wraps the same pieces.
+
+    .venv/bin/python benchmarks/dates_zh_baseline.py --family encoder-decoder --seconds 150
+
+Writes benchmarks/results/dates_zh_<family>.json and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from transformer_zoo.models import EncoderOnlyClassifier, from_preset, generate  # noqa: E402
+from transformer_zoo.text import pair_ids, prompt_ids, source_ids  # noqa: E402
+from transformer_zoo.train import (  # noqa: E402
+    MaskedAccuracy,
+    MaskedSparseCategoricalCrossentropy,
+    accuracy,
+    adamw_cosine,
+    bleu,
+    classification_dataset,
+    exact_match,
+    language_model_dataset,
+    load_task,
+    paper_adam,
+    per_category,
+    translation_dataset,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+class StopAfter(keras.callbacks.Callback):
+    """Stops training once `seconds` of wall time or `steps` optimizer steps have passed
+    (checked every `steps_per_execution` batches)."""
+
+    def __init__(self, seconds: float, steps: int | None):
+        super().__init__()
+        self.seconds, self.steps = seconds, steps
+
+    def on_train_begin(self, logs=None):
+        self.start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        done = self.steps is not None and int(self.model.optimizer.iterations) >= self.steps
+        if done or time.perf_counter() - self.start > self.seconds:
+            self.model.stop_training = True
+
+
+def _padded(rows: list[list[int]]) -> np.ndarray:
+    out = np.zeros((len(rows), max(map(len, rows))), np.int32)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
+
+def _generate_texts(model, rows, tokenizer, key_prefix, batch_size=500, **kwargs) -> list[str]:
+    texts = []
+    for start in range(0, len(rows), batch_size):
+        ids = _padded(rows[start : start + batch_size])
+        inputs = {f"{key_prefix}token_ids": ids, f"{key_prefix}padding_mask": ids != 0}
+        result = generate(model, inputs, max_new_tokens=32, eos_id=tokenizer.eos_id, **kwargs)
+        texts += [tokenizer.decode(row) for row in result.tokens]
+    return texts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--family", required=True, choices=("encoder-decoder", "decoder-only", "encoder-only")
+    )
+    parser.add_argument("--seconds", type=float, default=150.0, help="training time budget")
+    parser.add_argument("--steps", type=int, help="stop after this many steps instead")
+    parser.add_argument("--dropout", type=float, help="override the preset's dropout")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--optimizer", choices=("paper", "adamw-cosine"), default="paper")
+    parser.add_argument("--learning-rate", type=float, default=2e-3, help="adamw-cosine peak")
+    parser.add_argument("--warmup", type=int, default=400)
+    parser.add_argument("--precision", default="mixed_bfloat16")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    keras.utils.set_random_seed(args.seed)
+    keras.config.set_dtype_policy(args.precision)
+
+    started = time.perf_counter()
+    task = load_task("builtin:dates-zh", args.family, seed=args.seed)
+    tokenizer, target_tokenizer = task.fit_tokenizers()
+    prepared = time.perf_counter() - started
+    common = dict(batch_size=args.batch_size, shuffle=True, seed=args.seed)
+    overrides = {} if args.dropout is None else {"dropout": args.dropout}
+    if args.family == "encoder-decoder":
+        model = from_preset(
+            "tiny",
+            family=args.family,
+            vocabulary_size=tokenizer.vocabulary_size,
+            target_vocabulary_size=target_tokenizer.vocabulary_size,
+            **overrides,
+        )
+        train = translation_dataset(task.train, tokenizer, target_tokenizer, **common)
+        valid = translation_dataset(task.valid, tokenizer, target_tokenizer, batch_size=256)
+    elif args.family == "decoder-only":
+        model = from_preset(
+            "tiny", family=args.family, vocabulary_size=tokenizer.vocabulary_size, **overrides
+        )
+        train = language_model_dataset(task.train, tokenizer, **common)
+        valid = language_model_dataset(task.valid, tokenizer, batch_size=256)
+    else:
+        backbone = from_preset(
+            "tiny", family=args.family, vocabulary_size=tokenizer.vocabulary_size
+        )
+        model = EncoderOnlyClassifier(backbone, num_classes=len(task.label_names))
+        train = classification_dataset(task.train, tokenizer, task.label_names, **common)
+        valid = classification_dataset(task.valid, tokenizer, task.label_names, batch_size=256)
+    if args.family == "encoder-only":
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        metrics = ["sparse_categorical_accuracy"]
+    else:
+        loss, metrics = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1), [MaskedAccuracy()]
+    hidden_dim = backbone.hidden_dim if args.family == "encoder-only" else model.hidden_dim
+    if args.optimizer == "paper":
+        optimizer = paper_adam(hidden_dim, warmup_steps=args.warmup)
+    else:
+        if args.steps is None:
+            parser.error("--optimizer adamw-cosine needs --steps (the length of the cosine)")
+        optimizer = adamw_cosine(args.learning_rate, args.steps, warmup_steps=args.warmup)
+    model.compile(
+        optimizer=optimizer,
+        loss=loss,
+        metrics=metrics,
+        steps_per_execution=10,
+    )
+    fit_start = time.perf_counter()
+    history = model.fit(
+        train,
+        validation_data=valid,
+        epochs=1000,
+        callbacks=[StopAfter(args.seconds, args.steps)],
+        verbose=2,
+    )
+    train_seconds = time.perf_counter() - fit_start
+
+    eval_start = time.perf_counter()
+    categories = [e.category for e in task.test]
+    if args.family == "encoder-decoder":
+        rows = [source_ids(tokenizer, e.source, model.max_length) for e in task.test]
+        predictions = _generate_texts(
+            model, rows, target_tokenizer, "encoder_", decoder_start_id=target_tokenizer.bos_id
+        )
+        references = [e.target for e in task.test]
+        scores = {
+            "exact_match": per_category(exact_match, predictions, references, categories),
+            "bleu": bleu(predictions, references),
+            "errors": _errors(task.test, predictions, references),
+        }
+    elif args.family == "decoder-only":
+        rows = [prompt_ids(tokenizer, e.prompt, model.max_length) for e in task.test]
+        predictions = _generate_texts(model, rows, tokenizer, "")
+        references = [e.completion for e in task.test]
+        scores = {
+            "exact_match": per_category(exact_match, predictions, references, categories),
+            "bleu": bleu(predictions, references),
+            "errors": _errors(task.test, predictions, references),
+        }
+    else:
+        scores = {"accuracy": _classification_by_category(model, task, tokenizer)}
+    result = {
+        "family": args.family,
+        "preset": "tiny",
+        "parameters": int(model.count_params()),
+        "precision": args.precision,
+        "batch_size": args.batch_size,
+        "optimizer": args.optimizer,
+        "learning_rate": args.learning_rate if args.optimizer != "paper" else None,
+        "warmup_steps": args.warmup,
+        "dropout": args.dropout,
+        "steps": int(model.optimizer.iterations),
+        "train_examples": len(task.train),
+        "test_examples": len(task.test),
+        "epochs": len(history.history["loss"]),
+        "train_seconds": round(train_seconds, 1),
+        "prepare_seconds": round(prepared, 1),
+        "evaluate_seconds": round(time.perf_counter() - eval_start, 1),
+        "final_train_loss": round(history.history["loss"][-1], 4),
+        "shared_test_targets": task.shared_targets,
+        "vocabulary_sizes": [tokenizer.vocabulary_size, target_tokenizer.vocabulary_size],
+        **scores,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"dates_zh_{args.family}.json"
+    path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+def _errors(examples, predictions, references, per_category_limit=10) -> dict[str, list]:
+    """A few wrong outputs per category: [input, reference, prediction]."""
+    errors: dict[str, list] = {}
+    for example, prediction, reference in zip(examples, predictions, references, strict=True):
+        wrong = errors.setdefault(example.category, [])
+        if prediction != reference and len(wrong) < per_category_limit:
+            wrong.append(
+                [getattr(example, "source", None) or example.prompt, reference, prediction]
+            )
+    return errors
+
+
+def _classification_by_category(model, task, tokenizer) -> dict[str, float]:
+    predicted = []
+    for start in range(0, len(task.test), 500):
+        chunk = task.test[start : start + 500]
+        packed = [pair_ids(tokenizer, e.text, e.text2, 128) for e in chunk]
+        ids, segments = _padded([p[0] for p in packed]), _padded([p[1] for p in packed])
+        logits = model({"token_ids": ids, "padding_mask": ids != 0, "segment_ids": segments})
+        predicted += [task.label_names[i] for i in np.argmax(np.asarray(logits, np.float32), -1)]
+    return per_category(
+        accuracy, predicted, [e.label for e in task.test], [e.category for e in task.test]
+    )
+
+
+if __name__ == "__main__":
+    main()
