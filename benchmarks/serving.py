@@ -1,0 +1,256 @@
+"""Serving speed, side by side in one run: ONNX (our onnxruntime engine) against our
+Keras engine, keras-hub's `GPT2CausalLM.generate` and onnxruntime-genai.
+
+Decoder: d_model 512, 6 layers, 8 heads, d_ff 2048, vocabulary 8000, batch 1, a 16-token
+prompt, 128 new tokens, greedy, no EOS (every run makes all 128 tokens). Every model has
+its weights drawn afresh at random (normal, std 0.02): Keras gives the layers of one
+attention block identical kernels when unseeded, and tf2onnx stores identical tensors
+once, which would let the ONNX file read fewer bytes per token than it should.
+
+Rows (tokens/s = 128 / wall time of a whole `generate`, prompt included):
+- onnx: `transformer_zoo.export.runtime` on our export (LayerNorm fused, graph rewrites),
+  2 intra-op threads, and the variants: 1 thread, no rewrites, no LayerNorm fusion;
+- onnxruntime-genai on the same file (`genai_config.json`, 2 intra-op threads);
+- keras: our `KerasEngine` (cached, compiled `tf.function` steps);
+- keras-hub: `GPT2CausalLM` with the same sizes, `jit_compile` "auto" (no XLA on CPU)
+  and `jit_compile=True`.
+
+Encoder (the same sizes, 32-token inputs): sentences/s of the Keras and ONNX engines at
+batch 1 and 32 (the graph alone, tokenization excluded).
+
+Repeats run round-robin over the engines, so a change in the machine's load hits all of
+them; the table gives the median and the best run. The machine is shared: the load
+average is recorded before and after.
+
+Usage:
+    .venv/bin/python benchmarks/serving.py [--repeats 3] [--skip-variants]
+
+Writes benchmarks/results/serving.json and serving.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from transformer_zoo.export import export_onnx  # noqa: E402
+from transformer_zoo.export.runtime import load_onnx  # noqa: E402
+from transformer_zoo.models import DecoderOnly, EncoderOnly, generate  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SIZES = dict(num_layers=6, num_heads=8, hidden_dim=512, intermediate_dim=2048)
+VOCABULARY, PROMPT, NEW_TOKENS, CONTEXT = 8000, 16, 128, 256
+
+
+def randomize(model, seed: int) -> None:
+    """Distinct random weights everywhere (LayerNorm scales stay 1)."""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        if "gamma" in weight.path or "beta" in weight.path:
+            continue
+        weight.assign(rng.normal(0.0, 0.02, weight.shape).astype("float32"))
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def keras_hub_runners(prompt):
+    import keras_hub
+
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=VOCABULARY, max_sequence_length=CONTEXT, dropout=0.0, **SIZES
+    )
+    randomize(backbone, 1)
+    total = PROMPT + NEW_TOKENS
+    ids = np.zeros((1, total), np.int32)
+    ids[:, :PROMPT] = prompt
+    inputs = {"token_ids": ids, "padding_mask": np.arange(total)[None] < PROMPT}
+    runners = {}
+    for name, jit in (
+        ("keras-hub (jit_compile auto)", "auto"),
+        ("keras-hub (jit_compile=True)", True),
+    ):
+        causal_lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+        causal_lm.compile(sampler="greedy", jit_compile=jit)
+
+        def run(causal_lm=causal_lm):
+            out = causal_lm.generate(inputs, stop_token_ids=None)
+            return np.asarray(out["token_ids"])[0, PROMPT:]
+
+        runners[name] = run
+    return runners
+
+
+def genai_runner(directory, prompt):
+    import onnxruntime_genai as og
+
+    model = og.Model(str(directory))
+
+    def run():
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=PROMPT + NEW_TOKENS, do_sample=False)
+        generator = og.Generator(model, params)
+        generator.append_tokens(np.asarray(prompt, np.int32)[None])
+        while not generator.is_done():
+            generator.generate_next_token()
+        return np.asarray(generator.get_sequence(0))[PROMPT:]
+
+    return run
+
+
+def round_robin(runners: dict, repeats: int, units: float) -> dict:
+    """Warm each runner up, then time them in turn; units/s per run."""
+    outputs = {name: run() for name, run in runners.items()}
+    rates = {name: [] for name in runners}
+    for _ in range(repeats):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run()
+            rates[name].append(units / (time.perf_counter() - start))
+    return {
+        name: {"median": round(float(np.median(r)), 1), "best": round(max(r), 1), "runs": r}
+        for name, r in rates.items()
+    } | {"_outputs": outputs}
+
+
+def decoder_benchmark(work: Path, repeats: int, variants: bool) -> dict:
+    keras.utils.set_random_seed(0)
+    model = DecoderOnly(VOCABULARY, max_length=CONTEXT, **SIZES)
+    randomize(model, 0)
+    prompt = np.random.default_rng(0).integers(4, VOCABULARY, (1, PROMPT))
+    exports = {"onnx": {}}
+    if variants:
+        exports["onnx, no graph rewrites"] = {"simplify": False}
+        exports["onnx, no rewrites, no LayerNorm fusion"] = {
+            "simplify": False,
+            "fuse_layer_norm": False,
+        }
+    reports, runners = {}, {}
+    for name, options in exports.items():
+        directory = work / name.replace(" ", "_").replace(",", "")
+        reports[name] = export_onnx(model, directory, **options)["model.onnx"]
+        served = load_onnx(directory, intra_op_num_threads=2)
+        runners[name] = lambda served=served: served.generate_ids(prompt, NEW_TOKENS).tokens[0]
+        if name == "onnx":
+            one = load_onnx(directory, intra_op_num_threads=1)
+            runners["onnx, 1 thread"] = lambda one=one: one.generate_ids(prompt, NEW_TOKENS).tokens[
+                0
+            ]
+            runners["onnxruntime-genai"] = genai_runner(directory, prompt[0])
+    runners["keras (our KerasEngine)"] = lambda: generate(model, prompt, NEW_TOKENS).tokens[0]
+    runners.update(keras_hub_runners(prompt[0]))
+    results = round_robin(runners, repeats, NEW_TOKENS)
+    outputs = results.pop("_outputs")
+    reference = outputs["keras (our KerasEngine)"]
+    for name, row in results.items():
+        row["same_tokens_as_keras"] = (
+            bool(np.array_equal(outputs[name], reference))
+            if not name.startswith("keras-hub")
+            else None
+        )
+    for name, report in reports.items():
+        results[name]["graph"] = {k: report[k] for k in ("nodes", "bytes", "fused_layer_norms")}
+    return results
+
+
+def encoder_benchmark(repeats: int) -> dict:
+    from transformer_zoo.export.tf_runners import KerasRunner
+
+    keras.utils.set_random_seed(0)
+    model = EncoderOnly(VOCABULARY, max_length=128, **SIZES)
+    randomize(model, 2)
+    with tempfile.TemporaryDirectory() as directory:
+        export_onnx(model, directory)
+        onnx_runner = load_onnx(directory, intra_op_num_threads=2).runner
+        keras_runner = KerasRunner(model)
+        rows = {}
+        for batch in (1, 32):
+            ids = np.random.default_rng(batch).integers(4, VOCABULARY, (batch, 32))
+            feeds = {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids),
+            }
+            calls = max(1, 64 // batch)
+
+            def loop(runner, feeds=feeds, calls=calls):
+                for _ in range(calls):
+                    runner.run("model", feeds, numpy_outputs=("last_hidden_state",))
+
+            timed = round_robin(
+                {
+                    f"keras, batch {batch}": lambda: loop(keras_runner),
+                    f"onnx, batch {batch}": lambda: loop(onnx_runner),
+                },
+                repeats,
+                batch * calls,
+            )
+            timed.pop("_outputs")
+            rows.update(timed)
+    return rows
+
+
+def markdown(results: dict) -> str:
+    lines = [
+        "# Serving benchmark",
+        "",
+        f"Machine: {results['machine']}; load average before {results['load_before']}, "
+        f"after {results['load_after']} (a shared machine: compare rows, not runs).",
+        "",
+        "## Greedy decoding, batch 1, 16-token prompt, 128 new tokens (tokens/s)",
+        "",
+        "| engine | median | best | same tokens as Keras | graph nodes |",
+        "| --- | ---: | ---: | --- | ---: |",
+    ]
+    for name, row in results["decoder"].items():
+        same = {True: "yes", False: "NO", None: "n/a (other weights)"}[row["same_tokens_as_keras"]]
+        nodes = row.get("graph", {}).get("nodes", "")
+        lines.append(f"| {name} | {row['median']} | {row['best']} | {same} | {nodes} |")
+    best_hub = max(r["best"] for n, r in results["decoder"].items() if n.startswith("keras-hub"))
+    lines += [
+        "",
+        f"ONNX / keras-hub's best setting: {results['decoder']['onnx']['best'] / best_hub:.2f}× "
+        "(best runs).",
+        "",
+        "## Encoder, 32-token inputs (sentences/s)",
+        "",
+        "| engine | median | best |",
+        "| --- | ---: | ---: |",
+    ]
+    for name, row in results["encoder"].items():
+        lines.append(f"| {name} | {row['median']} | {row['best']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-variants", action="store_true", help="only the default export")
+    args = parser.parse_args()
+    results = {
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "load_before": load_average(),
+    }
+    with tempfile.TemporaryDirectory() as work:
+        results["decoder"] = decoder_benchmark(Path(work), args.repeats, not args.skip_variants)
+    results["encoder"] = encoder_benchmark(args.repeats)
+    results["load_after"] = load_average()
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "serving.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / "serving.md").write_text(markdown(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
