@@ -11,6 +11,11 @@ every node costs a few microseconds whatever its size):
   pass over the activations instead of two ("fused QKV").
 - `fuse_select`: tf2onnx lowers `tf.where` (SelectV2) to Not, two Casts, two Muls and an
   Add; ONNX `Where` is one node (and does not turn 0 · −3e38 into NaN-prone arithmetic).
+- `share_layer_shapes`: every attention layer computes its causal mask and its reshape
+  targets from the shapes of its own tensors; the blocks of one stack are identical, so
+  the same tensor of another block has the same shape. Reading the shapes of the first
+  block everywhere lets `eliminate_common_subexpressions` compute them (and the masks
+  built from them) once per graph instead of once per layer.
 - `eliminate_common_subexpressions` and `eliminate_dead_nodes`: the usual clean-ups.
 
 Every export is validated against the model afterwards, so a wrong rewrite cannot ship.
@@ -18,6 +23,7 @@ Every export is validated against the model afterwards, so a wrong rewrite canno
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -28,9 +34,12 @@ from onnx import helper, numpy_helper
 class _Index:
     def __init__(self, graph: onnx.GraphProto):
         self.graph = graph
-        self.producer = {out: node for node in graph.node for out in node.output}
+        # Holding every node wrapper keeps their id()s unique while a pass runs: protobuf
+        # makes a new Python object on each access and may reuse a freed one's id.
+        self.nodes = list(graph.node)
+        self.producer = {out: node for node in self.nodes for out in node.output}
         self.consumers = defaultdict(list)
-        for node in graph.node:
+        for node in self.nodes:
             for name in node.input:
                 self.consumers[name].append(node)
         self.initializers = {init.name: init for init in graph.initializer}
@@ -44,10 +53,11 @@ class _Index:
         return node if node is not None and node.op_type == op_type else None
 
 
-def _replace_nodes(graph, removed_ids, replacements):
-    """Drops nodes in `removed_ids`; a node in `replacements` is put in its place."""
+def _replace_nodes(graph, nodes, removed_ids, replacements):
+    """Rebuilds `graph.node` from `nodes` (the wrappers the ids were taken from): drops
+    nodes in `removed_ids` and puts `replacements[id(node)]` in place of a node."""
     kept = []
-    for node in graph.node:
+    for node in nodes:
         if id(node) in replacements:
             kept.extend(replacements[id(node)])
         elif id(node) not in removed_ids:
@@ -81,7 +91,7 @@ def collapse_tensordot(model: onnx.ModelProto) -> int:
     """Reshape(x, [-1, D]) → MatMul(W) → Reshape(x.shape[:-1] + [N]) becomes MatMul(x, W)."""
     g = _Index(model.graph)
     replacements, removed, count = {}, set(), 0
-    for node in model.graph.node:
+    for node in g.nodes:
         if node.op_type != "MatMul":
             continue
         weight = g.const(node.input[1])
@@ -107,7 +117,7 @@ def collapse_tensordot(model: onnx.ModelProto) -> int:
             # entry at run time: it reads the 3-D product just as well.
             node.input[0] = flatten.input[0]
         count += 1
-    _replace_nodes(model.graph, removed, replacements)
+    _replace_nodes(model.graph, g.nodes, removed, replacements)
     return count
 
 
@@ -116,7 +126,7 @@ def merge_parallel_matmuls(model: onnx.ModelProto) -> int:
     (K, ΣN_i) weight, then a Split back into the N_i-wide outputs."""
     g = _Index(model.graph)
     groups = defaultdict(list)
-    for node in model.graph.node:
+    for node in g.nodes:
         if node.op_type == "MatMul" and node.input[1] in g.initializers:
             weight = g.const(node.input[1])
             if weight.ndim == 2:
@@ -146,7 +156,7 @@ def merge_parallel_matmuls(model: onnx.ModelProto) -> int:
         replacements[id(members[0][0])] = [merged, split]
         removed.update(id(node) for node, _ in members[1:])
         count += 1
-    _replace_nodes(model.graph, removed, replacements)
+    _replace_nodes(model.graph, g.nodes, removed, replacements)
     return count
 
 
@@ -175,7 +185,7 @@ def fuse_select(model: onnx.ModelProto) -> int:
     """Add(Mul(Cast(c), a), Mul(Cast(Not(c)), b)) → Where(c, a, b)."""
     g = _Index(model.graph)
     replacements, count = {}, 0
-    for node in model.graph.node:
+    for node in g.nodes:
         if node.op_type != "Add" or len(node.input) != 2:
             continue
         left, right = (g.producer.get(name) for name in node.input)
@@ -189,15 +199,16 @@ def fuse_select(model: onnx.ModelProto) -> int:
                 replacements[id(node)] = [where]
                 count += 1
                 break
-    _replace_nodes(model.graph, set(), replacements)
+    _replace_nodes(model.graph, g.nodes, set(), replacements)
     return count
 
 
 def eliminate_common_subexpressions(model: onnx.ModelProto) -> int:
     """Nodes with the same op, inputs and attributes are computed once."""
     graph_outputs = {o.name for o in model.graph.output}
+    nodes = list(model.graph.node)
     seen, rename, removed = {}, {}, set()
-    for node in model.graph.node:
+    for node in nodes:
         for i, name in enumerate(node.input):
             if name in rename:
                 node.input[i] = rename[name]
@@ -216,7 +227,7 @@ def eliminate_common_subexpressions(model: onnx.ModelProto) -> int:
             for mine, theirs in zip(node.output, seen[key].output, strict=True):
                 rename[mine] = theirs
             removed.add(id(node))
-    _replace_nodes(model.graph, removed, {})
+    _replace_nodes(model.graph, nodes, removed, {})
     return len(removed)
 
 
@@ -224,14 +235,14 @@ def eliminate_dead_nodes(model: onnx.ModelProto) -> int:
     """Removes nodes (and initializers) nothing uses, repeatedly."""
     graph, removed = model.graph, 0
     while True:
+        nodes = list(graph.node)
         used = {o.name for o in graph.output}
-        for node in graph.node:
+        for node in nodes:
             used.update(node.input)
-        dead = [n for n in graph.node if not any(out in used for out in n.output)]
+        dead = {id(n) for n in nodes if not any(out in used for out in n.output)}
         if not dead:
             break
-        dead_ids = {id(n) for n in dead}
-        _replace_nodes(graph, dead_ids, {})
+        _replace_nodes(graph, nodes, dead, {})
         removed += len(dead)
     used = {name for node in graph.node for name in node.input}
     for init in [i for i in graph.initializer if i.name not in used]:
@@ -239,11 +250,46 @@ def eliminate_dead_nodes(model: onnx.ModelProto) -> int:
     return removed
 
 
+# `block_3_1/...` (tf2onnx's names of Keras layers), `present.3.key`, `past_key_values.3.…`
+_LAYER_INDEX = re.compile(r"((?:^|/|_)block_)\d+|^(present|past_key_values)\.\d+\.")
+
+
+def _layer_invariant_name(name: str) -> str | None:
+    shared = _LAYER_INDEX.sub(
+        lambda m: (m.group(1) or f"{m.group(2)}.") + "#" + ("" if m.group(1) else "."), name
+    )
+    return shared if shared != name else None
+
+
+def share_layer_shapes(model: onnx.ModelProto) -> int:
+    """Shape(block_i/t) → Shape(block_j/t) for the first block j whose t is measured.
+
+    Sound for our models, whose stacks repeat one block configuration: tensors with the
+    same name in two blocks have the same shape (not the same values). Only `Shape`
+    inputs change, and the export's validation checks the result.
+    """
+    canonical, count = {}, 0
+    for node in model.graph.node:
+        if node.op_type != "Shape":
+            continue
+        key = _layer_invariant_name(node.input[0])
+        if key is None:
+            continue
+        key = (key, tuple(a.SerializeToString() for a in node.attribute))
+        if key not in canonical:
+            canonical[key] = node.input[0]
+        elif canonical[key] != node.input[0]:
+            node.input[0] = canonical[key]
+            count += 1
+    return count
+
+
 def simplify(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
     """All of the rewrites above, in an order where each helps the next."""
     stats = {"nodes_before": len(model.graph.node)}
     stats["tensordots"] = collapse_tensordot(model)
     stats["dead"] = eliminate_dead_nodes(model)
+    stats["shared_shapes"] = share_layer_shapes(model)
     stats["common"] = eliminate_common_subexpressions(model)
     stats["merged_matmuls"] = merge_parallel_matmuls(model)
     stats["selects"] = fuse_select(model)
