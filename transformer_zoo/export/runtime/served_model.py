@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from transformer_zoo import search
+from transformer_zoo.export.runtime.batching import length_batches
 from transformer_zoo.export.runtime.cached_engine import CachedEngine
 from transformer_zoo.export.runtime.errors import InputError
 from transformer_zoo.export.runtime.inputs import token_array
@@ -36,8 +37,15 @@ class ServedModel:
         target_tokenizer: an encoder-decoder's target tokenizer (default: `tokenizer`).
     """
 
-    def __init__(self, config: RunConfig, dims: dict, runner, engine=None, tokenizer=None,
-                 target_tokenizer=None):  # fmt: skip
+    def __init__(
+        self,
+        config: RunConfig,
+        dims: dict,
+        runner,
+        engine=None,
+        tokenizer=None,
+        target_tokenizer=None,
+    ):
         self.config = config
         self.dims = dims
         self.runner = runner
@@ -51,8 +59,9 @@ class ServedModel:
         self.max_length = min(self.max_length, int(dims["max_length"]))
 
     # --- generation -----------------------------------------------------------------
-    def generate_ids(self, token_ids, max_new_tokens: int = 32, padding_mask=None,
-                     **search_kwargs) -> search.SearchResult:  # fmt: skip
+    def generate_ids(
+        self, token_ids, max_new_tokens: int = 32, padding_mask=None, **search_kwargs
+    ) -> search.SearchResult:
         """Continue prompts given as ids: a (B, S) integer array (0 = padding) or id lists.
 
         `search_kwargs`: `strategy` ("greedy", "sample", "beam") and its arguments.
@@ -65,16 +74,18 @@ class ServedModel:
         inputs = {"token_ids": ids, "padding_mask": mask}
         return self._search(inputs, max_new_tokens, **search_kwargs)
 
-    def generate(self, prompts: str | Sequence[str], max_new_tokens: int = 32,
-                 **search_kwargs) -> list[str]:  # fmt: skip
+    def generate(
+        self, prompts: str | Sequence[str], max_new_tokens: int = 32, **search_kwargs
+    ) -> list[str]:
         """Continue text prompts; returns the generated text of each (prompt excluded)."""
         self._need("decoder-only", "generate")
         ids = [prompt_ids(self._tokenizer(), text) for text in _texts(prompts)]
         result = self.generate_ids(ids, max_new_tokens, **search_kwargs)
         return [self.tokenizer.decode(row) for row in result.tokens]
 
-    def translate_ids(self, source_token_ids, max_new_tokens: int | None = None,
-                      **search_kwargs) -> search.SearchResult:  # fmt: skip
+    def translate_ids(
+        self, source_token_ids, max_new_tokens: int | None = None, **search_kwargs
+    ) -> search.SearchResult:
         """Translate sources given as ids; the target starts from BOS."""
         self._need("encoder-decoder", "translate")
         source, mask = token_array(
@@ -91,8 +102,9 @@ class ServedModel:
         }
         return self._search(inputs, max_new_tokens, **search_kwargs)
 
-    def translate(self, sources: str | Sequence[str], max_new_tokens: int | None = None,
-                  **search_kwargs) -> list[str]:  # fmt: skip
+    def translate(
+        self, sources: str | Sequence[str], max_new_tokens: int | None = None, **search_kwargs
+    ) -> list[str]:
         """Translate texts; returns one translation per source."""
         self._need("encoder-decoder", "translate")
         ids = [source_ids(self._tokenizer(), text) for text in _texts(sources)]
@@ -134,27 +146,30 @@ class ServedModel:
             "attention_mask": feeds["attention_mask"],
         }
 
-    def embed(self, texts: str | Sequence[str], batch_size: int = 32,
-              normalize: bool = True) -> np.ndarray:  # fmt: skip
+    def embed(
+        self, texts: str | Sequence[str], batch_size: int = 32, normalize: bool = True
+    ) -> np.ndarray:
         """(N, D) float32 sentence embeddings in input order: the masked mean of
         `last_hidden_state`, L2-normalised (sentence-transformers' convention)."""
         self._need("encoder-only", "embed")
         texts = _texts(texts)
         _check_batch_size(batch_size)
-        # Batches of similar lengths, each padded only to its longest text (as
-        # sentence-transformers does), so little of the work is spent on padding.
-        order = np.argsort([-len(text) for text in texts], kind="stable")
+        # Batches of similar token counts, each padded only to its longest text, so
+        # little of the work is spent on padding; rows go back to input order.
         embeddings = np.empty((len(texts), int(self.dims["hidden_dim"])), np.float32)
-        for start in range(0, len(texts), batch_size):
-            rows = order[start : start + batch_size]
+        for rows in length_batches(self._token_counts(texts), batch_size):
             outputs = self.encode([texts[i] for i in rows])
             embeddings[rows] = mean_pool(
                 outputs["last_hidden_state"], outputs["attention_mask"], normalize
             )
         return embeddings
 
-    def classify(self, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None,
-                 batch_size: int = 32) -> list[dict]:  # fmt: skip
+    def classify(
+        self,
+        texts: str | Sequence[str],
+        text_pairs: Sequence[str] | None = None,
+        batch_size: int = 32,
+    ) -> list[dict]:
         """Per text: `{"label", "label_id", "score", "probabilities": {label: p}}`."""
         self._need("encoder-only", "classify")
         if self.config.task != "classification":
@@ -207,6 +222,13 @@ class ServedModel:
         return feeds
 
     # --- helpers ------------------------------------------------------------------------
+    def _token_counts(self, texts: list[str]) -> list[int]:
+        """The length of each text as the encoder will see it (truncated)."""
+        tokenizer = self._tokenizer()
+        if isinstance(tokenizer, WordPieceTokenizer):
+            return [len(ids) for ids in tokenizer.encode_ids(texts, max_length=self.max_length)]
+        return [len(pair_ids(tokenizer, text, None, self.max_length)[0]) for text in texts]
+
     def _need(self, family: str, what: str) -> None:
         if self.family != family:
             raise InputError(f"`{what}` needs an {family} model; this one is {self.family}.")
