@@ -1,0 +1,199 @@
+"""`transformer-zoo demo` (and `make demo`): the whole mission on the built-in task.
+
+1. Train a tiny `EncoderDecoder` on `builtin:dates-zh` (English → Chinese dates, numbers
+   and times) with `model.fit` and a progress bar, within a time budget.
+2. Evaluate it on the held-out test split: exact match and BLEU, per category.
+3. Export it to SavedModel and ONNX (each export validates itself against Keras).
+4. Translate held-out sentences with the Keras engine and with the TensorFlow-free
+   onnxruntime engine, and print both with their per-sentence latency.
+5. Draw `curves.png`, `attention.png` and `causal_mask.png` into the run directory.
+
+`transformer-zoo attention RUN_DIR --text "..."` draws the two attention pictures for
+any input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import unicodedata
+
+DEFAULT_OUT = os.path.join("runs", "demo")
+TIME_BUDGET = 170.0  # seconds of training; the quality bar allows about 3 minutes
+SHOWN = {"dates": 3, "numbers": 3, "times": 2}
+
+
+def register(commands) -> None:
+    demo = commands.add_parser("demo", help="train, evaluate, export and serve the built-in task")
+    demo.add_argument("--out", default=DEFAULT_OUT, help=f"run directory (default {DEFAULT_OUT})")
+    demo.add_argument(
+        "--time-budget", type=float, default=TIME_BUDGET, help="seconds of training at most"
+    )
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(handler=_demo)
+    attention = commands.add_parser(
+        "attention", help="draw attention heatmaps of a translation run for one input"
+    )
+    attention.add_argument("run_dir", help="a translation run directory")
+    attention.add_argument("--text", required=True, help="the English sentence to translate")
+    attention.add_argument("--out", help="where to write the PNGs (default: RUN_DIR)")
+    attention.set_defaults(handler=_attention)
+
+
+def _usage_error(message: str) -> Exception:
+    from transformer_zoo.cli import UsageError  # cli imports this module: no top-level cycle
+
+    return UsageError(message)
+
+
+def _attention(args: argparse.Namespace) -> int:
+    from transformer_zoo.attention_pictures import draw_run_attention
+
+    try:
+        result = draw_run_attention(args.run_dir, args.text, args.out)
+    except ValueError as error:
+        raise _usage_error((str(error).strip().splitlines() or ["bad input"])[0]) from None
+    print(f"translation: {result['translation']}")
+    print(f"wrote {result['attention']}")
+    print(f"wrote {result['causal_mask']}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.time_budget <= 0:
+        raise _usage_error(f"--time-budget must be positive. Received: {args.time_budget}")
+    run_demo(args.out, args.time_budget, args.seed)
+    return 0
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _cell(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(_width(r[i]) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(_cell(h, w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(_cell(c, w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)
+
+
+def _held_out(task, seed: int):
+    """A handful of test examples: the first few of each category."""
+    import random
+
+    examples = list(task.test)
+    random.Random(seed).shuffle(examples)
+    picked = []
+    for category, count in SHOWN.items():
+        picked += [e for e in examples if e.category == category][:count]
+    return picked
+
+
+def _timed_translations(served, sources: list[str]) -> tuple[list[str], list[float]]:
+    served.translate(sources[:1])  # warm-up: first calls build sessions and trace graphs
+    texts, latencies = [], []
+    for source in sources:
+        start = time.perf_counter()
+        texts.append(served.translate([source])[0])
+        latencies.append((time.perf_counter() - start) * 1000)
+    return texts, latencies
+
+
+def run_demo(out: str = DEFAULT_OUT, time_budget: float = TIME_BUDGET, seed: int = 0) -> dict:
+    """Runs the five steps above and prints what each gives; returns the summary."""
+    from transformer_zoo.attention_pictures import draw_run_attention
+    from transformer_zoo.export.run_export import export_run
+    from transformer_zoo.export.serving import load_served_model
+    from transformer_zoo.train.task import load_task
+    from transformer_zoo.train.train_config import TrainConfig
+    from transformer_zoo.train.trainer import train
+
+    clock = time.perf_counter()
+    print(
+        f"[1/5] Training a tiny EncoderDecoder on builtin:dates-zh (≤{time_budget:.0f} s) → {out}"
+    )
+    config = TrainConfig(
+        family="encoder-decoder",
+        preset="tiny",
+        data="builtin:dates-zh",
+        out=out,
+        time_budget=time_budget,
+        seed=seed,
+    )
+    start = time.perf_counter()
+    result = train(config)
+    train_seconds = time.perf_counter() - start
+    if result.already_finished:
+        print(f"      {out} already holds this finished run; reusing it (delete it to retrain)")
+    metrics = result.metrics or {}
+    test = metrics.get("test", metrics)
+
+    print("[2/5] Held-out test split")
+    em, bleu = test.get("exact_match"), test.get("bleu")
+    print(f"      exact match {em:.2%}   BLEU {bleu:.1f}" if em is not None else f"      {test}")
+    for category, scores in (test.get("per_category") or {}).items():
+        print(
+            f"      {category:8s} exact match {scores['exact_match']:.2%}  BLEU {scores['bleu']:.1f}"
+            f"  ({scores.get('count', '?')} sentences)"
+        )
+
+    export_dir = os.path.join(out, "export")
+    print(f"[3/5] Exporting to SavedModel and ONNX (validated against Keras) → {export_dir}")
+    reports = export_run(out, export_dir, formats=("saved_model", "onnx"))
+    for name, report in reports.items():
+        diff = report.get("max_abs_diff") if isinstance(report, dict) else None
+        note = f" (max |ONNX − Keras| = {diff:.1e})" if isinstance(diff, float) else ""
+        print(f"      {name}: ok{note}")
+
+    print(
+        "[4/5] Translating held-out sentences: Keras engine vs TensorFlow-free onnxruntime engine"
+    )
+    task = load_task("builtin:dates-zh", "encoder-decoder", seed=seed)
+    examples = _held_out(task, seed)
+    sources = [e.source for e in examples]
+    keras_texts, keras_ms = _timed_translations(load_served_model(out, "keras"), sources)
+    onnx_texts, onnx_ms = _timed_translations(load_served_model(export_dir, "onnx"), sources)
+    rows = [
+        [e.source, e.target, k, o, f"{km:.1f}", f"{om:.1f}"]
+        for e, k, o, km, om in zip(
+            examples, keras_texts, onnx_texts, keras_ms, onnx_ms, strict=True
+        )
+    ]
+    print(_table(["source", "reference", "Keras", "ONNX", "Keras ms", "ONNX ms"], rows))
+    agree = sum(k == o for k, o in zip(keras_texts, onnx_texts, strict=True))
+    correct = sum(o == e.target for o, e in zip(onnx_texts, examples, strict=True))
+    print(
+        f"      ONNX and Keras agree on {agree} of {len(rows)}; {correct} of {len(rows)} match the reference"
+    )
+
+    print("[5/5] Pictures")
+    pictures = draw_run_attention(out, sources[0])
+    curves = os.path.join(out, "curves.png")
+    for path in (curves, pictures["attention"], pictures["causal_mask"]):
+        print(f"      {path}")
+
+    summary = {
+        "run_dir": out,
+        "train_seconds": round(train_seconds, 1),
+        "exact_match": em,
+        "bleu": bleu,
+        "per_category": test.get("per_category"),
+        "onnx_keras_agree": f"{agree}/{len(rows)}",
+        "keras_ms_median": sorted(keras_ms)[len(keras_ms) // 2],
+        "onnx_ms_median": sorted(onnx_ms)[len(onnx_ms) // 2],
+        "pictures": [curves, pictures["attention"], pictures["causal_mask"]],
+        "total_seconds": round(time.perf_counter() - clock, 1),
+    }
+    print(
+        f"Summary: trained {summary['train_seconds']:.0f} s, test exact match {em:.2%}, "
+        f"BLEU {bleu:.1f}; ONNX = Keras on {summary['onnx_keras_agree']}; median latency "
+        f"Keras {summary['keras_ms_median']:.1f} ms, ONNX {summary['onnx_ms_median']:.1f} ms; "
+        f"{summary['total_seconds']:.0f} s in all."
+    )
+    return summary
