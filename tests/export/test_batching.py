@@ -1,0 +1,43 @@
+"""length_batches: every text once, at most batch_size per batch, and never more padding
+than fixed-size batches of the sorted texts."""
+
+import numpy as np
+import pytest
+
+from transformer_zoo.export.runtime.batching import length_batches
+
+
+def padded(lengths, batches):
+    lengths = np.asarray(lengths)
+    return sum(int(lengths[b].max()) * len(b) for b in batches)
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("batch_size", [1, 3, 32])
+def test_batches_cover_every_text_once_and_pad_no_more_than_sorted_fixed_batches(seed, batch_size):
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(2.7, 0.6, 200).astype(int), 2, 256)
+    batches = length_batches(lengths, batch_size)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(200))
+    assert all(1 <= len(b) <= batch_size for b in batches)
+    order = np.argsort(-lengths, kind="stable")
+    fixed = [order[i : i + batch_size] for i in range(0, 200, batch_size)]
+    assert padded(lengths, batches) <= padded(lengths, fixed)
+
+
+def test_an_outlier_gets_its_own_batch_instead_of_padding_the_others():
+    lengths = [15] * 40 + [256] + [14] * 23
+    batches = length_batches(lengths, 32)
+    assert [b.tolist() for b in batches[:1]] == [[40]]
+    assert padded(lengths, batches) == 256 + 15 * 40 + 14 * 23
+
+
+def test_equal_lengths_make_full_batches_in_input_order():
+    batches = length_batches([7] * 70, 32)
+    assert [len(b) for b in batches] == [32, 32, 6]
+    assert np.concatenate(batches).tolist() == list(range(70))
+
+
+def test_bad_batch_size_is_refused():
+    with pytest.raises(ValueError, match="batch_size"):
+        length_batches([3, 4], 0)
