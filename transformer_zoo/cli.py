@@ -8,6 +8,8 @@ import sys
 from transformer_zoo import __version__
 from transformer_zoo.cli_import import register as register_import
 from transformer_zoo.cli_serving import register as register_serving
+from transformer_zoo.cli_train import one_line_error
+from transformer_zoo.cli_train import register as register_training
 
 
 class UsageError(Exception):
@@ -25,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument("preset", help="preset name")
     describe.set_defaults(handler=_describe)
     register_serving(commands)  # export, generate, translate, embed, classify
+    register_training(commands)  # train, evaluate
+    parser.error = one_line_error(parser)  # unknown flags are reported by this parser
     register_import(commands)  # import-hf
     return parser
 

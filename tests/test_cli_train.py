@@ -1,0 +1,145 @@
+"""`transformer-zoo train` and `evaluate`: bad input gives one line and exit code 2, and a
+small run trains, summarises and re-evaluates."""
+
+import json
+import os
+
+import pytest
+
+from transformer_zoo import cli_train
+from transformer_zoo.cli import main
+from transformer_zoo.run import RunConfig, load_run_config, save_run_config
+
+
+def _error(capsys, argv) -> str:
+    """Runs the CLI, expects exit code 2 and returns its one-line error."""
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+TRAIN = ["train", "--family", "encoder-decoder"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train"], "the following arguments are required: --family"),
+        (["train", "--family", "rnn"], "invalid choice: 'rnn'"),
+        ([*TRAIN, "--epochs", "two"], "invalid int value: 'two'"),
+        ([*TRAIN, "--epochs", "0"], "`epochs` must be a positive integer"),
+        ([*TRAIN, "--batch-size", "-4"], "`batch_size` must be a positive integer"),
+        ([*TRAIN, "--dropout", "1.5"], "`dropout` must be in [0, 1)"),
+        ([*TRAIN, "--time-budget", "nan"], "`time_budget` must be a positive number"),
+        ([*TRAIN, "--precision", "int8"], "invalid choice: 'int8'"),
+        ([*TRAIN, "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["evaluate"], "the following arguments are required: run_dir"),
+    ],
+)
+def test_bad_flags_give_one_line_and_exit_code_2(capsys, argv, message):
+    assert message in _error(capsys, argv)
+
+
+def test_unknown_preset_gives_one_line(capsys, tmp_path):
+    line = _error(capsys, [*TRAIN, "--preset", "huge", "--out", str(tmp_path / "r")])
+    assert "Unknown preset" in line and "'huge'" in line
+    line = _error(capsys, [*TRAIN, "--preset", "gpt2_small", "--out", str(tmp_path / "r")])
+    assert "is a decoder-only model" in line
+
+
+def test_unreadable_or_malformed_data_gives_one_line(capsys, tmp_path):
+    missing = tmp_path / "missing.tsv"
+    line = _error(capsys, [*TRAIN, "--data", str(missing), "--out", str(tmp_path / "r")])
+    assert str(missing) in line and "cannot read" in line
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("one\tuno\ntwo without a tab\n", encoding="utf-8")
+    line = _error(capsys, [*TRAIN, "--data", str(bad), "--out", str(tmp_path / "r")])
+    assert f"{bad}:2:" in line
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    line = _error(
+        capsys,
+        ["train", "--family", "decoder-only", "--data", str(empty), "--out", str(tmp_path / "r")],
+    )
+    assert "holds no examples" in line
+    line = _error(capsys, [*TRAIN, "--data", "builtin:nope", "--out", str(tmp_path / "r")])
+    assert "unknown built-in dataset" in line
+
+
+def test_an_out_holding_something_else_gives_one_line(capsys, tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert "is a file" in _error(capsys, [*TRAIN, "--out", str(a_file)])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert "holds no run" in _error(capsys, [*TRAIN, "--out", str(other)])
+    exported = tmp_path / "exported"
+    save_run_config(exported, RunConfig("encoder-decoder", "tiny", "translation"))
+    assert "did not write" in _error(capsys, [*TRAIN, "--out", str(exported)])
+    previous = tmp_path / "previous"
+    settings = {"family": "encoder-decoder", "preset": "tiny", "epochs": 9}
+    save_run_config(
+        previous, RunConfig("encoder-decoder", "tiny", "translation", extra={"train": settings})
+    )
+    line = _error(capsys, [*TRAIN, "--out", str(previous), "--epochs", "2"])
+    assert "holds a different run" in line and "epochs=9 there, 2 now" in line
+
+
+def test_multiworker_without_tf_config_gives_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    argv = [*TRAIN, "--strategy", "multiworker", "--out", str(tmp_path / "r")]
+    assert "needs TF_CONFIG" in _error(capsys, argv)
+
+
+def test_evaluate_of_a_directory_that_is_not_a_run_gives_one_line(capsys, tmp_path):
+    assert "no such run directory" in _error(capsys, ["evaluate", str(tmp_path / "none")])
+    assert "holds no config.json" in _error(capsys, ["evaluate", str(tmp_path)])
+
+
+def test_the_parsers_choices_are_the_configs():
+    from transformer_zoo.train import train_config
+
+    assert set(cli_train.FAMILIES) == set(train_config.FAMILIES)
+    for name in ("PRECISIONS", "STRATEGIES", "OPTIMIZERS"):
+        assert getattr(cli_train, name) == getattr(train_config, name)
+
+
+def test_train_then_evaluate_a_small_decoder_only_run(capsys, tmp_path):
+    out = tmp_path / "run"
+    # A time budget it does not reach: the budgeted cosine schedule sets the rate.
+    argv = ["train", "--family", "decoder-only", "--max-examples", "64", "--epochs", "1"]
+    argv += ["--batch-size", "32", "--time-budget", "600", "--out", str(out), "--verbose", "0"]
+    assert main(argv) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.startswith(f"{out}: 1 epochs, ") and "test exact match" in summary
+    config = load_run_config(out)
+    assert (config.family, config.task, config.target_tokenizer) == (
+        "decoder-only",
+        "language-model",
+        None,
+    )
+    assert config.extra["train"]["time_budget"] == 600.0
+    assert sorted(os.listdir(out)) == [
+        "checkpoints",
+        "config.json",
+        "curves.png",
+        "history.csv",
+        "logs",
+        "metrics.json",
+        "model.keras",
+        "tokenizer.model",
+    ]
+    saved = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["test"]
+    assert main(["evaluate", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["exact_match"] == saved["exact_match"]
+    assert printed["perplexity"] == pytest.approx(saved["perplexity"], rel=1e-5)
+    assert main(argv) == 0  # the same command again: already finished
+    assert "already holds this run" in capsys.readouterr().out

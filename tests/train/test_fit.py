@@ -1,0 +1,130 @@
+"""`train()` end to end on small subsets of builtin:dates-zh: the run directory that
+export and serving read, reruns, a NaN loss, and `evaluate_run`."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from transformer_zoo.run import MODEL_FILE, RunError, check_run_files, load_run_config
+from transformer_zoo.train.curves import read_history
+from transformer_zoo.train.nan_guard import NaNLossError
+from transformer_zoo.train.run_evaluation import evaluate_run
+from transformer_zoo.train.train_config import TrainConfig
+from transformer_zoo.train.trainer import train
+
+SMALL = dict(max_examples=96, epochs=2, batch_size=32, steps_per_execution=2)
+# decoder-only runs through the CLI in tests/test_cli_train.py.
+TASKS = {"encoder-decoder": "translation", "encoder-only": "classification"}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One small run per family."""
+    results = {}
+    for family in TASKS:
+        out = tmp_path_factory.mktemp("runs") / family
+        results[family] = train(TrainConfig(family, out=str(out), **SMALL), verbose=0)
+    keras.config.set_dtype_policy("float32")
+    return results
+
+
+@pytest.mark.parametrize("family", list(TASKS))
+def test_run_directory_holds_what_export_and_serving_read(runs, family):
+    run_dir = runs[family].run_dir
+    config = load_run_config(run_dir)
+    check_run_files(run_dir, config, MODEL_FILE)
+    assert (config.family, config.task, config.data, config.seed) == (
+        family,
+        TASKS[family],
+        "builtin:dates-zh",
+        0,
+    )
+    assert config.preset == "tiny_" + family.replace("-", "_")
+    assert config.special_ids == {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4}
+    assert config.extra["status"] == "finished"
+    assert (config.target_tokenizer is not None) == (family == "encoder-decoder")
+    if family == "encoder-only":
+        assert config.label_names == ["incorrect", "correct"]
+    model = keras.saving.load_model(os.path.join(run_dir, MODEL_FILE))
+    assert model.dtype_policy.name == "float32"  # trained in mixed_bfloat16, served in float32
+    assert len(read_history(os.path.join(run_dir, "history.csv"))) == 2
+    with open(os.path.join(run_dir, "curves.png"), "rb") as file:
+        assert file.read(8) == b"\x89PNG\r\n\x1a\n"
+    for name in ("best.keras", "last.keras"):
+        assert os.path.isfile(os.path.join(run_dir, "checkpoints", name))
+    leftovers = [
+        name for _, _, files in os.walk(run_dir) for name in files if name.startswith(".partial.")
+    ]
+    assert not leftovers and not os.path.exists(os.path.join(run_dir, "backup"))
+
+
+@pytest.mark.parametrize(
+    "family, keys",
+    [
+        ("encoder-decoder", {"exact_match", "bleu", "token_accuracy", "perplexity"}),
+        ("encoder-only", {"accuracy"}),
+    ],
+)
+def test_metrics_report_the_familys_scores_per_category(runs, family, keys):
+    metrics = runs[family].metrics
+    test = metrics["test"]
+    assert keys <= set(test) and test["examples"] == 9  # a tenth of max_examples=96
+    per_category = test["accuracy" if family == "encoder-only" else "exact_match"]
+    assert "all" in per_category and set(per_category) <= {"all", "dates", "numbers", "times"}
+    assert all(0.0 <= score <= 1.0 for score in per_category.values())
+    history = read_history(os.path.join(runs[family].run_dir, "history.csv"))
+    assert metrics["training"]["epochs"] == len(history) == 2
+    assert metrics["training"]["stopped_by"] == "epochs"
+
+
+def test_evaluate_run_recomputes_the_saved_metrics(runs):
+    saved = runs["encoder-decoder"].metrics["test"]
+    again = evaluate_run(runs["encoder-decoder"].run_dir)
+    assert again["exact_match"] == saved["exact_match"] and again["bleu"] == saved["bleu"]
+    assert again["perplexity"] == pytest.approx(saved["perplexity"], rel=1e-5)
+
+
+def test_keras_serving_engine_translates_with_the_run_directory(runs):
+    from transformer_zoo.export.serving import load_served_model
+
+    served = load_served_model(runs["encoder-decoder"].run_dir, engine="keras")
+    (translation,) = served.translate(["March 5, 2021"], max_new_tokens=4)
+    assert isinstance(translation, str)
+
+
+def test_rerunning_a_finished_run_does_nothing(runs):
+    run_dir = runs["encoder-decoder"].run_dir
+    stamp = os.path.getmtime(os.path.join(run_dir, MODEL_FILE))
+    result = train(TrainConfig("encoder-decoder", out=run_dir, **SMALL), verbose=0)
+    assert result.already_finished and result.metrics == runs["encoder-decoder"].metrics
+    assert os.path.getmtime(os.path.join(run_dir, MODEL_FILE)) == stamp
+
+
+def test_an_out_directory_holding_a_different_run_is_refused(runs):
+    run_dir = runs["encoder-decoder"].run_dir
+    with pytest.raises(RunError, match=r"holds a different run \(epochs=2 there, 3 now\)"):
+        train(TrainConfig("encoder-decoder", out=run_dir, **{**SMALL, "epochs": 3}))
+
+
+class _PoisonInSecondEpoch(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.epoch == 1:
+            variable = self.model.trainable_variables[0]
+            variable.assign(np.full(variable.shape, np.nan, variable.dtype))
+
+
+def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    out = tmp_path / "nan"
+    config = TrainConfig("encoder-decoder", out=str(out), evaluate=False, **{**SMALL, "epochs": 3})
+    with pytest.raises(NaNLossError, match="became nan in epoch 2") as error:
+        train(config, callbacks=[_PoisonInSecondEpoch()], verbose=0)
+    assert "checkpoints/last.keras (epoch 1)" in str(error.value)
+    kept = keras.saving.load_model(out / "checkpoints" / "last.keras")
+    assert all(np.isfinite(w).all() for w in kept.get_weights())
+    assert not (out / MODEL_FILE).exists()
+    assert load_run_config(out).extra["status"] == "training"

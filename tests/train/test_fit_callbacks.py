@@ -1,0 +1,183 @@
+"""The training callbacks on a small Dense model: atomic checkpoints and backups, the NaN
+guard, the time budget and the budgeted cosine schedule."""
+
+import json
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from transformer_zoo.train.atomic_backup_and_restore import AtomicBackupAndRestore, backup_epoch
+from transformer_zoo.train.atomic_model_checkpoint import AtomicModelCheckpoint
+from transformer_zoo.train.budgeted_cosine_decay import BudgetedCosineDecay
+from transformer_zoo.train.nan_guard import NaNGuard, NaNLossError
+from transformer_zoo.train.time_budget import TimeBudget
+
+X = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+Y = X @ np.arange(1.0, 5.0, dtype="float32")[:, None]
+
+
+def _model(learning_rate=0.01):
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(learning_rate), "mse")
+    return model
+
+
+class _FailingSave(keras.callbacks.Callback):
+    """Makes `model.save` write half a file and die, as a process killed mid-write would."""
+
+    def __init__(self, at_epoch):
+        super().__init__()
+        self.at_epoch = at_epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch != self.at_epoch:
+            return
+
+        def broken_save(filepath, *args, **kwargs):
+            with open(filepath, "wb") as file:
+                file.write(b"PK\x03\x04 half a zip")
+            raise OSError("disk full")
+
+        self.model.save = broken_save
+        self.model.save_weights = broken_save
+
+
+def test_checkpoint_interrupted_mid_write_keeps_the_previous_whole_file(tmp_path):
+    path = tmp_path / "last.keras"
+    model = _model()
+    model.fit(X, Y, epochs=1, verbose=0, callbacks=[AtomicModelCheckpoint(path)])
+    before = [w.copy() for w in keras.saving.load_model(path).get_weights()]
+    with pytest.raises(OSError, match="disk full"):
+        model.fit(
+            X, Y, epochs=2, verbose=0, callbacks=[_FailingSave(0), AtomicModelCheckpoint(path)]
+        )
+    # Keras' own ModelCheckpoint would have left the half-written file at `path`.
+    for old, new in zip(before, keras.saving.load_model(path).get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)
+
+
+def test_checkpoint_renames_the_finished_file_and_removes_stale_partials(tmp_path):
+    (tmp_path / ".partial.best.keras").write_bytes(b"left by a killed process")
+    callback = AtomicModelCheckpoint(tmp_path / "best.keras", monitor="loss", save_best_only=True)
+    _model().fit(X, Y, epochs=2, verbose=0, callbacks=[callback])
+    assert sorted(os.listdir(tmp_path)) == ["best.keras"]
+    keras.saving.load_model(tmp_path / "best.keras")
+
+
+def test_checkpoint_with_an_epoch_placeholder_writes_one_file_per_epoch(tmp_path):
+    callback = AtomicModelCheckpoint(tmp_path / "model-{epoch:02d}.keras")
+    _model().fit(X, Y, epochs=2, verbose=0, callbacks=[callback])
+    assert sorted(os.listdir(tmp_path)) == ["model-01.keras", "model-02.keras"]
+
+
+def test_backup_interrupted_mid_write_keeps_the_previous_backup(tmp_path):
+    backup = tmp_path / "backup"
+    model = _model()
+    with pytest.raises(OSError, match="disk full"):
+        model.fit(
+            X,
+            Y,
+            epochs=3,
+            verbose=0,
+            callbacks=[_FailingSave(1), AtomicBackupAndRestore(backup)],
+        )
+    assert backup_epoch(backup) == 1  # the backup of epoch 1, whole
+    resumed = _model()
+    history = resumed.fit(X, Y, epochs=3, verbose=0, callbacks=[AtomicBackupAndRestore(backup)])
+    assert len(history.history["loss"]) == 2  # epochs 2 and 3 only
+    assert not backup.exists()  # removed once training finished
+
+
+def test_backup_restores_the_weights_and_the_optimizer_step(tmp_path):
+    backup = tmp_path / "backup"
+
+    class Stop(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 2:
+                raise RuntimeError("crash")
+
+    model = _model()
+    with pytest.raises(RuntimeError):
+        model.fit(
+            X,
+            Y,
+            epochs=4,
+            batch_size=16,
+            verbose=0,
+            callbacks=[AtomicBackupAndRestore(backup), Stop()],
+        )
+    weights, steps = model.get_weights(), int(model.optimizer.iterations)
+    assert steps == 8 and json.loads((backup / "training_metadata.json").read_text())["epoch"] == 2
+
+    restored = _model()
+    callback = AtomicBackupAndRestore(backup, delete_checkpoint=False)
+    callback.set_model(restored)
+    callback.on_train_begin()
+    for a, b in zip(weights, restored.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert int(restored.optimizer.iterations) == steps
+
+
+class _Poison(keras.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.params and getattr(self, "epoch", 0) == 1 and batch == 1:
+            kernel = self.model.trainable_variables[0]
+            kernel.assign(np.full(kernel.shape, np.nan, "float32"))
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+
+def test_nan_guard_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path):
+    last = tmp_path / "last.keras"
+    model = _model()
+    callbacks = [_Poison(), NaNGuard(str(last)), AtomicModelCheckpoint(last)]
+    with pytest.raises(NaNLossError) as error:
+        model.fit(X, Y, epochs=3, batch_size=16, verbose=0, callbacks=callbacks)
+    message = str(error.value)
+    assert "epoch 2 (batch 2)" in message and f"{last} (epoch 1)" in message
+    assert "\n" not in message
+    kept = keras.saving.load_model(last)
+    assert all(np.isfinite(w).all() for w in kept.get_weights())
+
+
+def test_nan_guard_lets_finite_losses_pass():
+    history = _model().fit(X, Y, epochs=2, verbose=0, callbacks=[NaNGuard()])
+    assert len(history.history["loss"]) == 2
+
+
+def test_time_budget_stops_within_the_epoch():
+    budget = TimeBudget(1e-6)
+    history = _model().fit(X, Y, epochs=5, batch_size=8, verbose=0, callbacks=[budget])
+    assert budget.stopped and len(history.history["loss"]) == 1
+
+
+def test_budgeted_cosine_without_budget_follows_keras_cosine_decay_after_warmup():
+    schedule = BudgetedCosineDecay(2e-3, total_steps=1000, warmup_steps=100)
+    keras_schedule = keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=900, warmup_target=2e-3, warmup_steps=100
+    )
+    for step in (100, 250, 550, 900, 999, 1000, 2000):
+        assert schedule.rate(step, elapsed=1e9) == pytest.approx(
+            float(keras_schedule(step)), rel=1e-5, abs=1e-9
+        )
+    assert schedule.rate(0, 0.0) == pytest.approx(2e-3 / 100)
+    assert schedule.rate(99, 0.0) == pytest.approx(2e-3)
+
+
+def test_budgeted_cosine_reaches_its_floor_when_the_budget_ends():
+    schedule = BudgetedCosineDecay(1e-3, total_steps=1000, warmup_steps=10, seconds=100.0)
+    assert schedule.rate(200, elapsed=50.0) == pytest.approx(0.5e-3)  # time leads: half way
+    assert schedule.rate(200, elapsed=100.0) == pytest.approx(0.0, abs=1e-12)
+    step_led = 0.5e-3 * (1 + math.cos(math.pi * 590 / 990))
+    assert schedule.rate(600, elapsed=1.0) == pytest.approx(step_led)  # steps lead
+
+
+def test_budgeted_cosine_sets_the_optimizer_rate_during_fit():
+    schedule = BudgetedCosineDecay(0.05, total_steps=8, warmup_steps=2)
+    model = _model()
+    model.fit(X, Y, epochs=2, batch_size=16, verbose=0, callbacks=[schedule])
+    assert float(model.optimizer.learning_rate) == pytest.approx(schedule.rate(7, 0.0))

@@ -1,0 +1,82 @@
+"""Crash recovery: `transformer-zoo train` killed with SIGKILL mid-epoch, then the same
+command again, resumes from the backup and finishes every epoch exactly once."""
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+
+EPOCHS = 4
+
+
+def _command(out) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "transformer_zoo.cli",
+        "train",
+        "--family",
+        "encoder-decoder",
+        "--max-examples",
+        "192",
+        "--batch-size",
+        "16",
+        "--steps-per-execution",
+        "1",
+        "--epochs",
+        str(EPOCHS),
+        "--precision",
+        "float32",
+        "--no-evaluate",
+        "--verbose",
+        "2",
+        "--out",
+        str(out),
+    ]
+
+
+def _backed_up_epoch(out) -> int:
+    try:
+        with open(out / "backup" / "training_metadata.json", encoding="utf-8") as file:
+            return json.load(file)["epoch"]
+    except (OSError, ValueError):  # not there yet, or being replaced
+        return 0
+
+
+def test_a_run_killed_mid_epoch_resumes_from_its_backup_and_finishes(tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen(
+        _command(out), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + 120
+    while _backed_up_epoch(out) < 1 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # Epoch 1 is backed up and epoch 2 has begun: kill without any cleanup.
+    first.send_signal(signal.SIGKILL)
+    log = first.communicate()[0]
+    assert first.returncode == -signal.SIGKILL, log
+    killed_at = _backed_up_epoch(out)
+    assert 1 <= killed_at < EPOCHS, log
+    assert json.loads((out / "config.json").read_text())["extra"]["status"] == "training"
+    # Whatever the kill interrupted, the checkpoint on disk is a whole model.
+    keras.saving.load_model(out / "checkpoints" / "last.keras")
+
+    second = subprocess.run(_command(out), env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"from its backup at epoch {killed_at + 1}" in second.stdout
+    with open(out / "history.csv", newline="", encoding="utf-8") as file:
+        epochs = [int(row["epoch"]) for row in csv.DictReader(file)]
+    assert epochs == list(range(EPOCHS))  # each epoch once, though one was interrupted
+    metrics = json.loads((out / "metrics.json").read_text())["training"]
+    assert metrics["resumed_from_epoch"] == killed_at and metrics["epochs"] == EPOCHS
+    steps_per_epoch = int(re.search(r"^(\d+)/\1 - ", log, re.M).group(1))
+    assert metrics["steps"] == EPOCHS * steps_per_epoch  # the optimizer's step came back too
+    assert not (out / "backup").exists()
+    assert not [n for _, _, files in os.walk(out) for n in files if n.startswith(".partial.")]

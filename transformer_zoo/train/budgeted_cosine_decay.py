@@ -1,0 +1,76 @@
+"""A warmup + cosine learning rate that also ends when a time budget does."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import keras
+
+
+class BudgetedCosineDecay(keras.callbacks.Callback):
+    """Sets the optimizer's rate before every execution: linear warmup over
+    `warmup_steps`, then a cosine from `peak` down to `final_fraction · peak`.
+
+    The cosine's progress is the larger of the step progress
+    (step - warmup) / (total_steps - warmup) and the time progress elapsed / seconds. On
+    a machine fast enough to run `total_steps` within the budget it follows the step
+    schedule of `optimizers.adamw_cosine`; on a slower (or busier) one the rate reaches
+    its floor when the budget ends, so a run cut short by `TimeBudget` still gets the
+    low-rate end of the schedule, where much of the final accuracy comes from.
+
+    The optimizer must have a float learning rate (Keras keeps it in a variable that a
+    callback may assign, as `ReduceLROnPlateau` does).
+
+    Args:
+        peak: the highest rate, reached at the end of warmup.
+        total_steps: steps of warmup plus decay.
+        warmup_steps: steps of linear warmup.
+        seconds: the time budget; None decays by steps only.
+        final_fraction: the rate at the end as a share of `peak`.
+
+    Example:
+    >>> schedule = BudgetedCosineDecay(1e-3, total_steps=1000, warmup_steps=100)
+    >>> round(schedule.rate(step=550, elapsed=0.0), 6)  # half way through the cosine
+    0.0005
+    """
+
+    def __init__(
+        self,
+        peak: float,
+        total_steps: int,
+        warmup_steps: int = 0,
+        seconds: float | None = None,
+        final_fraction: float = 0.0,
+    ):
+        super().__init__()
+        if not 0 <= warmup_steps < total_steps:
+            raise ValueError(
+                "Expected 0 ≤ warmup_steps < total_steps. Received: "
+                f"warmup_steps={warmup_steps!r}, total_steps={total_steps!r}"
+            )
+        if seconds is not None and not seconds > 0:
+            raise ValueError(f"`seconds` must be positive or None. Received: seconds={seconds!r}")
+        self.peak = float(peak)
+        self.total_steps = int(total_steps)
+        self.warmup_steps = int(warmup_steps)
+        self.seconds = seconds
+        self.final_fraction = float(final_fraction)
+        self._start = None
+
+    def rate(self, step: int, elapsed: float) -> float:
+        """The rate at optimizer step `step` (from 0), `elapsed` seconds into training."""
+        if step < self.warmup_steps:
+            return self.peak * (step + 1) / self.warmup_steps
+        progress = (step - self.warmup_steps) / (self.total_steps - self.warmup_steps)
+        if self.seconds:
+            progress = max(progress, elapsed / self.seconds)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+        return self.peak * (self.final_fraction + (1.0 - self.final_fraction) * cosine)
+
+    def on_train_begin(self, logs=None):
+        self._start = time.perf_counter()
+
+    def on_train_batch_begin(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations)
+        self.model.optimizer.learning_rate = self.rate(step, time.perf_counter() - self._start)

@@ -1,0 +1,82 @@
+"""`tf.distribute` strategies for `--strategy default|mirrored|multiworker`.
+
+Keras 3 on TensorFlow trains under a strategy when the model is built and compiled in
+`strategy.scope()`; `fit` then splits every batch across the replicas and sums the
+gradients. The batch size is the global one.
+
+- `default`: one device, no replication.
+- `mirrored`: `MirroredStrategy` over every local GPU, or over the logical CPU devices
+  (`tf.config.set_logical_device_configuration`) when there is no GPU.
+- `multiworker`: `MultiWorkerMirroredStrategy`; each process reads its role from the
+  `TF_CONFIG` environment variable (`{"cluster": {"worker": [...]}, "task": {"type":
+  "worker", "index": i}}`). Worker 0 is the chief: it alone writes the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("default", "mirrored", "multiworker")
+
+
+def cluster_spec() -> dict | None:
+    """The parsed `TF_CONFIG`, or None when it is unset.
+
+    Raises:
+        ValueError: `TF_CONFIG` is not JSON or lacks its cluster or task.
+    """
+    text = os.environ.get("TF_CONFIG")
+    if not text:
+        return None
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not valid JSON: {error}") from None
+    if not isinstance(spec, dict) or "cluster" not in spec or "task" not in spec:
+        raise ValueError('TF_CONFIG needs "cluster" and "task" entries.')
+    return spec
+
+
+def worker_index() -> int:
+    """This process's worker index in `TF_CONFIG` (0 without one)."""
+    spec = cluster_spec()
+    return int(spec["task"].get("index", 0)) if spec else 0
+
+
+def is_chief(strategy_name: str) -> bool:
+    """Whether this process writes the run directory: always, except for the workers of a
+    multi-worker run other than worker 0."""
+    return strategy_name != "multiworker" or worker_index() == 0
+
+
+def check_strategy(name: str) -> None:
+    """Raises `ValueError` for an unknown name, or `multiworker` without `TF_CONFIG`;
+    call it before TensorFlow starts its runtime, so errors come before any work."""
+    if name not in STRATEGIES:
+        raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={name!r}")
+    if name == "multiworker":
+        spec = cluster_spec()
+        if spec is None:
+            raise ValueError(
+                "--strategy multiworker needs TF_CONFIG: "
+                '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", '
+                '"index": i}}'
+            )
+        workers = spec["cluster"].get("worker", [])
+        if not workers or not 0 <= worker_index() < len(workers):
+            raise ValueError(f"TF_CONFIG's task index is not one of its {len(workers)} workers.")
+
+
+def make_strategy(name: str) -> tf.distribute.Strategy:
+    """The strategy called `name` (see the module docstring)."""
+    check_strategy(name)
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = gpus or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([d.name for d in devices])
+    return tf.distribute.MultiWorkerMirroredStrategy()

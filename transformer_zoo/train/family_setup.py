@@ -1,0 +1,195 @@
+"""What differs between the families in training: tokenizers, model, pipelines, loss.
+
+`FamilySetup` gathers it for one `Task`, so that the trainer, the evaluation and the
+benchmarks build the three families through one code path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import keras
+import tensorflow as tf
+
+from transformer_zoo.models import EncoderOnlyClassifier
+from transformer_zoo.models.presets import FAMILIES as MODEL_CLASSES
+from transformer_zoo.models.presets import PRESETS, preset_config, resolve_preset
+from transformer_zoo.text import Tokenizer, train_tokenizer
+from transformer_zoo.train.masked_accuracy import MaskedAccuracy
+from transformer_zoo.train.masked_sparse_categorical_crossentropy import (
+    MaskedSparseCategoricalCrossentropy,
+)
+from transformer_zoo.train.optimizers import adamw_cosine, paper_adam
+from transformer_zoo.train.perplexity import Perplexity
+from transformer_zoo.train.pipelines import (
+    classification_dataset,
+    language_model_dataset,
+    translation_dataset,
+)
+from transformer_zoo.train.task import Task
+
+TASK_OF_FAMILY = {
+    "encoder-decoder": "translation",
+    "decoder-only": "language-model",
+    "encoder-only": "classification",
+}
+EVAL_BATCH_SIZE = 256
+
+
+def limit_task(task: Task, max_examples: int | None) -> Task:
+    """The task cut to `max_examples` training examples and a tenth as many (at least 8)
+    validation and test examples; unchanged for None."""
+    if max_examples is None:
+        return task
+    held_out = max(8, max_examples // 10)
+    train = task.train[:max_examples]
+    test = task.test[:held_out]
+    shared = task.shared_targets
+    if shared is not None:
+        targets = {e.target for e in train}
+        shared = {c: 0 for c in shared}
+        for example in test:
+            if example.target in targets:
+                shared[example.category] = shared.get(example.category, 0) + 1
+                shared["all"] += 1
+    return dataclasses.replace(
+        task, train=train, valid=task.valid[:held_out], test=test, shared_targets=shared
+    )
+
+
+@dataclasses.dataclass
+class FamilySetup:
+    """The family-specific pieces of a run.
+
+    Attributes:
+        task: the examples.
+        preset: the full preset name (`"tiny_encoder_decoder"`).
+        tokenizer: the (source) tokenizer.
+        target_tokenizer: the target tokenizer (the same object when shared).
+    """
+
+    task: Task
+    preset: str
+    tokenizer: Tokenizer
+    target_tokenizer: Tokenizer
+
+    @classmethod
+    def create(
+        cls, task: Task, preset: str, tokenizers: tuple[Tokenizer, Tokenizer] | None = None
+    ) -> FamilySetup:
+        """Resolves the preset and trains the tokenizers (unless `tokenizers` are given).
+
+        Raises:
+            ValueError: an unknown preset, or one of another family.
+        """
+        name = resolve_preset(preset, task.family)
+        if tokenizers is None:
+            tied = PRESETS[name]["config"].get("tie_weights") == "all"
+            if tied:  # three-way tying needs one vocabulary for both sides
+                pairs = task.train
+                shared = train_tokenizer(
+                    [p.source for p in pairs] + [p.target for p in pairs],
+                    task.tokenizer_options["vocabulary_size"],
+                )
+                tokenizers = (shared, shared)
+            else:
+                tokenizers = task.fit_tokenizers()
+        return cls(task, name, *tokenizers)
+
+    @property
+    def family(self) -> str:
+        return self.task.family
+
+    @property
+    def separate_target(self) -> bool:
+        return self.target_tokenizer is not self.tokenizer
+
+    def build_model(self, dropout: float | None = None) -> keras.Model:
+        """The preset's model sized to the tokenizers (under the current dtype policy)."""
+        overrides = {"vocabulary_size": self.tokenizer.vocabulary_size}
+        if self.family == "encoder-decoder" and self.separate_target:
+            overrides["target_vocabulary_size"] = self.target_tokenizer.vocabulary_size
+        if dropout is not None:
+            overrides["dropout"] = float(dropout)
+        _, _, config = preset_config(self.preset, self.family, **overrides)
+        model = MODEL_CLASSES[self.family](**config)
+        if self.family == "encoder-only":
+            head_dropout = config.get("dropout", 0.1) if dropout is None else float(dropout)
+            model = EncoderOnlyClassifier(
+                model, num_classes=len(self.task.label_names), dropout=head_dropout
+            )
+        return model
+
+    def dataset(
+        self,
+        split: str,
+        model: keras.Model,
+        batch_size: int,
+        shuffle: bool = False,
+        seed: int = 0,
+        drop_remainder: bool = False,
+    ) -> tf.data.Dataset:
+        """The `tf.data` pipeline of one split, cut to the model's maximum lengths."""
+        examples = getattr(self.task, split)
+        options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed)
+        options["drop_remainder"] = drop_remainder
+        max_length = self.backbone(model).max_length
+        if self.family == "encoder-decoder":
+            return translation_dataset(
+                examples,
+                self.tokenizer,
+                self.target_tokenizer,
+                max_source_length=max_length,
+                max_target_length=max_length,
+                **options,
+            )
+        if self.family == "decoder-only":
+            return language_model_dataset(
+                examples, self.tokenizer, max_length=max_length, **options
+            )
+        return classification_dataset(
+            examples, self.tokenizer, self.task.label_names, max_length=max_length, **options
+        )
+
+    @staticmethod
+    def backbone(model: keras.Model) -> keras.Model:
+        """The model that holds the Transformer (a classifier's backbone)."""
+        return model.backbone if isinstance(model, EncoderOnlyClassifier) else model
+
+    def loss_and_metrics(self) -> tuple[keras.losses.Loss, list]:
+        """The paper's smoothed, padding-masked loss for the generative families;
+        plain cross-entropy and accuracy for classification."""
+        if self.family == "encoder-only":
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            return loss, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+        return loss, [MaskedAccuracy(), Perplexity()]
+
+    def optimizer(
+        self,
+        name: str,
+        warmup_steps: int,
+        learning_rate: float | None = None,
+        total_steps: int | None = None,
+    ) -> keras.optimizers.Optimizer:
+        """`"paper-adam"` (rate factor `learning_rate`, default 1) or `"adamw-cosine"`
+        (peak `learning_rate`, default 1e-3, decaying to 0 at `total_steps`)."""
+        from transformer_zoo.train.train_config import DEFAULT_ADAMW_RATE
+
+        if name == "paper-adam":
+            width = self.backbone_config()["hidden_dim"]
+            return paper_adam(width, warmup_steps=max(1, warmup_steps), scale=learning_rate or 1.0)
+        if total_steps is None:
+            raise ValueError("`total_steps` is needed for the adamw-cosine schedule.")
+        return adamw_cosine(
+            learning_rate or DEFAULT_ADAMW_RATE,
+            total_steps=max(total_steps, warmup_steps + 1),
+            warmup_steps=warmup_steps,
+        )
+
+    def backbone_config(self) -> dict:
+        return preset_config(self.preset, self.family)[2]
+
+    @property
+    def task_name(self) -> str:
+        return TASK_OF_FAMILY[self.family]

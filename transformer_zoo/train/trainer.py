@@ -1,0 +1,315 @@
+"""`train(config)`: one run of `model.fit`, from the data to a complete run directory.
+
+The steps: check the settings, the data and `--out` (`prepare`); train or reload the
+tokenizers; build and compile the model under the strategy and precision; `fit` with the
+callbacks (best and last checkpoints, crash backup, CSV log, TensorBoard, NaN guard,
+optional early stopping and time budget); save a float32 `model.keras`; evaluate on the
+test split; write `metrics.json`, `history.csv`, `curves.png` and `config.json`.
+Rerunning the same settings on the same `--out` resumes an interrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+
+import keras
+import tensorflow as tf
+
+from transformer_zoo.run import MODEL_FILE, RunConfig, save_run_config
+from transformer_zoo.text import load_tokenizers, save_tokenizers
+from transformer_zoo.train import distribution
+from transformer_zoo.train import run_directory as rd
+from transformer_zoo.train.atomic_backup_and_restore import AtomicBackupAndRestore, backup_epoch
+from transformer_zoo.train.atomic_model_checkpoint import AtomicModelCheckpoint
+from transformer_zoo.train.budgeted_cosine_decay import BudgetedCosineDecay
+from transformer_zoo.train.curves import plot_curves, read_history
+from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup, limit_task
+from transformer_zoo.train.nan_guard import NaNGuard
+from transformer_zoo.train.run_evaluation import evaluate_model
+from transformer_zoo.train.task import load_task
+from transformer_zoo.train.time_budget import TimeBudget
+from transformer_zoo.train.train_config import DEFAULT_ADAMW_RATE, TrainConfig
+
+ADAMW_WEIGHT_DECAY = 0.01  # as `optimizers.adamw_cosine`
+
+
+@dataclass
+class Prepared:
+    """A checked run: its settings, its data and tokenizers, and its directory's state."""
+
+    config: TrainConfig
+    setup: FamilySetup | None
+    state: str  # run_directory.FRESH, RESUME or FINISHED
+    chief: bool
+    write_dir: str  # the run directory, or a worker's scratch directory
+
+
+@dataclass
+class TrainResult:
+    """What `train` did.
+
+    Attributes:
+        run_dir: the run directory.
+        history: the rows of `history.csv`, one per epoch, of the whole run.
+        metrics: the content of `metrics.json` (None on a non-chief worker).
+        resumed_from: the epoch a backup resumed from, or None.
+        already_finished: the directory held this run, finished; nothing was done.
+    """
+
+    run_dir: str
+    history: list[dict]
+    metrics: dict | None
+    resumed_from: int | None = None
+    already_finished: bool = False
+
+
+def prepare(config: TrainConfig) -> Prepared:
+    """Checks everything that a user can get wrong before any training starts.
+
+    Raises:
+        ValueError (`DataError`, `RunError` are ValueErrors): bad settings, an unknown
+            preset, unreadable data, or an `--out` that holds something else.
+    """
+    distribution.check_strategy(config.strategy)
+    chief = distribution.is_chief(config.strategy)
+    out = config.out
+    write_dir = out if chief else os.path.join(out, f".worker-{distribution.worker_index()}")
+    state = rd.inspect_run_directory(out, config.identity()) if chief else rd.FRESH
+    if state == rd.FINISHED:
+        return Prepared(config, None, state, chief, write_dir)
+    from transformer_zoo.models.presets import resolve_preset
+
+    resolve_preset(config.preset, config.family)  # fails fast, before the data is read
+    task = limit_task(load_task(config.data, config.family, seed=config.seed), config.max_examples)
+    tokenizers = None
+    if os.path.isfile(os.path.join(out, "tokenizer.model")) and (state == rd.RESUME or not chief):
+        tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
+    return Prepared(
+        config, FamilySetup.create(task, config.preset, tokenizers), state, chief, write_dir
+    )
+
+
+def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfig:
+    setup, config = prepared.setup, prepared.config
+    length = setup.backbone(model).max_length
+    extra = {
+        "train": config.identity(),
+        "status": status,
+        "parameters": int(model.count_params()),
+        "vocabulary_sizes": [setup.tokenizer.vocabulary_size]
+        + ([setup.target_tokenizer.vocabulary_size] if setup.separate_target else []),
+    }
+    if setup.task.shared_targets is not None:
+        extra["shared_test_targets"] = setup.task.shared_targets
+    return RunConfig(
+        family=setup.family,
+        preset=setup.preset,
+        task=setup.task_name,
+        special_ids=setup.tokenizer.special_ids,
+        target_tokenizer="target_tokenizer.model" if setup.separate_target else None,
+        max_length=length,
+        max_target_length=length if setup.family == "encoder-decoder" else None,
+        label_names=list(setup.task.label_names) or None,
+        data=config.data,
+        seed=config.seed,
+        extra=extra,
+    )
+
+
+def _callbacks(prepared: Prepared, resumed_best: float | None, budget: TimeBudget | None):
+    config, out = prepared.config, prepared.write_dir
+    checkpoints = os.path.join(out, rd.CHECKPOINT_DIR)
+    os.makedirs(checkpoints, exist_ok=True)
+    last = os.path.join(checkpoints, "last.keras")
+    # Order matters at an epoch's end: the CSV row and the checkpoints are written
+    # before the backup, so a crash in between repeats the epoch instead of losing it.
+    callbacks = [NaNGuard(last)]
+    callbacks += [budget] if budget else []
+    callbacks += [
+        keras.callbacks.CSVLogger(os.path.join(out, rd.HISTORY_FILE), append=True),
+        AtomicModelCheckpoint(
+            os.path.join(checkpoints, "best.keras"),
+            monitor="val_loss",
+            save_best_only=True,
+            initial_value_threshold=resumed_best,
+        ),
+        AtomicModelCheckpoint(last),
+        keras.callbacks.TensorBoard(os.path.join(out, rd.LOG_DIR), write_graph=False),
+    ]
+    if config.early_stopping_patience:
+        callbacks.append(
+            keras.callbacks.EarlyStopping(patience=config.early_stopping_patience, verbose=1)
+        )
+    return callbacks
+
+
+def _backup(config: TrainConfig, out: str) -> AtomicBackupAndRestore:
+    return AtomicBackupAndRestore(
+        os.path.join(out, rd.BACKUP_DIR), save_freq=config.backup_every or "epoch"
+    )
+
+
+def _optimizer(setup: FamilySetup, config: TrainConfig, total_steps: int):
+    """The optimizer, and the callback that sets its rate when a time budget can end
+    the cosine schedule early."""
+    if config.optimizer == "adamw-cosine" and config.time_budget:
+        schedule = BudgetedCosineDecay(
+            config.learning_rate or DEFAULT_ADAMW_RATE,
+            max(total_steps, config.warmup_steps + 1),
+            config.warmup_steps,
+            seconds=config.time_budget,
+        )
+        optimizer = keras.optimizers.AdamW(
+            learning_rate=schedule.rate(0, 0.0), weight_decay=ADAMW_WEIGHT_DECAY
+        )
+        return optimizer, [schedule]
+    optimizer = setup.optimizer(
+        config.optimizer, config.warmup_steps, config.learning_rate, total_steps
+    )
+    return optimizer, []
+
+
+def _float32_copy(setup: FamilySetup, model: keras.Model, dropout) -> keras.Model:
+    """The trained weights in a float32 model built outside any strategy: what is saved
+    and served (mixed-precision variables are float32 already; only compute changes)."""
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        copy = setup.build_model(dropout)
+    finally:
+        keras.config.set_dtype_policy(policy)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _save_model(model: keras.Model, out: str) -> None:
+    partial = os.path.join(out, ".partial." + MODEL_FILE)
+    model.save(partial)
+    os.replace(partial, os.path.join(out, MODEL_FILE))
+
+
+def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> TrainResult:
+    """Trains, evaluates and writes the run directory `config.out` (see `run_directory`).
+
+    Args:
+        config: the settings.
+        callbacks: more Keras callbacks for `fit`.
+        verbose: Keras verbosity; None: a progress bar on a terminal, else a line per epoch.
+
+    Raises:
+        ValueError: as `prepare`.
+        NaNLossError: the loss became NaN or infinite (the last good checkpoint is kept).
+    """
+    prepared = config if isinstance(config, Prepared) else prepare(config)
+    config, out, setup = prepared.config, prepared.write_dir, prepared.setup
+    if prepared.state == rd.FINISHED:
+        metrics = rd.read_json(os.path.join(out, rd.METRICS_FILE))
+        history = read_history(os.path.join(out, rd.HISTORY_FILE))
+        return TrainResult(out, history, metrics, already_finished=True)
+    if verbose is None:
+        verbose = 1 if sys.stdout.isatty() else 2
+    os.makedirs(out, exist_ok=True)
+    keras.utils.set_random_seed(config.seed)
+    strategy = distribution.make_strategy(config.strategy)
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(config.precision)
+    try:
+        with strategy.scope():
+            model = setup.build_model(config.dropout)
+        train_data = setup.dataset(
+            "train", model, config.batch_size, shuffle=True, seed=config.seed
+        )
+        # Bucketing hides the epoch length from tf.data; counting it (which fills the
+        # pipeline's cache, so the first epoch is not slower) gives the progress bar its
+        # total and the cosine schedule its length.
+        steps_per_epoch = sum(1 for _ in train_data)
+        train_data = train_data.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+        total_steps = config.epochs * steps_per_epoch
+        with strategy.scope():
+            loss, metrics = setup.loss_and_metrics()
+            optimizer, schedule = _optimizer(setup, config, total_steps)
+            model.compile(
+                optimizer=optimizer,
+                loss=loss,
+                metrics=metrics,
+                steps_per_execution=config.steps_per_execution,
+                jit_compile=config.jit_compile,
+            )
+            # Made here, the optimizer's variables are not created inside the first
+            # train step, which TensorFlow would then trace twice (half the start-up).
+            model.optimizer.build(model.trainable_variables)
+        if prepared.chief and prepared.state == rd.FRESH:
+            _write_start(prepared, model)
+        resumed = backup_epoch(os.path.join(out, rd.BACKUP_DIR))
+        best = rd.trim_history(os.path.join(out, rd.HISTORY_FILE), resumed or 0)
+        if resumed is not None:
+            print(f"Resuming {out} from its backup at epoch {resumed + 1}.", flush=True)
+        budget = TimeBudget(config.time_budget) if config.time_budget else None
+        all_callbacks = _callbacks(prepared, best if resumed else None, budget)
+        all_callbacks += [*schedule, *callbacks, _backup(config, out)]
+        valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE)
+        started = time.perf_counter()
+        load = os.getloadavg()[0]
+        with warnings.catch_warnings():
+            # The pipelines shuffle; Keras' `shuffle` does not apply to a tf.data dataset.
+            warnings.filterwarnings("ignore", message=".*`shuffle=True` was passed")
+            # The last execution of an epoch asks for up to `steps_per_execution` - 1
+            # batches more than there are; Keras warns, and stops the epoch as it should.
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            model.fit(
+                train_data,
+                validation_data=valid_data,
+                epochs=config.epochs,
+                callbacks=all_callbacks,
+                verbose=verbose,
+            )
+        seconds = time.perf_counter() - started
+    finally:
+        keras.config.set_dtype_policy(policy)
+    if not prepared.chief:
+        shutil.rmtree(out, ignore_errors=True)
+        return TrainResult(config.out, [], None, resumed_from=resumed)
+    summary = {
+        "epochs": None,
+        "steps": int(model.optimizer.iterations),
+        "train_seconds": round(seconds, 1),
+        "stopped_by": "time_budget" if budget and budget.stopped else "epochs",
+        "resumed_from_epoch": resumed,
+        "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
+        "precision": config.precision,
+        "strategy": config.strategy,
+        "replicas": strategy.num_replicas_in_sync,
+    }
+    return _finish(prepared, model, summary, resumed)
+
+
+def _write_start(prepared: Prepared, model: keras.Model) -> None:
+    """A fresh run's config (status "training") and tokenizers, before the first step."""
+    out, setup = prepared.write_dir, prepared.setup
+    save_run_config(out, _run_config(prepared, model, "training"))
+    target = setup.target_tokenizer if setup.separate_target else None
+    save_tokenizers(out, setup.tokenizer, target)
+
+
+def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> TrainResult:
+    config, out, setup = prepared.config, prepared.write_dir, prepared.setup
+    serving = _float32_copy(setup, model, config.dropout)
+    _save_model(serving, out)
+    history = read_history(os.path.join(out, rd.HISTORY_FILE))
+    summary["epochs"] = len(history)
+    if len(history) < config.epochs and summary["stopped_by"] == "epochs":
+        summary["stopped_by"] = "early_stopping"
+    if history:
+        title = f"{setup.family} {setup.preset} on {config.data}"
+        plot_curves(history, os.path.join(out, rd.CURVES_FILE), title)
+    metrics = {"training": summary}
+    if config.evaluate:
+        metrics["test"] = evaluate_model(serving, setup)
+    rd.write_json(os.path.join(out, rd.METRICS_FILE), metrics)
+    save_run_config(out, _run_config(prepared, model, "finished"))
+    return TrainResult(out, history, metrics, resumed_from=resumed)
