@@ -116,7 +116,7 @@ def import_hf_run(
         ValueError: a missing or malformed checkpoint file, unsupported pooling, or a
             `run_dir` that already holds files.
     """
-    from transformer_zoo.models.import_hf_bert import import_hf_bert
+    from transformer_zoo.models import EncoderOnlyClassifier, import_hf_bert
     from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 
     checkpoint_dir, run_dir = os.fspath(checkpoint_dir), os.fspath(run_dir)
@@ -133,7 +133,7 @@ def import_hf_run(
             f"{VOCAB_FILENAME} has {tokenizer.vocabulary_size} tokens, more than the model's "
             f"vocab_size of {hf_config['vocab_size']}."
         )
-    classifier = hasattr(model, "num_classes")
+    classifier = isinstance(model, EncoderOnlyClassifier)
     pooling = sentence_transformers_pooling(checkpoint_dir) if not classifier else None
     config = RunConfig(
         family="encoder-only",

