@@ -38,6 +38,8 @@ def _batches(dataset):
 
 def _check_masks(inputs, prefix=""):
     ids = inputs[f"{prefix}token_ids"]
+    # int32 1/0, not bool: MirroredStrategy cannot aggregate boolean inputs.
+    assert inputs[f"{prefix}padding_mask"].dtype == np.int32
     np.testing.assert_array_equal(inputs[f"{prefix}padding_mask"], ids != 0)
     for row in ids:  # padding only at the end of a row
         nonzero = np.flatnonzero(row)

@@ -19,6 +19,7 @@ from transformer_zoo.text import (
     save_tokenizers,
     train_tokenizer,
 )
+from transformer_zoo.text.tokenizer import HAN
 from transformer_zoo.train import in_graph_tokenizer
 from transformer_zoo.train.batching import tokenize_columns
 
@@ -184,3 +185,13 @@ def test_mask_id_is_none_without_a_mask_piece():
     )
     assert Tokenizer(model.getvalue()).mask_id is None
     assert np.asarray(Tokenizer(model.getvalue()).encode("hello")).dtype.kind == "i"
+
+
+def test_every_han_character_is_a_piece_of_its_own(dates, shared_tokenizer):
+    pieces = [shared_tokenizer.id_to_piece(i) for i in range(shared_tokenizer.vocabulary_size)]
+    assert all(len(HAN.findall(p)) <= 1 for p in pieces)
+    target = dates.pairs("test")[0].target
+    encoded = [shared_tokenizer.id_to_piece(i) for i in shared_tokenizer.encode(target)]
+    assert "".join(encoded).lstrip("▁") == target and all(len(p.lstrip("▁")) <= 1 for p in encoded)
+    merged = train_tokenizer([p.target for p in dates.pairs("train")] * 3, 300, split_han=False)
+    assert any(len(HAN.findall(merged.id_to_piece(i))) > 1 for i in range(merged.vocabulary_size))

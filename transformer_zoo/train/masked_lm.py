@@ -9,7 +9,7 @@ import tensorflow as tf
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_zoo.train.batching import batch_by_length
-from transformer_zoo.train.pipelines import AUTOTUNE, packed_pairs
+from transformer_zoo.train.pipelines import AUTOTUNE, packed_pairs, padding_mask
 
 
 def mask_tokens(
@@ -108,7 +108,7 @@ def masked_lm_dataset(
         )
         inputs = {
             "token_ids": corrupted,
-            "padding_mask": tf.not_equal(ids, PAD_ID),
+            "padding_mask": padding_mask(ids),
             "segment_ids": batch["segment_ids"],
         }
         return inputs, labels, tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)

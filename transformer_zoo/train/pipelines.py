@@ -2,7 +2,7 @@
 maximum, bucket by length, pad each batch with 0, prefetch.
 
 Every pipeline yields Keras-ready `(inputs, labels, sample_weight)` batches whose input
-keys match the models; padding masks are `token_ids != 0`. Label id 0 marks a position
+keys match the models; padding masks are `token_ids != 0` as int32 1/0. Label id 0 marks a position
 that is not trained on (padding, or a prompt token), and `sample_weight` is
 `labels != 0`, so padding stays out of the loss whether the loss reads the labels
 (`MaskedSparseCategoricalCrossentropy`) or the weights (any Keras loss). The token layout
@@ -38,6 +38,12 @@ def _length(ids: tf.Tensor) -> tf.Tensor:
 
 def _weights(labels: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
+
+
+def padding_mask(token_ids: tf.Tensor) -> tf.Tensor:
+    """1 for tokens, 0 for padding, as int32: `tf.distribute.MirroredStrategy` fails on
+    boolean inputs (its AddN has no bool kernel), and the models cast masks to bool."""
+    return tf.cast(tf.not_equal(token_ids, PAD_ID), tf.int32)
 
 
 def translation_dataset(
@@ -94,7 +100,7 @@ def translation_dataset(
         for side in ("encoder", "decoder"):
             ids = batch[f"{side}_token_ids"]
             inputs[f"{side}_token_ids"] = ids
-            inputs[f"{side}_padding_mask"] = tf.not_equal(ids, PAD_ID)
+            inputs[f"{side}_padding_mask"] = padding_mask(ids)
         return inputs, batch["labels"], _weights(batch["labels"])
 
     data = batch_by_length(
@@ -150,7 +156,7 @@ def language_model_dataset(
 
     def to_keras(batch):
         ids = batch["token_ids"]
-        inputs = {"token_ids": ids, "padding_mask": tf.not_equal(ids, PAD_ID)}
+        inputs = {"token_ids": ids, "padding_mask": padding_mask(ids)}
         return inputs, batch["labels"], _weights(batch["labels"])
 
     data = data.map(example, num_parallel_calls=AUTOTUNE).filter(
@@ -230,7 +236,7 @@ def classification_dataset(
         ids = batch["token_ids"]
         inputs = {
             "token_ids": ids,
-            "padding_mask": tf.not_equal(ids, PAD_ID),
+            "padding_mask": padding_mask(ids),
             "segment_ids": batch["segment_ids"],
         }
         return inputs, batch["label"]
