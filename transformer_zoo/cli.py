@@ -7,6 +7,7 @@ import sys
 
 from transformer_zoo import __version__
 from transformer_zoo.cli_import import register as register_import
+from transformer_zoo.demo import register as register_demo
 from transformer_zoo.cli_serving import register as register_serving
 from transformer_zoo.cli_train import one_line_error
 from transformer_zoo.cli_train import register as register_training
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_training(commands)  # train, evaluate
     parser.error = one_line_error(parser)  # unknown flags are reported by this parser
     register_import(commands)  # import-hf
+    register_demo(commands)  # demo, attention
     return parser
 
 
