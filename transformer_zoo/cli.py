@@ -7,10 +7,10 @@ import sys
 
 from transformer_zoo import __version__
 from transformer_zoo.cli_import import register as register_import
-from transformer_zoo.demo import register as register_demo
 from transformer_zoo.cli_serving import register as register_serving
 from transformer_zoo.cli_train import one_line_error
 from transformer_zoo.cli_train import register as register_training
+from transformer_zoo.demo import register as register_demo
 
 
 class UsageError(Exception):
