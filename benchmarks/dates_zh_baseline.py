@@ -22,7 +22,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from transformer_zoo.models import EncoderOnlyClassifier, from_preset, generate  # noqa: E402
+from transformer_zoo.models import (  # noqa: E402
+    EncoderOnlyClassifier,
+    EncoderOnlyMaskedLM,
+    from_preset,
+    generate,
+)
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids  # noqa: E402
 from transformer_zoo.train import (  # noqa: E402
     MaskedAccuracy,
@@ -34,6 +39,7 @@ from transformer_zoo.train import (  # noqa: E402
     exact_match,
     language_model_dataset,
     load_task,
+    masked_lm_dataset,
     paper_adam,
     per_category,
     translation_dataset,
@@ -84,6 +90,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=150.0, help="training time budget")
     parser.add_argument("--steps", type=int, help="stop after this many steps instead")
     parser.add_argument("--dropout", type=float, help="override the preset's dropout")
+    parser.add_argument(
+        "--pretrain-steps", type=int, default=0, help="encoder-only: masked-LM steps first"
+    )
+    parser.add_argument("--pretrain-learning-rate", type=float, default=1e-3)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--optimizer", choices=("paper", "adamw-cosine"), default="paper")
     parser.add_argument("--learning-rate", type=float, default=2e-3, help="adamw-cosine peak")
@@ -99,6 +109,7 @@ def main() -> None:
     tokenizer, target_tokenizer = task.fit_tokenizers()
     prepared = time.perf_counter() - started
     common = dict(batch_size=args.batch_size, shuffle=True, seed=args.seed)
+    pretrain_seconds = 0.0
     overrides = {} if args.dropout is None else {"dropout": args.dropout}
     if args.family == "encoder-decoder":
         model = from_preset(
@@ -118,8 +129,9 @@ def main() -> None:
         valid = language_model_dataset(task.valid, tokenizer, batch_size=256)
     else:
         backbone = from_preset(
-            "tiny", family=args.family, vocabulary_size=tokenizer.vocabulary_size
+            "tiny", family=args.family, vocabulary_size=tokenizer.vocabulary_size, **overrides
         )
+        pretrain_seconds = _pretrain_masked_lm(backbone, task, tokenizer, args, common)
         model = EncoderOnlyClassifier(backbone, num_classes=len(task.label_names))
         train = classification_dataset(task.train, tokenizer, task.label_names, **common)
         valid = classification_dataset(task.valid, tokenizer, task.label_names, batch_size=256)
@@ -190,6 +202,9 @@ def main() -> None:
         "test_examples": len(task.test),
         "epochs": len(history.history["loss"]),
         "train_seconds": round(train_seconds, 1),
+        "pretrain_steps": args.pretrain_steps,
+        "pretrain_learning_rate": args.pretrain_learning_rate if args.pretrain_steps else None,
+        "pretrain_seconds": round(pretrain_seconds, 1),
         "prepare_seconds": round(prepared, 1),
         "evaluate_seconds": round(time.perf_counter() - eval_start, 1),
         "final_train_loss": round(history.history["loss"][-1], 4),
@@ -201,6 +216,30 @@ def main() -> None:
     path = RESULTS / f"dates_zh_{args.family}.json"
     path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+def _pretrain_masked_lm(backbone, task, tokenizer, args, common) -> float:
+    """Masked-LM pretraining of the backbone on the correct pairs; returns its seconds."""
+    if not args.pretrain_steps:
+        return 0.0
+    texts = [(e.text, e.text2) for e in task.train if e.label == "correct"]
+    model = EncoderOnlyMaskedLM(backbone)
+    model.compile(
+        optimizer=adamw_cosine(
+            args.pretrain_learning_rate, args.pretrain_steps, warmup_steps=args.warmup
+        ),
+        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.0),
+        metrics=[MaskedAccuracy()],
+        steps_per_execution=10,
+    )
+    start = time.perf_counter()
+    model.fit(
+        masked_lm_dataset(texts, tokenizer, **common),
+        epochs=1000,
+        callbacks=[StopAfter(float("inf"), args.pretrain_steps)],
+        verbose=2,
+    )
+    return time.perf_counter() - start
 
 
 def _errors(examples, predictions, references, per_category_limit=10) -> dict[str, list]:

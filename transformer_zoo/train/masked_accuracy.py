@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from transformer_zoo.train.token_math import token_weights
+
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
 class MaskedAccuracy(keras.metrics.Metric):
@@ -36,12 +38,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         predictions = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        weights = ops.cast(ops.not_equal(y_true, self.pad_id), self.dtype)
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, self.dtype)
-            if len(sample_weight.shape) < len(weights.shape):
-                sample_weight = ops.expand_dims(sample_weight, -1)
-            weights = weights * sample_weight
+        weights = token_weights(y_true, self.pad_id, sample_weight, self.dtype)
         hits = ops.cast(ops.equal(predictions, y_true), self.dtype) * weights
         self.correct.assign_add(ops.sum(hits))
         self.count.assign_add(ops.sum(weights))

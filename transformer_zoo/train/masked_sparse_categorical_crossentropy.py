@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from transformer_zoo.train.token_math import label_log_probability, log_probabilities
+
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
 class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
@@ -65,13 +67,8 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")
-        y_pred = ops.cast(y_pred, "float32")
-        if self.from_logits:
-            log_probs = ops.log_softmax(y_pred, axis=-1)
-        else:
-            log_probs = ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))
-        true_log_prob = ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), axis=-1)
-        nll = -ops.squeeze(true_log_prob, -1)  # (B, T)
+        log_probs = log_probabilities(y_pred, self.from_logits)  # (B, T, V)
+        nll = -label_log_probability(log_probs, y_true)  # (B, T)
         eps = self.label_smoothing
         losses = (1.0 - eps) * nll - eps * ops.mean(log_probs, axis=-1)
         if self.pad_id is None:

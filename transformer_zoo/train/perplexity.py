@@ -5,6 +5,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from transformer_zoo.train.token_math import (
+    label_log_probability,
+    log_probabilities,
+    token_weights,
+)
+
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
 class Perplexity(keras.metrics.Metric):
@@ -42,20 +48,8 @@ class Perplexity(keras.metrics.Metric):
         self.count = self.add_variable((), initializer="zeros", name="count")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.cast(y_true, "int32")
-        y_pred = ops.cast(y_pred, "float32")
-        log_probs = (
-            ops.log_softmax(y_pred, axis=-1)
-            if self.from_logits
-            else ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))
-        )
-        nll = -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), -1), -1)
-        weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            if len(sample_weight.shape) < len(weights.shape):
-                sample_weight = ops.expand_dims(sample_weight, -1)
-            weights = weights * sample_weight
+        nll = -label_log_probability(log_probabilities(y_pred, self.from_logits), y_true)
+        weights = token_weights(y_true, self.pad_id, sample_weight)
         self.total.assign_add(ops.cast(ops.sum(nll * weights), self.dtype))
         self.count.assign_add(ops.cast(ops.sum(weights), self.dtype))
 
