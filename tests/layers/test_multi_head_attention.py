@@ -187,3 +187,10 @@ def test_bad_arguments_name_the_argument():
         MultiHeadAttention(num_heads=2, dropout=1.0)
     with pytest.raises(ValueError, match="d_model=10, num_heads=4"):
         MultiHeadAttention(num_heads=4)(np.zeros((1, 2, 10), "float32"))
+
+
+def test_projections_start_from_different_random_kernels():
+    layer = MultiHeadAttention(num_heads=2)
+    layer(np.zeros((1, 3, 8), "float32"))
+    wq, _, wk, _, wv, _, wo, _ = mha_weights(layer)
+    assert not np.allclose(wq, wo) and not np.allclose(wk, wv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 
 from transformer_zoo.layers.activations import get_activation
+from transformer_zoo.layers.initializers import clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -62,7 +63,7 @@ class FeedForward(keras.layers.Layer):
         self.intermediate_dense = keras.layers.Dense(
             self.intermediate_dim,
             use_bias=self.use_bias,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="intermediate",
         )
@@ -70,7 +71,7 @@ class FeedForward(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(
             inputs_shape[-1],
             use_bias=self.use_bias,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="output",
         )

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from transformer_zoo.layers.activations import get_activation
+from transformer_zoo.layers.initializers import clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -88,7 +89,7 @@ class LMHead(keras.layers.Layer):
         if self._transform_fn is not None:
             self.transform_dense = keras.layers.Dense(
                 d_model,
-                kernel_initializer=self.kernel_initializer,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
                 dtype=self.dtype_policy,
                 name="transform",
             )
@@ -101,7 +102,7 @@ class LMHead(keras.layers.Layer):
             self.kernel = self.add_weight(
                 name="kernel",
                 shape=(d_model, self.vocabulary_size),
-                initializer=self.kernel_initializer,
+                initializer=clone_initializer(self.kernel_initializer),
             )
         if self.use_bias:
             self.bias = self.add_weight(

@@ -8,6 +8,7 @@ import warnings
 import keras
 from keras import ops
 
+from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.masking import merge_masks
 
 
@@ -101,8 +102,8 @@ class MultiHeadAttention(keras.layers.Layer):
         return keras.layers.Dense(
             units,
             use_bias=self.use_bias,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=name,
         )

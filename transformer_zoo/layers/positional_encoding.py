@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.validation import check_sequence_length
 
 MODES = ("sinusoidal", "learned")
@@ -74,7 +75,7 @@ class PositionalEncoding(keras.layers.Layer):
             self.position_embeddings = self.add_weight(
                 name="position_embeddings",
                 shape=(self.max_length, d_model),
-                initializer=self.initializer,
+                initializer=clone_initializer(self.initializer),
             )
         elif d_model % 2:
             raise ValueError(

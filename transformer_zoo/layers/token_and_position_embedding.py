@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.positional_encoding import PositionalEncoding
 from transformer_zoo.layers.validation import check_token_ids
 
@@ -85,14 +86,14 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.token_embedding = keras.layers.Embedding(
             vocabulary_size,
             embedding_dim,
-            embeddings_initializer=self.embeddings_initializer,
+            embeddings_initializer=clone_initializer(self.embeddings_initializer),
             dtype=self.dtype_policy,
             name="token_embedding",
         )
         self.position_encoding = PositionalEncoding(
             max_length,
             mode=position_mode,
-            initializer=self.embeddings_initializer,
+            initializer=clone_initializer(self.embeddings_initializer),
             dtype=self.dtype_policy,
             name="position_encoding",
         )
@@ -101,7 +102,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             self.segment_embedding = keras.layers.Embedding(
                 type_vocabulary_size,
                 embedding_dim,
-                embeddings_initializer=self.embeddings_initializer,
+                embeddings_initializer=clone_initializer(self.embeddings_initializer),
                 dtype=self.dtype_policy,
                 name="segment_embedding",
             )

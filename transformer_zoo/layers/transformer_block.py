@@ -6,6 +6,7 @@ from __future__ import annotations
 import keras
 
 from transformer_zoo.layers.feed_forward import FeedForward
+from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.multi_head_attention import MultiHeadAttention
 
 
@@ -93,7 +94,7 @@ class TransformerBlock(keras.layers.Layer):
             return MultiHeadAttention(
                 num_heads,
                 dropout=attention_dropout,
-                kernel_initializer=self.kernel_initializer,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
                 dtype=self.dtype_policy,
                 name=name,
             )
@@ -114,7 +115,7 @@ class TransformerBlock(keras.layers.Layer):
             intermediate_dim,
             activation=activation,
             dropout=dropout,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="feed_forward",
         )
