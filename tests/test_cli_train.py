@@ -1,14 +1,12 @@
-"""`transformer-zoo train` and `evaluate`: bad input gives one line and exit code 2, and a
-small run trains, summarises and re-evaluates."""
+"""`transformer-zoo train` and `evaluate`: bad input gives one line and exit code 2.
 
-import json
-import os
+(The commands on a trained run are tested in tests/train/test_fit.py, with its runs.)"""
 
 import pytest
 
 from transformer_zoo import cli_train
 from transformer_zoo.cli import main
-from transformer_zoo.run import RunConfig, load_run_config, save_run_config
+from transformer_zoo.run import RunConfig, save_run_config
 
 
 def _error(capsys, argv) -> str:
@@ -109,37 +107,3 @@ def test_the_parsers_choices_are_the_configs():
     assert set(cli_train.FAMILIES) == set(train_config.FAMILIES)
     for name in ("PRECISIONS", "STRATEGIES", "OPTIMIZERS"):
         assert getattr(cli_train, name) == getattr(train_config, name)
-
-
-def test_train_then_evaluate_a_small_decoder_only_run(capsys, tmp_path):
-    out = tmp_path / "run"
-    # A time budget it does not reach: the budgeted cosine schedule sets the rate.
-    argv = ["train", "--family", "decoder-only", "--max-examples", "64", "--epochs", "1"]
-    argv += ["--batch-size", "32", "--time-budget", "600", "--out", str(out), "--verbose", "0"]
-    assert main(argv) == 0
-    summary = capsys.readouterr().out.strip().splitlines()[-1]
-    assert summary.startswith(f"{out}: 1 epochs, ") and "test exact match" in summary
-    config = load_run_config(out)
-    assert (config.family, config.task, config.target_tokenizer) == (
-        "decoder-only",
-        "language-model",
-        None,
-    )
-    assert config.extra["train"]["time_budget"] == 600.0
-    assert sorted(os.listdir(out)) == [
-        "checkpoints",
-        "config.json",
-        "curves.png",
-        "history.csv",
-        "logs",
-        "metrics.json",
-        "model.keras",
-        "tokenizer.model",
-    ]
-    saved = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["test"]
-    assert main(["evaluate", str(out)]) == 0
-    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert printed["exact_match"] == saved["exact_match"]
-    assert printed["perplexity"] == pytest.approx(saved["perplexity"], rel=1e-5)
-    assert main(argv) == 0  # the same command again: already finished
-    assert "already holds this run" in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """`train()` end to end on small subsets of builtin:dates-zh: the run directory that
 export and serving read, reruns, a NaN loss, and `evaluate_run`."""
 
+import json
 import os
 
 import keras
@@ -15,7 +16,7 @@ from transformer_zoo.train.train_config import TrainConfig
 from transformer_zoo.train.trainer import train
 
 SMALL = dict(max_examples=96, epochs=2, batch_size=32, steps_per_execution=2)
-# decoder-only runs through the CLI in tests/test_cli_train.py.
+# decoder-only trains in test_distribution.py; its evaluation is tested below.
 TASKS = {"encoder-decoder": "translation", "encoder-only": "classification"}
 
 
@@ -118,6 +119,7 @@ class _PoisonInSecondEpoch(keras.callbacks.Callback):
             variable.assign(np.full(variable.shape, np.nan, variable.dtype))
 
 
+@pytest.mark.slow  # the mechanism is tested fast in test_fit_callbacks.py
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     out = tmp_path / "nan"
     config = TrainConfig("encoder-decoder", out=str(out), evaluate=False, **{**SMALL, "epochs": 3})
@@ -128,3 +130,42 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     assert all(np.isfinite(w).all() for w in kept.get_weights())
     assert not (out / MODEL_FILE).exists()
     assert load_run_config(out).extra["status"] == "training"
+
+
+def test_cli_train_with_the_same_settings_finds_the_run_finished(runs, capsys):
+    from transformer_zoo.cli import main
+
+    run_dir = runs["encoder-decoder"].run_dir
+    argv = ["train", "--family", "encoder-decoder", "--max-examples", "96", "--epochs", "2"]
+    argv += ["--batch-size", "32", "--steps-per-execution", "2", "--out", run_dir]
+    assert main(argv) == 0  # the flags make the same settings: nothing to do
+    out = capsys.readouterr().out
+    assert "already holds this run" in out and f"{run_dir}: 2 epochs" in out
+
+
+def test_cli_evaluate_prints_and_saves_the_recomputed_metrics(runs, capsys):
+    from transformer_zoo.cli import main
+
+    run_dir = runs["encoder-only"].run_dir
+    assert main(["evaluate", run_dir, "--split", "valid"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["split"] == "valid" and "accuracy" in printed
+    with open(os.path.join(run_dir, "metrics.json"), encoding="utf-8") as file:
+        saved = json.load(file)
+    assert saved["valid"] == printed and saved["test"] == runs["encoder-only"].metrics["test"]
+
+
+def test_decoder_only_evaluation_completes_prompts_and_reports_perplexity():
+    from transformer_zoo.train.family_setup import FamilySetup, limit_task
+    from transformer_zoo.train.run_evaluation import evaluate_model
+    from transformer_zoo.train.task import load_task
+
+    setup = FamilySetup.create(
+        limit_task(load_task("builtin:dates-zh", "decoder-only"), 80), "tiny"
+    )
+    scores = evaluate_model(setup.build_model(), setup, samples=2)
+    assert scores["examples"] == 8 and len(scores["samples"]) == 2
+    assert {"exact_match", "bleu", "token_accuracy", "perplexity"} <= set(scores)
+    # An untrained model is close to uniform over the vocabulary.
+    assert scores["perplexity"] > setup.tokenizer.vocabulary_size / 10
+    assert scores["samples"][0]["input"].endswith(" =>")

@@ -72,5 +72,5 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
         self._start = time.perf_counter()
 
     def on_train_batch_begin(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations)
+        step = int(self.model.optimizer.iterations.numpy())
         self.model.optimizer.learning_rate = self.rate(step, time.perf_counter() - self._start)

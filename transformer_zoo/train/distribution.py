@@ -14,6 +14,8 @@ gradients. The batch size is the global one.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 
@@ -80,3 +82,56 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
         devices = gpus or tf.config.list_logical_devices("CPU")
         return tf.distribute.MirroredStrategy([d.name for d in devices])
     return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def steps_per_execution(strategy_name: str, requested: int) -> int:
+    """The train steps per `tf.function` call: as requested, but 1 for `multiworker`,
+    where Keras 3.15's multi-step loop fails ("You must feed a value for placeholder
+    tensor" in `multi_step_on_iterator`)."""
+    return 1 if strategy_name == "multiworker" else requested
+
+
+def _multi_worker_mean(values, strategy, reduction, original):
+    """Keras' `reduce_per_replica`, with the multi-worker mean of scalar logs fixed."""
+    if reduction not in ("auto", "mean"):
+        return original(values, strategy, reduction)
+
+    def mean(value):
+        if isinstance(value, tf.distribute.DistributedValues):
+            return strategy.reduce("MEAN", value, axis=None)
+        return value
+
+    return tf.nest.map_structure(mean, values)
+
+
+@contextlib.contextmanager
+def fit_scope(model, strategy: tf.distribute.Strategy):
+    """Where `model.fit` runs: as is, except under `MultiWorkerMirroredStrategy`, where
+    two bugs of Keras 3.15's TensorFlow trainer are worked around for the call.
+
+    1. `fit` and `evaluate` begin by reducing the first batch across replicas
+       (`TensorFlowTrainer._maybe_symbolic_build`) to build the model symbolically; this
+       strategy's reduction takes one tensor, not a batch's nest of them. Keras skips
+       the step for a model without a strategy of its own, and builds lazily, as it
+       does without distribution; so the model's strategy is unset for the call and the
+       strategy entered as a scope, where `fit` finds it (`Model.distribute_strategy`
+       falls back on the current one).
+    2. The logged metrics are averaged over replicas with `strategy.reduce("MEAN", v,
+       axis=0)`, which fails on scalars; `reduce_per_replica` reduces them with
+       `axis=None` instead (the same mean, over the replicas).
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        yield
+        return
+    from keras.src.backend.tensorflow import trainer as keras_trainer
+
+    original = keras_trainer.reduce_per_replica
+    own = model._distribute_strategy
+    model._distribute_strategy = None
+    keras_trainer.reduce_per_replica = functools.partial(_multi_worker_mean, original=original)
+    try:
+        with strategy.scope():
+            yield
+    finally:
+        model._distribute_strategy = own
+        keras_trainer.reduce_per_replica = original

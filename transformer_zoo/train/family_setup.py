@@ -57,6 +57,31 @@ def limit_task(task: Task, max_examples: int | None) -> Task:
     )
 
 
+def even_batches(data: tf.data.Dataset, replicas: int) -> tf.data.Dataset:
+    """Batches a multi-replica strategy can split evenly: each cut to a multiple of
+    `replicas` rows (a batch with fewer is dropped), and no boolean masks (the models
+    derive them from `ids != 0`, as the pipelines do).
+
+    Keras reduces a strategy's first batch across replicas to build the model
+    symbolically; that reduction fails on boolean tensors and on replicas holding
+    different numbers of rows, which bucketed batches and small splits give. Rows are
+    dropped rather than padded: a replica holding only padding would report a loss of 0
+    and pull the mean over replicas down. The pipelines reshuffle every epoch, so a
+    training example is dropped in one epoch at most by chance.
+    """
+
+    def cut(inputs, *targets):
+        rows = tf.shape(targets[0])[0]
+        keep = rows - rows % replicas
+        kept = {k: v[:keep] for k, v in inputs.items() if v.dtype != tf.bool}
+        return (kept, *(t[:keep] for t in targets))
+
+    def not_empty(inputs, *targets):
+        return tf.shape(targets[0])[0] >= replicas
+
+    return data.filter(not_empty).map(cut, num_parallel_calls=tf.data.AUTOTUNE)
+
+
 @dataclasses.dataclass
 class FamilySetup:
     """The family-specific pieces of a run.
@@ -127,15 +152,15 @@ class FamilySetup:
         batch_size: int,
         shuffle: bool = False,
         seed: int = 0,
-        drop_remainder: bool = False,
+        replicas: int = 1,
     ) -> tf.data.Dataset:
-        """The `tf.data` pipeline of one split, cut to the model's maximum lengths."""
+        """The `tf.data` pipeline of one split, cut to the model's maximum lengths; with
+        `replicas` > 1, batches made fit for a multi-replica strategy (`even_batches`)."""
         examples = getattr(self.task, split)
         options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed)
-        options["drop_remainder"] = drop_remainder
         max_length = self.backbone(model).max_length
         if self.family == "encoder-decoder":
-            return translation_dataset(
+            data = translation_dataset(
                 examples,
                 self.tokenizer,
                 self.target_tokenizer,
@@ -143,13 +168,15 @@ class FamilySetup:
                 max_target_length=max_length,
                 **options,
             )
-        if self.family == "decoder-only":
-            return language_model_dataset(
+        elif self.family == "decoder-only":
+            data = language_model_dataset(
                 examples, self.tokenizer, max_length=max_length, **options
             )
-        return classification_dataset(
-            examples, self.tokenizer, self.task.label_names, max_length=max_length, **options
-        )
+        else:
+            data = classification_dataset(
+                examples, self.tokenizer, self.task.label_names, max_length=max_length, **options
+            )
+        return even_batches(data, replicas) if replicas > 1 else data
 
     @staticmethod
     def backbone(model: keras.Model) -> keras.Model:

@@ -157,20 +157,22 @@ def _backup(config: TrainConfig, out: str) -> AtomicBackupAndRestore:
 def _optimizer(setup: FamilySetup, config: TrainConfig, total_steps: int):
     """The optimizer, and the callback that sets its rate when a time budget can end
     the cosine schedule early."""
+    # A short run (few examples, few epochs) keeps at least 4/5 of its steps for decay.
+    warmup = min(config.warmup_steps, total_steps // 5)
     if config.optimizer == "adamw-cosine" and config.time_budget:
         schedule = BudgetedCosineDecay(
             config.learning_rate or DEFAULT_ADAMW_RATE,
-            max(total_steps, config.warmup_steps + 1),
-            config.warmup_steps,
+            max(total_steps, warmup + 1),
+            warmup,
             seconds=config.time_budget,
         )
         optimizer = keras.optimizers.AdamW(
             learning_rate=schedule.rate(0, 0.0), weight_decay=ADAMW_WEIGHT_DECAY
         )
         return optimizer, [schedule]
-    optimizer = setup.optimizer(
-        config.optimizer, config.warmup_steps, config.learning_rate, total_steps
-    )
+    if config.optimizer == "paper-adam":
+        warmup = config.warmup_steps  # the schedule's peak; it does not end
+    optimizer = setup.optimizer(config.optimizer, warmup, config.learning_rate, total_steps)
     return optimizer, []
 
 
@@ -221,8 +223,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
     try:
         with strategy.scope():
             model = setup.build_model(config.dropout)
+        replicas = strategy.num_replicas_in_sync
         train_data = setup.dataset(
-            "train", model, config.batch_size, shuffle=True, seed=config.seed
+            "train", model, config.batch_size, shuffle=True, seed=config.seed, replicas=replicas
         )
         # Bucketing hides the epoch length from tf.data; counting it (which fills the
         # pipeline's cache, so the first epoch is not slower) gives the progress bar its
@@ -237,7 +240,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 optimizer=optimizer,
                 loss=loss,
                 metrics=metrics,
-                steps_per_execution=config.steps_per_execution,
+                steps_per_execution=distribution.steps_per_execution(
+                    config.strategy, config.steps_per_execution
+                ),
                 jit_compile=config.jit_compile,
             )
             # Made here, the optimizer's variables are not created inside the first
@@ -252,7 +257,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         budget = TimeBudget(config.time_budget) if config.time_budget else None
         all_callbacks = _callbacks(prepared, best if resumed else None, budget)
         all_callbacks += [*schedule, *callbacks, _backup(config, out)]
-        valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE)
+        valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE, replicas=replicas)
         started = time.perf_counter()
         load = os.getloadavg()[0]
         with warnings.catch_warnings():
@@ -261,13 +266,14 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
             # The last execution of an epoch asks for up to `steps_per_execution` - 1
             # batches more than there are; Keras warns, and stops the epoch as it should.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
-            model.fit(
-                train_data,
-                validation_data=valid_data,
-                epochs=config.epochs,
-                callbacks=all_callbacks,
-                verbose=verbose,
-            )
+            with distribution.fit_scope(model, strategy):
+                model.fit(
+                    train_data,
+                    validation_data=valid_data,
+                    epochs=config.epochs,
+                    callbacks=all_callbacks,
+                    verbose=verbose,
+                )
         seconds = time.perf_counter() - started
     finally:
         keras.config.set_dtype_policy(policy)
@@ -276,7 +282,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         return TrainResult(config.out, [], None, resumed_from=resumed)
     summary = {
         "epochs": None,
-        "steps": int(model.optimizer.iterations),
+        "steps": int(model.optimizer.iterations.numpy()),
         "train_seconds": round(seconds, 1),
         "stopped_by": "time_budget" if budget and budget.stopped else "epochs",
         "resumed_from_epoch": resumed,
