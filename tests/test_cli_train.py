@@ -37,6 +37,7 @@ TRAIN = ["train", "--family", "encoder-decoder"]
         ([*TRAIN, "--time-budget", "nan"], "`time_budget` must be a positive number"),
         ([*TRAIN, "--precision", "int8"], "invalid choice: 'int8'"),
         ([*TRAIN, "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        ([*TRAIN, "--pretrain-steps", "5"], "applies to the encoder-only family"),
         (["evaluate"], "the following arguments are required: run_dir"),
     ],
 )

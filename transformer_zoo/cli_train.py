@@ -59,6 +59,11 @@ def register(commands) -> None:
     train.add_argument("--max-examples", type=int, help="train on this many examples only")
     train.add_argument("--backup-every", type=int, metavar="STEPS", help="default: every epoch")
     train.add_argument("--early-stopping", type=int, metavar="PATIENCE")
+    train.add_argument(
+        "--pretrain-steps",
+        type=int,
+        help="encoder-only: masked-LM steps before the classifier (builtin data: 1500)",
+    )
     train.add_argument("--no-evaluate", action="store_true", help="skip the test evaluation")
     train.add_argument("--verbose", type=int, choices=(0, 1, 2), help="default: 1 on a terminal")
     train.set_defaults(handler=_train)
@@ -91,7 +96,8 @@ def _one_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def _config(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace):
+    """The `TrainConfig` of parsed `train` arguments (raises ValueError on bad values)."""
     from transformer_zoo.train.train_config import TrainConfig
 
     return TrainConfig(
@@ -115,13 +121,14 @@ def _config(args: argparse.Namespace):
         backup_every=args.backup_every,
         early_stopping_patience=args.early_stopping,
         evaluate=not args.no_evaluate,
+        pretrain_steps=args.pretrain_steps,
     )
 
 
 def _train(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        config = _config(args)
+        config = config_from_args(args)
     except ValueError as error:
         raise _usage_error(_one_line(error)) from None
     from transformer_zoo.train.nan_guard import NaNLossError

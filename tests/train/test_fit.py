@@ -26,7 +26,9 @@ def runs(tmp_path_factory):
     results = {}
     for family in TASKS:
         out = tmp_path_factory.mktemp("runs") / family
-        results[family] = train(TrainConfig(family, out=str(out), **SMALL), verbose=0)
+        # A few masked-LM steps stand in for the 1,500 of the built-in default.
+        extra = {"pretrain_steps": 3} if family == "encoder-only" else {}
+        results[family] = train(TrainConfig(family, out=str(out), **SMALL, **extra), verbose=0)
     keras.config.set_dtype_policy("float32")
     return results
 
@@ -78,6 +80,11 @@ def test_metrics_report_the_familys_scores_per_category(runs, family, keys):
     history = read_history(os.path.join(runs[family].run_dir, "history.csv"))
     assert metrics["training"]["epochs"] == len(history) == 2
     assert metrics["training"]["stopped_by"] == "epochs"
+    pretraining = metrics["training"]["pretraining"]
+    if family == "encoder-only":
+        assert pretraining["steps"] == 3 and 0.0 <= pretraining["masked_accuracy"] <= 1.0
+    else:
+        assert pretraining is None
 
 
 def test_evaluate_run_recomputes_the_saved_metrics(runs):

@@ -24,18 +24,15 @@ from transformer_zoo.run import MODEL_FILE, RunConfig, save_run_config
 from transformer_zoo.text import load_tokenizers, save_tokenizers
 from transformer_zoo.train import distribution
 from transformer_zoo.train import run_directory as rd
-from transformer_zoo.train.atomic_backup_and_restore import AtomicBackupAndRestore, backup_epoch
-from transformer_zoo.train.atomic_model_checkpoint import AtomicModelCheckpoint
-from transformer_zoo.train.budgeted_cosine_decay import BudgetedCosineDecay
+from transformer_zoo.train.atomic_backup_and_restore import backup_epoch
 from transformer_zoo.train.curves import plot_curves, read_history
 from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup, limit_task
-from transformer_zoo.train.nan_guard import NaNGuard
+from transformer_zoo.train.fit_callbacks import backup_callback, fit_callbacks, make_optimizer
+from transformer_zoo.train.masked_lm_pretraining import pretrain_masked_lm
 from transformer_zoo.train.run_evaluation import evaluate_model
 from transformer_zoo.train.task import load_task
 from transformer_zoo.train.time_budget import TimeBudget
-from transformer_zoo.train.train_config import DEFAULT_ADAMW_RATE, TrainConfig
-
-ADAMW_WEIGHT_DECAY = 0.01  # as `optimizers.adamw_cosine`
+from transformer_zoo.train.train_config import TrainConfig
 
 
 @dataclass
@@ -121,61 +118,6 @@ def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfi
     )
 
 
-def _callbacks(prepared: Prepared, resumed_best: float | None, budget: TimeBudget | None):
-    config, out = prepared.config, prepared.write_dir
-    checkpoints = os.path.join(out, rd.CHECKPOINT_DIR)
-    os.makedirs(checkpoints, exist_ok=True)
-    last = os.path.join(checkpoints, "last.keras")
-    # Order matters at an epoch's end: the CSV row and the checkpoints are written
-    # before the backup, so a crash in between repeats the epoch instead of losing it.
-    callbacks = [NaNGuard(last)]
-    callbacks += [budget] if budget else []
-    callbacks += [
-        keras.callbacks.CSVLogger(os.path.join(out, rd.HISTORY_FILE), append=True),
-        AtomicModelCheckpoint(
-            os.path.join(checkpoints, "best.keras"),
-            monitor="val_loss",
-            save_best_only=True,
-            initial_value_threshold=resumed_best,
-        ),
-        AtomicModelCheckpoint(last),
-        keras.callbacks.TensorBoard(os.path.join(out, rd.LOG_DIR), write_graph=False),
-    ]
-    if config.early_stopping_patience:
-        callbacks.append(
-            keras.callbacks.EarlyStopping(patience=config.early_stopping_patience, verbose=1)
-        )
-    return callbacks
-
-
-def _backup(config: TrainConfig, out: str) -> AtomicBackupAndRestore:
-    return AtomicBackupAndRestore(
-        os.path.join(out, rd.BACKUP_DIR), save_freq=config.backup_every or "epoch"
-    )
-
-
-def _optimizer(setup: FamilySetup, config: TrainConfig, total_steps: int):
-    """The optimizer, and the callback that sets its rate when a time budget can end
-    the cosine schedule early."""
-    # A short run (few examples, few epochs) keeps at least 4/5 of its steps for decay.
-    warmup = min(config.warmup_steps, total_steps // 5)
-    if config.optimizer == "adamw-cosine" and config.time_budget:
-        schedule = BudgetedCosineDecay(
-            config.learning_rate or DEFAULT_ADAMW_RATE,
-            max(total_steps, warmup + 1),
-            warmup,
-            seconds=config.time_budget,
-        )
-        optimizer = keras.optimizers.AdamW(
-            learning_rate=schedule.rate(0, 0.0), weight_decay=ADAMW_WEIGHT_DECAY
-        )
-        return optimizer, [schedule]
-    if config.optimizer == "paper-adam":
-        warmup = config.warmup_steps  # the schedule's peak; it does not end
-    optimizer = setup.optimizer(config.optimizer, warmup, config.learning_rate, total_steps)
-    return optimizer, []
-
-
 def _float32_copy(setup: FamilySetup, model: keras.Model, dropout) -> keras.Model:
     """The trained weights in a float32 model built outside any strategy: what is saved
     and served (mixed-precision variables are float32 already; only compute changes)."""
@@ -235,7 +177,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         total_steps = config.epochs * steps_per_epoch
         with strategy.scope():
             loss, metrics = setup.loss_and_metrics()
-            optimizer, schedule = _optimizer(setup, config, total_steps)
+            optimizer, schedule = make_optimizer(setup, config, total_steps)
             model.compile(
                 optimizer=optimizer,
                 loss=loss,
@@ -254,9 +196,22 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         best = rd.trim_history(os.path.join(out, rd.HISTORY_FILE), resumed or 0)
         if resumed is not None:
             print(f"Resuming {out} from its backup at epoch {resumed + 1}.", flush=True)
+        pretraining = None
+        if config.pretrain_steps and resumed is None:  # a backup holds pretrained weights
+            pretraining = pretrain_masked_lm(
+                model.backbone,
+                setup,
+                config.pretrain_steps,
+                config.batch_size,
+                config.warmup_steps,
+                strategy,
+                seed=config.seed,
+                steps_per_execution=model.steps_per_execution,
+                verbose=verbose,
+            )
         budget = TimeBudget(config.time_budget) if config.time_budget else None
-        all_callbacks = _callbacks(prepared, best if resumed else None, budget)
-        all_callbacks += [*schedule, *callbacks, _backup(config, out)]
+        all_callbacks = fit_callbacks(config, out, best if resumed else None, budget)
+        all_callbacks += [*schedule, *callbacks, backup_callback(config, out)]
         valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE, replicas=replicas)
         started = time.perf_counter()
         load = os.getloadavg()[0]
@@ -290,6 +245,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         "precision": config.precision,
         "strategy": config.strategy,
         "replicas": strategy.num_replicas_in_sync,
+        "pretraining": pretraining,
     }
     return _finish(prepared, model, summary, resumed)
 
