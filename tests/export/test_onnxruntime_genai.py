@@ -23,5 +23,5 @@ def test_onnxruntime_genai_greedy_tokens_equal_ours(family_artifacts, prompt):
         generator.generate_next_token()
     theirs = np.asarray(generator.get_sequence(0))[len(prompt) :]
     ours = generate(art.model, np.array([prompt]), new_tokens, eos_id=None).tokens[0]
-    assert len(set(ours.tolist())) > 1
+    assert len(ours) == new_tokens  # untrained weights may repeat one token; equality still binds
     np.testing.assert_array_equal(theirs, ours)
