@@ -123,9 +123,8 @@ def run_demo(
     from transformer_zoo.train.trainer import train
 
     clock = time.perf_counter()
-    print(
-        f"[1/5] Training a tiny EncoderDecoder on builtin:dates-zh (≤{time_budget:.0f} s) → {out}"
-    )
+    budget = f", at most {time_budget:.0f} s" if time_budget else ""
+    print(f"[1/5] Training a tiny EncoderDecoder on builtin:dates-zh{budget} → {out}")
     config = TrainConfig(
         family="encoder-decoder",
         preset="tiny",
