@@ -99,11 +99,15 @@ def markdown(results: dict) -> str:
         bleu = entry.get("bleu", {}).get("all")
         training = entry["training"]
         load = f"{entry['load_average_before'][0]} → {entry['load_average_after'][0]}"
+        steps, seconds = str(training["steps"]), str(training["train_seconds"])
+        pretraining = training.get("pretraining")
+        if pretraining:  # masked-LM steps first
+            steps = f"{pretraining['steps']} MLM + {steps}"
+            seconds = f"{pretraining['seconds']} + {seconds}"
         lines.append(
             f"| {family} | {name} | {_percent(scores['all'])} | "
             + " | ".join(_percent(scores.get(c)) for c in ("dates", "numbers", "times"))
-            + f" | {'–' if bleu is None else f'{bleu:.2f}'} | {training['steps']} | "
-            f"{training['train_seconds']} | {load} |"
+            + f" | {'–' if bleu is None else f'{bleu:.2f}'} | {steps} | {seconds} | {load} |"
         )
     lines += ["", "Commands (each writes its run directory):", ""]
     for family in FAMILIES:
@@ -136,11 +140,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--family", action="append", choices=FAMILIES, help="default: all")
     parser.add_argument("--out-root", default=os.path.join("runs", "quality"))
+    parser.add_argument("--report", action="store_true", help="only rewrite quality.md")
     parser.add_argument("flags", nargs="*", help="more `train` flags, after --")
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "quality.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if args.report:
+        (RESULTS / "quality.md").write_text(markdown(results), encoding="utf-8")
+        return
     for family in args.family or FAMILIES:
         entry = run_family(family, args.out_root, args.flags)
         results[family] = entry
