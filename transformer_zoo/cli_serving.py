@@ -32,6 +32,24 @@ def register(commands) -> None:
         help="skip the graph rewrites (one MatMul per Dense, fused QKV, Where), to measure them",
     )
     export.add_argument("--opset", type=int, default=17, choices=(17, 18))
+    export.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="also write OUT/int8/: the ONNX export with int8 weights, scored on the run's task",
+    )
+    export.add_argument(
+        "--max-accuracy-drop",
+        type=_accuracy_drop,
+        default=0.01,
+        help="refuse the int8 copy if its test score falls by more (0-1, default 0.01; "
+        "'none': do not measure)",
+    )
+    export.add_argument(
+        "--quantize-examples",
+        type=int,
+        default=1000,
+        help="test examples the int8 measurement uses (default 1000)",
+    )
     export.set_defaults(handler=_export)
 
     for name, help_, handler in (
@@ -62,6 +80,11 @@ def _serving_arguments(parser) -> None:
     parser.add_argument("--input", help="a file with one input per line ('-': stdin)")
     parser.add_argument("--format", choices=("text", "jsonl"), default="text")
     parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser.add_argument(
+        "--no-spinning",
+        action="store_true",
+        help="idle onnxruntime threads sleep instead of busy-waiting (for shared cores)",
+    )
 
 
 def _search_arguments(parser, name: str) -> None:
@@ -117,7 +140,7 @@ def _load(args):
     if args.threads < 0:
         raise _usage_error(f"--threads must be ≥ 0, got {args.threads}")
     try:
-        return load_served_model(args.model, args.engine, args.threads)
+        return load_served_model(args.model, args.engine, args.threads, not args.no_spinning)
     except ValueError as error:  # RunError, ModelDirectoryError
         raise _usage_error(_one_line(error)) from None
 
@@ -211,12 +234,25 @@ def _classify(args) -> int:
     return 0
 
 
+def _accuracy_drop(text: str) -> float | None:
+    if text.lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or 'none', got {text!r}")
+    return value
+
+
 def _export(args: argparse.Namespace) -> int:
     from transformer_zoo.run import RunError
 
     formats = ("onnx", "saved_model") if args.format == "all" else (args.format,)
     if not os.path.isdir(args.run_dir):
         raise _usage_error(f"no such run directory: {args.run_dir}")
+    from transformer_zoo.export.quantize import QuantizationError
     from transformer_zoo.export.run_export import export_run
     from transformer_zoo.export.validation import ExportError
 
@@ -224,11 +260,20 @@ def _export(args: argparse.Namespace) -> int:
         "fuse_layer_norm": not args.no_fuse_layer_norm,
         "simplify": not args.no_simplify,
         "opset": args.opset,
+        "quantize": args.quantize,
+        "max_accuracy_drop": args.max_accuracy_drop,
+        "quantize_examples": args.quantize_examples,
     }
     try:
         report = export_run(args.run_dir, args.out, formats, **options)
     except (RunError, ValueError) as error:
         raise _usage_error(_one_line(error)) from None
+    except QuantizationError as error:
+        print(
+            f"transformer-zoo export: int8 refused ({error}) The float32 export is in {args.out}.",
+            file=sys.stderr,
+        )
+        return 1
     except ExportError as error:
         print(f"transformer-zoo export: export failed validation: {error}", file=sys.stderr)
         return 1

@@ -13,6 +13,8 @@ _LAZY = {
     "export_run": "transformer_zoo.export.run_export",
     "ExportError": "transformer_zoo.export.validation",
     "load_served_model": "transformer_zoo.export.serving",
+    "quantize_onnx": "transformer_zoo.export.quantize",
+    "QuantizationError": "transformer_zoo.export.quantize",
 }
 
 __all__ = sorted(_LAZY)

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import os
+import shutil
 
+from transformer_zoo.export.quantize import (
+    DEFAULT_EXAMPLES,
+    DEFAULT_MAX_ACCURACY_DROP,
+    quantize_onnx,
+)
 from transformer_zoo.export.runtime.errors import ModelDirectoryError
 from transformer_zoo.run import MODEL_FILE, check_run_files, load_run_config
 
 FORMATS = ("onnx", "saved_model")
+QUANTIZED_DIR = "int8"  # where `quantize="int8"` writes, inside `out_dir`
 
 
 def export_run(
-    run_dir: str | os.PathLike, out_dir: str | os.PathLike, formats=FORMATS, **options
+    run_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    formats=FORMATS,
+    quantize: str | None = None,
+    max_accuracy_drop: float | None = DEFAULT_MAX_ACCURACY_DROP,
+    quantize_examples: int = DEFAULT_EXAMPLES,
+    **options,
 ) -> dict:
     """Exports the run's `model.keras` in each of `formats` into `out_dir`, with its
     `config.json` and tokenizer files.
@@ -20,13 +33,19 @@ def export_run(
         run_dir: a run directory (`model.keras`, `config.json`, tokenizer files).
         out_dir: the export directory (created if needed; may not be `run_dir`).
         formats: any of `"onnx"`, `"saved_model"`.
+        quantize: `"int8"` also writes `out_dir/int8/`, an ONNX export with int8 weights
+            (`quantize_onnx`), measured on the run's task next to the float32 one.
+        max_accuracy_drop: refuse the int8 copy if its score falls by more (None: do
+            not measure).
+        quantize_examples: how many test examples the measurement uses.
         **options: passed to `export_onnx` (e.g. `fuse_layer_norm`, `opset`).
 
     Returns:
-        Per format, the exporter's report.
+        Per format, the exporter's report (and `"int8"`: the quantization report).
 
     Raises:
         RunError / ModelDirectoryError: the run directory is missing or incomplete.
+        QuantizationError: the int8 model scored too low (the float32 export is kept).
     """
     import keras
 
@@ -37,6 +56,10 @@ def export_run(
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
         raise ValueError(f"`formats` must be a non-empty subset of {FORMATS}. Received: {formats}")
+    if quantize not in (None, "int8"):
+        raise ValueError(f"`quantize` must be None or 'int8'. Received: quantize={quantize!r}")
+    if quantize and "onnx" not in formats:
+        raise ValueError("`quantize` needs the ONNX format: add 'onnx' to `formats`.")
     if os.path.abspath(run_dir) == os.path.abspath(out_dir):
         raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
     config = load_run_config(run_dir)
@@ -54,5 +77,12 @@ def export_run(
     if "saved_model" in formats:
         report["saved_model"] = export_saved_model(
             model, out_dir, config=config, tokenizer_dir=run_dir
+        )
+    if quantize:
+        quantized = os.path.join(out_dir, QUANTIZED_DIR)
+        if os.path.isdir(quantized):
+            shutil.rmtree(quantized)  # the previous export's, now stale
+        report["int8"] = quantize_onnx(
+            out_dir, quantized, max_accuracy_drop=max_accuracy_drop, examples=quantize_examples
         )
     return report

@@ -12,16 +12,20 @@ import os
 
 from transformer_zoo.export.runtime import ModelDirectoryError, ServedModel, load_onnx
 from transformer_zoo.export.runtime.model_directory import load_tokenizers
-from transformer_zoo.export.runtime.onnx_session import DEFAULT_THREADS
+from transformer_zoo.export.runtime.onnx_session import DEFAULT_SPINNING, DEFAULT_THREADS
 from transformer_zoo.run import MODEL_FILE, load_run_config
 
 ENGINES = ("onnx", "keras", "saved_model")
 
 
 def load_served_model(
-    directory: str | os.PathLike, engine: str = "onnx", intra_op_num_threads: int = DEFAULT_THREADS
+    directory: str | os.PathLike,
+    engine: str = "onnx",
+    intra_op_num_threads: int = DEFAULT_THREADS,
+    allow_spinning: bool = DEFAULT_SPINNING,
 ) -> ServedModel:
     """Loads `directory` for serving with `engine` (`"onnx"`, `"keras"`, `"saved_model"`).
+    The thread settings apply to the ONNX engine.
 
     Raises:
         ModelDirectoryError / RunError (ValueErrors): a missing or malformed directory.
@@ -30,7 +34,7 @@ def load_served_model(
         raise ValueError(f"`engine` must be one of {ENGINES}. Received: engine={engine!r}")
     directory = os.fspath(directory)
     if engine == "onnx":
-        return load_onnx(directory, intra_op_num_threads)
+        return load_onnx(directory, intra_op_num_threads, allow_spinning)
     config = load_run_config(directory)
     tokenizer, target = load_tokenizers(directory, config)
     if engine == "saved_model":

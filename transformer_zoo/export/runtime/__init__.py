@@ -13,10 +13,16 @@ Example:
 from transformer_zoo.export.runtime.cached_engine import CachedEngine
 from transformer_zoo.export.runtime.errors import InputError, ModelDirectoryError
 from transformer_zoo.export.runtime.model_directory import load_onnx, load_tokenizers
-from transformer_zoo.export.runtime.onnx_session import DEFAULT_THREADS, OnnxRunner, make_session
+from transformer_zoo.export.runtime.onnx_session import (
+    DEFAULT_SPINNING,
+    DEFAULT_THREADS,
+    OnnxRunner,
+    make_session,
+)
 from transformer_zoo.export.runtime.served_model import ServedModel, mean_pool
 
 __all__ = [
+    "DEFAULT_SPINNING",
     "DEFAULT_THREADS",
     "CachedEngine",
     "InputError",

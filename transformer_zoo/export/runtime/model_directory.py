@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 
 from transformer_zoo.export.runtime.errors import ModelDirectoryError
-from transformer_zoo.export.runtime.onnx_session import DEFAULT_THREADS, OnnxRunner
+from transformer_zoo.export.runtime.onnx_session import (
+    DEFAULT_SPINNING,
+    DEFAULT_THREADS,
+    OnnxRunner,
+)
 from transformer_zoo.export.runtime.served_model import ServedModel
 from transformer_zoo.run import RunConfig, load_run_config
 from transformer_zoo.text import Tokenizer
@@ -40,7 +44,9 @@ def load_tokenizers(directory: str, config: RunConfig):
 
 
 def load_onnx(
-    directory: str | os.PathLike, intra_op_num_threads: int = DEFAULT_THREADS
+    directory: str | os.PathLike,
+    intra_op_num_threads: int = DEFAULT_THREADS,
+    allow_spinning: bool = DEFAULT_SPINNING,
 ) -> ServedModel:
     """Loads an ONNX export directory for serving (numpy, onnxruntime, sentencepiece only).
 
@@ -48,6 +54,8 @@ def load_onnx(
         directory: written by `transformer_zoo.export.export_onnx` or
             `transformer-zoo export --format onnx`.
         intra_op_num_threads: onnxruntime threads per session (2 suits a 2-core machine).
+        allow_spinning: idle onnxruntime threads busy-wait (fastest on cores of one's
+            own) or, if False, sleep (better on cores other processes share).
 
     Raises:
         ModelDirectoryError (a `ValueError`): the directory, `config.json`, a model or
@@ -69,5 +77,5 @@ def load_onnx(
     tokenizer = target = None
     if config.export.get("tokenizer", True):
         tokenizer, target = load_tokenizers(directory, config)
-    runner = OnnxRunner(files, intra_op_num_threads)
+    runner = OnnxRunner(files, intra_op_num_threads, allow_spinning)
     return ServedModel(config, dims, runner, tokenizer=tokenizer, target_tokenizer=target)

@@ -10,19 +10,24 @@ import onnxruntime as ort
 from transformer_zoo.export.runtime.errors import ModelDirectoryError
 
 DEFAULT_THREADS = 2  # 2 intra-op threads decoded ~1.7x faster than 1 on a 2-core machine
+# onnxruntime's own default. Spinning workers decoded 10-20% faster on an idle machine
+# (benchmarks/serving.py); on cores that other processes share, they made 2-thread
+# decoding up to 2x slower than 1 thread: turn it off there.
+DEFAULT_SPINNING = True
 
 
 def make_session(
     path: str,
     intra_op_num_threads: int = DEFAULT_THREADS,
     enable_profiling: bool = False,
-    allow_spinning: bool = False,
+    allow_spinning: bool = DEFAULT_SPINNING,
 ) -> ort.InferenceSession:
     """A CPU session with every graph optimisation on.
 
-    Idle intra-op threads sleep instead of spinning (`allow_spinning=False`): on a machine
-    whose cores other processes also use, spinning threads made 2-thread decoding about
-    2× slower than 1 thread; with sleeping threads 2 stay ahead of 1.
+    `allow_spinning`: idle intra-op threads busy-wait for the next piece of work
+    (onnxruntime's default, the fastest on cores of one's own) or sleep (False: better
+    where other processes use the same cores; spinning threads then made 2-thread
+    decoding about 2× slower than 1 thread).
 
     Raises:
         ModelDirectoryError: `path` is missing or is not a loadable ONNX model.
@@ -62,11 +67,18 @@ class OnnxRunner:
     Args:
         files: graph name (`"model"`, `"encoder"`, `"decoder"`) → `.onnx` path.
         intra_op_num_threads: onnxruntime's intra-op threads per session.
+        allow_spinning: let idle intra-op threads busy-wait (see `make_session`).
     """
 
-    def __init__(self, files: dict[str, str], intra_op_num_threads: int = DEFAULT_THREADS):
+    def __init__(
+        self,
+        files: dict[str, str],
+        intra_op_num_threads: int = DEFAULT_THREADS,
+        allow_spinning: bool = DEFAULT_SPINNING,
+    ):
         self.sessions = {
-            name: make_session(path, intra_op_num_threads) for name, path in files.items()
+            name: make_session(path, intra_op_num_threads, allow_spinning=allow_spinning)
+            for name, path in files.items()
         }
         self.inputs = {
             name: {i.name: i for i in session.get_inputs()}

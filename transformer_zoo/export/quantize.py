@@ -1,0 +1,244 @@
+"""`quantize_onnx`: an ONNX export directory → a copy with int8 weights, measured on the
+model's task next to the float32 original and refused if it is too much worse.
+
+The weights of every MatMul with a constant right-hand side (all Dense layers and the LM
+head) and of the embedding Gathers become int8 through onnxruntime's
+`quantize_dynamic`; activations are quantized per call (uint8), so no calibration data
+is needed. Attention's activation × activation products stay float32.
+
+The check: both directories serve the task's first `examples` test examples through
+`transformer_zoo.export.runtime` (the same code as `transformer-zoo translate|generate|
+classify`):
+
+- encoder-decoder: greedy translations, exact match;
+- decoder-only: greedy completions of the prompts, exact match (plain-text tasks, which
+  have no prompts: teacher-forced next-token accuracy);
+- encoder-only: classification accuracy.
+
+If the int8 score is more than `max_accuracy_drop` (absolute, 0-1) below the float32
+score, `QuantizationError` is raised and nothing is written. The report (sizes, seconds,
+scores) goes into the directory as `quantization.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+
+import numpy as np
+
+from transformer_zoo.export.runtime import ModelDirectoryError, load_onnx, make_session
+from transformer_zoo.export.validation import ExportError
+from transformer_zoo.run import CONFIG_FILE, RunConfig, load_run_config, save_run_config
+from transformer_zoo.text import prompt_ids
+
+REPORT_FILE = "quantization.json"
+DEFAULT_MAX_ACCURACY_DROP = 0.01
+DEFAULT_EXAMPLES = 1000
+BATCH_SIZE = 256
+
+
+class QuantizationError(ExportError):
+    """The int8 model scores too far below the float32 one (nothing was written)."""
+
+
+def quantize_onnx(
+    onnx_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    task=None,
+    max_accuracy_drop: float | None = DEFAULT_MAX_ACCURACY_DROP,
+    examples: int = DEFAULT_EXAMPLES,
+    per_channel: bool = False,
+) -> dict:
+    """Writes an int8 copy of the ONNX export in `onnx_dir` to `out_dir`.
+
+    Args:
+        onnx_dir: an ONNX export directory (float32).
+        out_dir: the directory to write; it must not exist yet, or be empty.
+        task: the `transformer_zoo.train.task.Task` to measure on; None loads the one
+            `config.json` names (`data`, `seed`), as `transformer-zoo evaluate` does.
+        max_accuracy_drop: the largest accepted fall of the score (0.01: one point of
+            accuracy); None skips the measurement (the only way for a model without a
+            task, such as an imported embedding model).
+        examples: how many test examples to score (the first ones).
+        per_channel: one scale per output column instead of one per matrix.
+
+    Returns:
+        The report also written to `out_dir/quantization.json`: per graph file the
+        float32 and int8 sizes, and (when measured) the metric, both scores, the drop
+        and the seconds each model took to serve the examples.
+
+    Raises:
+        ModelDirectoryError: `onnx_dir` is not an ONNX export, or `out_dir` is not empty.
+        QuantizationError: the int8 score fell by more than `max_accuracy_drop`.
+        ExportError: onnxruntime cannot quantize or load the graphs.
+    """
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    onnx_dir, out_dir = os.fspath(onnx_dir), os.fspath(out_dir)
+    config = load_run_config(onnx_dir)
+    entry = config.export.get("onnx")
+    if not entry:
+        raise ModelDirectoryError(f"{onnx_dir!r} holds no ONNX export to quantize.")
+    if entry.get("quantization"):
+        raise ModelDirectoryError(f"{onnx_dir!r} is already quantized ({entry['quantization']}).")
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
+        raise ModelDirectoryError(f"`out_dir` must be new or empty. Received: {out_dir}")
+    if max_accuracy_drop is not None and not 0 <= max_accuracy_drop <= 1:
+        raise ValueError(
+            f"`max_accuracy_drop` must be in [0, 1] or None. Received: {max_accuracy_drop!r}"
+        )
+    if not isinstance(examples, int) or examples < 1:
+        raise ValueError(f"`examples` must be a positive integer. Received: {examples!r}")
+    if max_accuracy_drop is not None and task is None:
+        task = _config_task(config)
+
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=".quantize-")
+    try:
+        report = {"weights": "int8", "method": "quantize_dynamic", "per_channel": per_channel}
+        files = {}
+        for name in os.listdir(onnx_dir):
+            source = os.path.join(onnx_dir, name)
+            if name.endswith(".onnx"):
+                target = os.path.join(staging, name)
+                root = logging.getLogger()
+                level = root.level
+                root.setLevel(logging.ERROR)  # its advice to run shape inference first
+                try:
+                    quantize_dynamic(
+                        source, target, weight_type=QuantType.QInt8, per_channel=per_channel
+                    )
+                    make_session(target, 1)  # fails here, not when served
+                except Exception as error:
+                    message = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                    raise ExportError(f"Cannot quantize {name}: {message}") from None
+                finally:
+                    root.setLevel(level)
+                files[name] = {"float32_bytes": os.path.getsize(source)}
+                files[name]["int8_bytes"] = os.path.getsize(target)
+            elif os.path.isfile(source) and name not in (CONFIG_FILE, REPORT_FILE):
+                shutil.copy2(source, staging)  # tokenizers, genai_config.json
+        report["files"] = files
+        quantized = RunConfig.from_dict(config.to_dict())
+        quantized.export = {
+            key: value
+            for key, value in config.export.items()
+            if key != "saved_model"  # the SavedModel stays in onnx_dir, float32
+        }
+        quantized.export["onnx"] = {**entry, "quantization": "int8"}
+        save_run_config(staging, quantized)
+        if max_accuracy_drop is not None:
+            report.update(compare_on_task(onnx_dir, staging, task, examples))
+            report["max_accuracy_drop"] = max_accuracy_drop
+            if report["drop"] > max_accuracy_drop:
+                raise QuantizationError(
+                    f"int8 {report['metric']} is {report['int8']:.4f} against "
+                    f"{report['float32']:.4f} in float32 on {report['examples']} test "
+                    f"examples: a drop of {report['drop']:.4f} > max_accuracy_drop="
+                    f"{max_accuracy_drop}. Nothing was written."
+                )
+        with open(os.path.join(staging, REPORT_FILE), "w", encoding="utf-8") as file:
+            json.dump(report, file, indent=2)
+            file.write("\n")
+        if os.path.isdir(out_dir):
+            os.rmdir(out_dir)  # empty, checked above
+        os.replace(staging, out_dir)
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+    return report
+
+
+def _config_task(config: RunConfig):
+    """The task a run was trained on (its data, seed and example limit)."""
+    if not config.data:
+        raise ModelDirectoryError(
+            "This model names no task (config.json has no `data`), so the int8 accuracy "
+            "cannot be measured; pass a task, or max_accuracy_drop=None "
+            "(`--max-accuracy-drop none`) to quantize unmeasured."
+        )
+    from transformer_zoo.train.family_setup import limit_task
+    from transformer_zoo.train.task import load_task
+
+    task = load_task(config.data, config.family, seed=config.seed or 0)
+    return limit_task(task, (config.extra.get("train") or {}).get("max_examples"))
+
+
+def compare_on_task(float_dir: str, int8_dir: str, task, examples: int) -> dict:
+    """Both directories' score on the first `examples` test examples of `task`, and the
+    seconds each took (served in turn, batches of 256, sorted by length)."""
+    test = task.test[:examples]
+    if not test:
+        raise ValueError("The task's test split is empty: nothing to measure on.")
+    result = {"examples": len(test)}
+    for name, directory in (("float32", float_dir), ("int8", int8_dir)):
+        served = load_onnx(directory)
+        started = time.perf_counter()
+        metric, score = task_score(served, test)
+        result[f"{name}_seconds"] = round(time.perf_counter() - started, 2)
+        result["metric"], result[name] = metric, round(score, 6)
+    result["drop"] = round(result["float32"] - result["int8"], 6)
+    return result
+
+
+def task_score(served, examples) -> tuple[str, float]:
+    """`(metric name, score)` of a `ServedModel` on task examples (see the module doc)."""
+    from transformer_zoo.train.evaluation import accuracy, exact_match
+
+    if served.family == "encoder-only":
+        texts = [e.text for e in examples]
+        pairs = [e.text2 or "" for e in examples] if any(e.text2 for e in examples) else None
+        predicted = [r["label"] for r in served.classify(texts, pairs, batch_size=BATCH_SIZE)]
+        return "accuracy", accuracy(predicted, [e.label for e in examples])
+    if served.family == "encoder-decoder":
+        inputs, references = [e.source for e in examples], [e.target for e in examples]
+
+        def run(texts):
+            return served.translate(texts)
+    elif any(e.prompt for e in examples):
+        inputs, references = [e.prompt for e in examples], [e.completion for e in examples]
+
+        def run(texts):
+            longest = max(len(prompt_ids(served.tokenizer, t)) for t in texts)
+            return served.generate(texts, max(1, min(64, served.max_length - longest)))
+    else:
+        return "next_token_accuracy", _next_token_accuracy(served, examples)
+    predictions = [""] * len(inputs)
+    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
+    for start in range(0, len(order), BATCH_SIZE):
+        rows = order[start : start + BATCH_SIZE]
+        for i, text in zip(rows, run([inputs[i] for i in rows]), strict=True):
+            predictions[i] = text
+    return "exact_match", exact_match(predictions, references)
+
+
+def _next_token_accuracy(served, examples) -> float:
+    """Teacher-forced: the share of next tokens the model ranks first, over each text's
+    tokens (one pass per text with an empty cache)."""
+    engine, hits, total = served.engine, 0, 0
+    for example in examples:
+        ids = prompt_ids(served.tokenizer, example.text, served.max_length)
+        if len(ids) < 2:
+            continue
+        tokens = np.asarray(ids, np.int64)[None]
+        mask = np.ones_like(tokens, bool)
+        positions = np.arange(tokens.shape[1])[None]
+        empty = np.zeros((1, engine.dims["num_heads"], 0, engine.dims["head_dim"]), np.float32)
+        feeds = {
+            "input_ids": tokens,
+            "attention_mask": mask.astype(np.int64),
+            "position_ids": positions,
+            **dict.fromkeys(engine.cache_names, empty),
+        }
+        logits = served.runner.run("model", feeds, numpy_outputs=("logits",))["logits"]
+        hits += int((logits[0, :-1].argmax(-1) == tokens[0, 1:]).sum())
+        total += tokens.shape[1] - 1
+    if not total:
+        raise ValueError("No test text has two tokens: nothing to measure on.")
+    return hits / total
