@@ -155,14 +155,19 @@ def quantize_onnx(
     return report
 
 
-def _config_task(config: RunConfig):
-    """The task a run was trained on (its data, seed and example limit)."""
+def require_task(config: RunConfig) -> None:
+    """Raises `ModelDirectoryError` unless `config` names the task to measure on."""
     if not config.data:
         raise ModelDirectoryError(
             "This model names no task (config.json has no `data`), so the int8 accuracy "
             "cannot be measured; pass a task, or max_accuracy_drop=None "
             "(`--max-accuracy-drop none`) to quantize unmeasured."
         )
+
+
+def _config_task(config: RunConfig):
+    """The task a run was trained on (its data, seed and example limit)."""
+    require_task(config)
     from transformer_zoo.train.family_setup import limit_task
     from transformer_zoo.train.task import load_task
 

@@ -9,6 +9,7 @@ from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
     quantize_onnx,
+    require_task,
 )
 from transformer_zoo.export.runtime.errors import ModelDirectoryError
 from transformer_zoo.run import MODEL_FILE, check_run_files, load_run_config
@@ -63,6 +64,8 @@ def export_run(
     if os.path.abspath(run_dir) == os.path.abspath(out_dir):
         raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
     config = load_run_config(run_dir)
+    if quantize and max_accuracy_drop is not None:
+        require_task(config)  # before the export, not after it
     check_run_files(run_dir, config, MODEL_FILE)
     try:
         model = keras.saving.load_model(os.path.join(run_dir, MODEL_FILE))

@@ -1,0 +1,126 @@
+"""`quantize_onnx` and `transformer-zoo export --quantize int8`: an int8 copy that serves,
+is scored on the task next to float32 (references from the Keras engine, so the float32
+export must score exactly 1), and is refused, leaving nothing behind, past the limit."""
+
+import json
+import os
+import types
+
+import numpy as np
+import pytest
+
+from transformer_zoo.cli import main
+from transformer_zoo.export import QuantizationError, load_served_model, quantize_onnx
+from transformer_zoo.export.runtime import ModelDirectoryError, load_onnx
+from transformer_zoo.run import load_run_config
+from transformer_zoo.text import prompt_ids
+from transformer_zoo.train.examples import (
+    ClassificationExample,
+    PromptCompletion,
+    TranslationPair,
+)
+
+from .conftest import SENTENCES
+
+INPUTS = sorted({s for s in SENTENCES if len(s) < 25})  # they fit the tiny contexts
+
+
+def keras_task(art, family: str):
+    """Test examples whose references are what the Keras engine predicts."""
+    keras_model = load_served_model(art.run_dir, "keras")
+    if family == "encoder-decoder":
+        targets = keras_model.translate(INPUTS)
+        return [TranslationPair(s, t) for s, t in zip(INPUTS, targets, strict=True)]
+    if family == "decoder-only":
+        longest = max(len(prompt_ids(art.tokenizer, t)) for t in INPUTS)
+        completions = keras_model.generate(INPUTS, min(64, 48 - longest))
+        return [PromptCompletion(p, c) for p, c in zip(INPUTS, completions, strict=True)]
+    labels = [r["label"] for r in keras_model.classify(INPUTS)]
+    return [ClassificationExample(label, text) for label, text in zip(labels, INPUTS, strict=True)]
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only", "encoder-only"])
+def test_int8_copy_serves_and_is_scored_next_to_float32(family_artifacts, tmp_path, family):
+    art = family_artifacts(family)
+    task = types.SimpleNamespace(test=keras_task(art, family))
+    out = tmp_path / "int8"
+    report = quantize_onnx(art.export_dir, out, task=task, max_accuracy_drop=1.0)
+
+    assert report["float32"] == 1.0  # the float32 ONNX export predicts what Keras does
+    assert 0.0 <= report["int8"] <= 1.0
+    assert report["drop"] == pytest.approx(1.0 - report["int8"])
+    assert report["examples"] == len(INPUTS)
+    assert report["metric"] == ("accuracy" if family == "encoder-only" else "exact_match")
+    for name, sizes in report["files"].items():
+        assert name.endswith(".onnx") and os.path.isfile(out / name)
+        assert sizes["int8_bytes"] < sizes["float32_bytes"]
+    assert json.loads((out / "quantization.json").read_text()) == report
+
+    config = load_run_config(out)
+    assert config.export["onnx"]["quantization"] == "int8"
+    assert "saved_model" not in config.export  # the SavedModel is float32 and stays behind
+    served = load_onnx(out)
+    if family == "encoder-decoder":
+        assert all(isinstance(t, str) for t in served.translate(INPUTS[:2]))
+    elif family == "decoder-only":
+        assert all(isinstance(t, str) for t in served.generate(INPUTS[:2], 4))
+    else:
+        assert served.classify(INPUTS[:2])[0]["label"] in art.config.label_names
+
+
+def test_int8_weights_stay_close_to_float32(family_artifacts, tmp_path):
+    art = family_artifacts("encoder-only")
+    quantize_onnx(art.export_dir, tmp_path / "q", max_accuracy_drop=None)
+    ids = np.array([[5, 9, 12, 7, 3, 0]])
+    feeds = {"input_ids": ids, "attention_mask": (ids != 0).astype(np.int64)}
+    feeds["token_type_ids"] = np.zeros_like(ids)
+    outputs = [
+        load_onnx(d).runner.run("model", feeds)["last_hidden_state"]
+        for d in (art.export_dir, tmp_path / "q")
+    ]
+    difference = np.abs(outputs[0] - outputs[1]).max()
+    assert 0 < difference < 0.1 * np.abs(outputs[0]).max()  # changed, but not much
+
+
+def test_a_drop_past_the_limit_writes_nothing(family_artifacts, tmp_path, monkeypatch):
+    art = family_artifacts("encoder-decoder")
+    scores = {"examples": 3, "metric": "exact_match", "float32": 0.9, "int8": 0.8, "drop": 0.1}
+    monkeypatch.setattr(
+        "transformer_zoo.export.quantize.compare_on_task", lambda *args: dict(scores)
+    )
+    task = types.SimpleNamespace(test=[])
+    with pytest.raises(QuantizationError, match=r"drop of 0\.1000 > max_accuracy_drop=0\.05"):
+        quantize_onnx(art.export_dir, tmp_path / "q", task=task, max_accuracy_drop=0.05)
+    assert os.listdir(tmp_path) == []  # neither the directory nor a staging folder
+
+
+def test_bad_requests_are_refused(family_artifacts, wordpiece_artifacts, tmp_path):
+    art = family_artifacts("encoder-only")
+    with pytest.raises(ModelDirectoryError, match="names no task.*--max-accuracy-drop none"):
+        quantize_onnx(wordpiece_artifacts.export_dir, tmp_path / "a")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(ModelDirectoryError, match="new or empty"):
+        quantize_onnx(art.export_dir, tmp_path / "full", max_accuracy_drop=None)
+    with pytest.raises(ValueError, match="max_accuracy_drop"):
+        quantize_onnx(art.export_dir, tmp_path / "b", max_accuracy_drop=1.5)
+    quantize_onnx(art.export_dir, tmp_path / "c", max_accuracy_drop=None)
+    with pytest.raises(ModelDirectoryError, match="already quantized"):
+        quantize_onnx(tmp_path / "c", tmp_path / "d", max_accuracy_drop=None)
+
+
+def test_export_command_writes_the_int8_copy(family_artifacts, tmp_path, capsys):
+    art = family_artifacts("decoder-only")
+    argv = ["export", art.run_dir, "--format", "onnx", "--out", tmp_path / "e"]
+    code = main([str(a) for a in argv] + ["--quantize", "int8", "--max-accuracy-drop", "none"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    report = json.loads(out)
+    assert set(report) == {"onnx", "int8"} and "float32" not in report["int8"]
+    code = main(["generate", "the cat", "--model", str(tmp_path / "e" / "int8")])
+    assert code == 0 and capsys.readouterr().out.strip() != ""
+
+    code = main([str(a) for a in argv] + ["--quantize", "int8"])  # the run names no task
+    assert code == 2 and "names no task" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(a) for a in argv] + ["--quantize", "int8", "--max-accuracy-drop", "2"])
