@@ -4,16 +4,15 @@ our greedy tokens: the proof that the graph follows the conventions (DESIGN.md).
 import numpy as np
 import pytest
 
+from transformer_zoo.export import quantize_onnx
+from transformer_zoo.export.runtime import load_onnx
 from transformer_zoo.models import generate
 
 og = pytest.importorskip("onnxruntime_genai")
 
 
-@pytest.mark.parametrize("prompt", [[2, 7, 9, 11, 5], [2]])
-def test_onnxruntime_genai_greedy_tokens_equal_ours(family_artifacts, prompt):
-    art = family_artifacts("decoder-only")
-    new_tokens = 12
-    model = og.Model(str(art.export_dir))
+def genai_greedy(directory, prompt: list[int], new_tokens: int) -> np.ndarray:
+    model = og.Model(str(directory))
     params = og.GeneratorParams(model)
     # No EOS stop on either side, so that both run exactly `new_tokens` steps.
     params.set_search_options(max_length=len(prompt) + new_tokens, do_sample=False)
@@ -21,7 +20,24 @@ def test_onnxruntime_genai_greedy_tokens_equal_ours(family_artifacts, prompt):
     generator.append_tokens(np.array([prompt], np.int32))
     while not generator.is_done():
         generator.generate_next_token()
-    theirs = np.asarray(generator.get_sequence(0))[len(prompt) :]
+    return np.asarray(generator.get_sequence(0))[len(prompt) :]
+
+
+@pytest.mark.parametrize("prompt", [[2, 7, 9, 11, 5], [2]])
+def test_onnxruntime_genai_greedy_tokens_equal_ours(family_artifacts, prompt):
+    art = family_artifacts("decoder-only")
+    new_tokens = 12
+    theirs = genai_greedy(art.export_dir, prompt, new_tokens)
     ours = generate(art.model, np.array([prompt]), new_tokens, eos_id=None).tokens[0]
     assert len(ours) == new_tokens  # untrained weights may repeat one token; equality still binds
+    np.testing.assert_array_equal(theirs, ours)
+
+
+def test_onnxruntime_genai_runs_the_int8_export(family_artifacts, tmp_path):
+    """The int8 copy keeps the conventions: genai's greedy tokens equal our runtime's on it."""
+    art = family_artifacts("decoder-only")
+    quantize_onnx(art.export_dir, tmp_path / "int8", max_accuracy_drop=None)
+    prompt, new_tokens = [2, 7, 9, 11, 5], 12
+    theirs = genai_greedy(tmp_path / "int8", prompt, new_tokens)
+    ours = load_onnx(tmp_path / "int8").generate_ids([prompt], new_tokens).tokens[0]
     np.testing.assert_array_equal(theirs, ours)
