@@ -2,13 +2,16 @@
 batch sizes and lengths, and identical tokens from greedy (all three engines), beam search
 and seeded sampling (Keras and ONNX)."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_zoo.export import load_served_model
+from transformer_zoo.export import export_onnx, export_saved_model, load_served_model
 from transformer_zoo.export.runtime import load_onnx, make_session
-from transformer_zoo.models import generate
+from transformer_zoo.models import from_preset, generate
+
+sparse_loss = keras.losses.SparseCategoricalCrossentropy
 
 SHAPES = [(1, 3), (4, 9)]  # (batch, length)
 
@@ -186,6 +189,52 @@ def test_translations_are_identical_on_keras_and_onnx(family_artifacts, strategy
     if strategy == "greedy":
         saved = load_served_model(art.export_dir, "saved_model").translate(sources, 12)
         assert saved == onnx_model.translate(sources, 12)
+
+
+def test_encoder_decoder_greedy_tokens_are_identical_on_keras_saved_model_and_onnx(tmp_path):
+    """After 24 steps on a copy task, so that continuations vary and rows end at different
+    steps: a wrong self- or cross-attention cache could not hide behind one repeated token
+    (untrained encoder-decoders repeat one)."""
+    keras.utils.set_random_seed(3)
+    model = from_preset(
+        "tiny", family="encoder-decoder", vocabulary_size=40, target_vocabulary_size=40,
+        max_length=24, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
+        dropout=0.0,
+    )  # fmt: skip
+    copies = np.random.default_rng(0).integers(4, 40, (512, 6))
+    start, end = np.full((512, 1), 2), np.full((512, 1), 3)
+    decoder_in = np.concatenate([start, copies], axis=1)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=sparse_loss(from_logits=True))
+    model.fit(
+        {
+            "encoder_token_ids": copies,
+            "encoder_padding_mask": copies != 0,
+            "decoder_token_ids": decoder_in,
+            "decoder_padding_mask": decoder_in != 0,
+        },
+        np.concatenate([copies, end], axis=1),
+        batch_size=64,
+        epochs=3,
+        verbose=0,
+    )
+    export_onnx(model, tmp_path)
+    export_saved_model(model, tmp_path)
+    source = _padded([[5, 9, 12, 30], [7, 33], [11, 20, 31, 8, 6, 25]])
+    inputs = {"encoder_token_ids": source, "encoder_padding_mask": source != 0}
+    expected = generate(model, inputs, 10, eos_id=3, decoder_start_id=2).tokens
+    assert len(set(expected.ravel().tolist())) > 4  # varied continuations
+    assert len({int((row != 0).sum()) for row in expected}) > 1  # rows end at different steps
+    np.testing.assert_array_equal(load_onnx(tmp_path).translate_ids(source, 10).tokens, expected)
+    saved_model = load_served_model(tmp_path, "saved_model")
+    np.testing.assert_array_equal(saved_model.translate_ids(source, 10).tokens, expected)
+    in_graph = saved_model.runner.loaded.signatures["generate"](
+        input_ids=source,
+        attention_mask=(source != 0).astype(np.int64),
+        max_new_tokens=tf.constant(10),
+    )["tokens"]
+    in_graph = np.asarray(in_graph)  # stops once every row has ended: maybe fewer columns
+    np.testing.assert_array_equal(in_graph, expected[:, : in_graph.shape[1]])
+    assert (expected[:, in_graph.shape[1] :] == 0).all()
 
 
 def test_embeddings_and_classes_agree_on_keras_and_onnx(family_artifacts):

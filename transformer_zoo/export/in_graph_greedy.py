@@ -73,6 +73,37 @@ def greedy_loop(step, start_logits, state, max_new_tokens, eos_id, pad_id, invar
     return tokens
 
 
+def cached_greedy(call, logits, present, mask, positions, max_new_tokens, eos_id, pad_id):
+    """Greedy tokens (B, N) from a cached model step, after the prompt's pass.
+
+    Args:
+        call: `(tokens (B, S), cache, mask (B, L), positions (B, S)) -> (logits, present)`:
+            `DecoderOnly.call_with_cache`, or an encoder-decoder's `decode_step` with its
+            source mask bound; `present` is one tuple per layer (2 self-attention tensors,
+            or 4 with the cross-attention keys and values), which `call` takes back.
+        logits, present: the prompt pass's outputs.
+        mask: (B, L) bool mask of the prompt; positions: (B, L) its positions.
+        max_new_tokens, eos_id, pad_id: as for `greedy_loop`.
+    """
+    per_layer = len(present[0])
+    heads, head_width = present[0][0].shape[1], present[0][0].shape[3]
+    cache_shape = tf.TensorShape([None, heads, None, head_width])  # batch, length free
+
+    def step(tokens, state):
+        mask, position, *flat = state
+        mask = tf.concat([mask, tf.ones_like(tokens, tf.bool)], axis=1)
+        cache = [tuple(flat[i : i + per_layer]) for i in range(0, len(flat), per_layer)]
+        logits, present = call(tokens, cache, mask, position[:, None])
+        flat = [t for layer in present for t in layer]
+        return logits[:, -1], (mask, position + 1, *flat)
+
+    flat = [t for layer in present for t in layer]
+    state = (mask, positions[:, -1] + 1, *flat)
+    invariants = [tf.TensorShape([None, None]), tf.TensorShape([None])]
+    invariants += [cache_shape] * len(flat)
+    return greedy_loop(step, logits[:, -1], state, max_new_tokens, eos_id, pad_id, invariants)
+
+
 def check_budget(prompt_length, max_new_tokens, max_length):
     """An error (not a silently truncated result) when the prompt plus the new tokens
     exceed the model's positions."""

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
 from transformer_zoo.export.graphs import INT, export_graphs, model_dimensions
-from transformer_zoo.export.in_graph_greedy import check_budget, greedy_loop, left_align
+from transformer_zoo.export.in_graph_greedy import cached_greedy, check_budget, left_align
 from transformer_zoo.export.validation import ATOL, compare_graph
 from transformer_zoo.run import RunConfig
 
@@ -46,8 +46,6 @@ def _ids(name):
 def _generative_signatures(model, family, special_ids) -> dict:
     eos, pad, bos = special_ids.get("eos"), special_ids.get("pad", 0), special_ids.get("bos")
     budget = tf.TensorSpec((), tf.int32, name="max_new_tokens")
-    heads, head_dim = model.num_heads, model.head_dim
-    cache_shape = tf.TensorShape([None, heads, None, head_dim])
     if family == "decoder-only":
 
         @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask")])
@@ -63,21 +61,9 @@ def _generative_signatures(model, family, special_ids) -> dict:
                 positions = tf.maximum(tf.cumsum(tf.cast(mask, INT), axis=1) - 1, 0)
             cache = model.empty_cache(tf.shape(ids)[0])
             logits, present = model.call_with_cache(ids, cache, mask, positions)
-
-            def step(tokens, state):
-                mask, position, *flat = state
-                mask = tf.concat([mask, tf.ones_like(tokens, tf.bool)], axis=1)
-                cache = [tuple(flat[i : i + 2]) for i in range(0, len(flat), 2)]
-                logits, present = model.call_with_cache(tokens, cache, mask, position[:, None])
-                flat = [t for layer in present for t in layer]
-                return logits[:, -1], (mask, position + 1, *flat)
-
-            flat = [t for layer in present for t in layer]
-            state = (mask, positions[:, -1] + 1, *flat)
-            invariants = [tf.TensorShape([None, None]), tf.TensorShape([None])]
-            invariants += [cache_shape] * len(flat)
-            tokens = greedy_loop(step, logits[:, -1], state, max_new_tokens, eos, pad, invariants)
-            return {"tokens": tokens}
+            call = model.call_with_cache
+            args = (logits, present, mask, positions, max_new_tokens, eos, pad)
+            return {"tokens": cached_greedy(call, *args)}
 
         return {"serving_default": serve, "generate": generate}
 
@@ -110,20 +96,11 @@ def _generative_signatures(model, family, special_ids) -> dict:
         positions = tf.zeros([batch, 1], INT)
         logits, present = model.decode_step(start, cache, source_mask, mask, positions)
 
-        def step(tokens, state):
-            mask, position, *flat = state
-            mask = tf.concat([mask, tf.ones_like(tokens, tf.bool)], axis=1)
-            cache = [tuple(flat[i : i + 4]) for i in range(0, len(flat), 4)]
-            logits, present = model.decode_step(tokens, cache, source_mask, mask, position[:, None])
-            flat = [t for layer in present for t in layer]
-            return logits[:, -1], (mask, position + 1, *flat)
+        def call(tokens, cache, mask, positions):
+            return model.decode_step(tokens, cache, source_mask, mask, positions)
 
-        flat = [t for layer in present for t in layer]
-        state = (mask, positions[:, -1] + 1, *flat)
-        invariants = [tf.TensorShape([None, None]), tf.TensorShape([None])]
-        invariants += [cache_shape] * len(flat)
-        tokens = greedy_loop(step, logits[:, -1], state, max_new_tokens, eos, pad, invariants)
-        return {"tokens": tokens}
+        args = (logits, present, mask, positions, max_new_tokens, eos, pad)
+        return {"tokens": cached_greedy(call, *args)}
 
     return {"serving_default": serve, "generate": generate}
 
