@@ -216,20 +216,6 @@ def summarize(raw: dict, count: int) -> dict:
     }
 
 
-def session_without_spinning(path: str, threads: int):
-    """The ONNX engine's session with `allow_spinning` off. onnxruntime's workers spin
-    while they wait for work: quickest on an idle machine, but on a busy one a worker that
-    loses its core stalls every parallel op until it runs again."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-
-
 def time_cli(model_dir: Path, engine: str, sentences_file: str, args) -> float:
     """Wall seconds of one `transformer-zoo embed` command, start-up included."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -257,7 +243,7 @@ def main() -> None:
         "--engines",
         default="onnx,onnx-nospin,keras",
         help="ours to measure: onnx, keras, saved_model; onnx-nospin is the ONNX engine "
-        "with onnxruntime's spin-waiting off",
+        "with idle threads that sleep (--no-spinning) instead of spinning (the default)",
     )
     parser.add_argument("--cli", action="store_true", help="also time whole embed commands")
     parser.add_argument("--rebuild", action="store_true", help="import and export again")
@@ -285,11 +271,8 @@ def main() -> None:
     directories = {"onnx": export_dir, "keras": run_dir, "saved_model": export_dir}
     for engine in args.engines.split(","):
         base = engine.removesuffix("-nospin")
-        model = load_served_model(directories[base], base, args.threads)
-        if engine.endswith("-nospin"):
-            model.runner.sessions["model"] = session_without_spinning(
-                os.path.join(directories[base], "model.onnx"), args.threads
-            )
+        spinning = not engine.endswith("-nospin")  # --no-spinning: idle threads sleep
+        model = load_served_model(directories[base], base, args.threads, spinning)
         engines[f"ours-{engine}"] = LocalEngine(model, sentences)
     load = {"before": uptime()}
     raw = measure(engines, len(sentences), args.batch_size, args.repeats, picks)
