@@ -46,7 +46,7 @@ def register(commands) -> None:
     )
     export.add_argument(
         "--quantize-examples",
-        type=int,
+        type=_positive_int,
         default=1000,
         help="test examples the int8 measurement uses (default 1000)",
     )
@@ -232,6 +232,16 @@ def _classify(args) -> int:
         else:
             print(f"{result['label']}\t{result['score']:.4f}")
     return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _accuracy_drop(text: str) -> float | None:

@@ -122,5 +122,6 @@ def test_export_command_writes_the_int8_copy(family_artifacts, tmp_path, capsys)
 
     code = main([str(a) for a in argv] + ["--quantize", "int8"])  # the run names no task
     assert code == 2 and "names no task" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main([str(a) for a in argv] + ["--quantize", "int8", "--max-accuracy-drop", "2"])
+    for bad in (["--max-accuracy-drop", "2"], ["--quantize-examples", "0"]):
+        with pytest.raises(SystemExit):  # argparse: exit code 2 before anything is exported
+            main([str(a) for a in argv] + ["--quantize", "int8", *bad])
