@@ -234,6 +234,24 @@ def _classify(args) -> int:
     return 0
 
 
+def _show_stages(logger: str, prefix: str) -> None:
+    """Prints the INFO messages of `logger` (the stages of long work) on stderr: the
+    `sys.stderr` of the moment of each message, and one handler however often called."""
+    import logging
+
+    class StageHandler(logging.StreamHandler):
+        def emit(self, record):
+            self.stream = sys.stderr
+            super().emit(record)
+
+    target = logging.getLogger(logger)
+    target.handlers = [h for h in target.handlers if type(h).__name__ != "StageHandler"]
+    handler = StageHandler()
+    handler.setFormatter(logging.Formatter(f"{prefix}: %(message)s"))
+    target.addHandler(handler)
+    target.setLevel(logging.INFO)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -274,6 +292,7 @@ def _export(args: argparse.Namespace) -> int:
         "max_accuracy_drop": args.max_accuracy_drop,
         "quantize_examples": args.quantize_examples,
     }
+    _show_stages("transformer_zoo.export", "transformer-zoo export")
     try:
         report = export_run(args.run_dir, args.out, formats, **options)
     except (RunError, ValueError) as error:

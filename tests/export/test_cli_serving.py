@@ -24,8 +24,11 @@ def test_export_command_writes_both_formats_from_a_run_directory(
     family_artifacts, tmp_path, capsys
 ):
     art = family_artifacts("encoder-only")
-    code, out, _ = _run(capsys, "export", art.run_dir, "--format", "all", "--out", tmp_path)
+    code, out, err = _run(capsys, "export", art.run_dir, "--format", "all", "--out", tmp_path)
     assert code == 0
+    # The stages on stderr, the report alone on stdout.
+    assert "transformer-zoo export: model.onnx: converting with tf2onnx" in err
+    assert "saved_model: largest difference from the model" in err
     report = json.loads(out)
     assert report["onnx"]["model.onnx"]["max_abs_diff"] <= 1e-4
     assert (tmp_path / "saved_model" / "saved_model.pb").is_file()

@@ -10,6 +10,7 @@ and leaves no half-written model file behind.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -28,6 +29,7 @@ from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
 OPSET = 17  # LayerNormalization needs 17; tf2onnx 1.17 supports up to 18
+log = logging.getLogger(__name__)  # stages of an export; `transformer-zoo export` shows them
 
 
 def convert_graph(
@@ -128,6 +130,7 @@ def export_onnx(
     dims = model_dimensions(model)
     report, entries = {}, {}
     for graph in export_graphs(model):
+        log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
         proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
         path = os.path.join(out_dir, graph.file)
         fd, temporary = tempfile.mkstemp(dir=out_dir, prefix=".export-", suffix=".onnx")
@@ -142,6 +145,13 @@ def export_onnx(
                 os.remove(temporary)
         info["bytes"] = os.path.getsize(path)
         report[graph.file] = info
+        log.info(
+            "%s: %d nodes, %.1f MB, largest difference from the model %s",
+            graph.file,
+            info["nodes"],
+            info["bytes"] / 1e6,
+            f"{info['max_abs_diff']:.1e}" if "max_abs_diff" in info else "not checked",
+        )
         entries[graph.name] = {
             "file": graph.file,
             "inputs": [spec.name for spec in graph.inputs],

@@ -37,6 +37,7 @@ from transformer_zoo.run import CONFIG_FILE, RunConfig, load_run_config, save_ru
 from transformer_zoo.text import prompt_ids
 
 REPORT_FILE = "quantization.json"
+log = logging.getLogger(__name__)  # stages; `transformer-zoo export --quantize` shows them
 DEFAULT_MAX_ACCURACY_DROP = 0.01
 DEFAULT_EXAMPLES = 1000
 BATCH_SIZE = 256
@@ -107,6 +108,7 @@ def quantize_onnx(
             source = os.path.join(onnx_dir, name)
             if name.endswith(".onnx"):
                 target = os.path.join(staging, name)
+                log.info("int8: quantizing %s", name)
                 root = logging.getLogger()
                 level = root.level
                 root.setLevel(logging.ERROR)  # its advice to run shape inference first
@@ -183,12 +185,20 @@ def compare_on_task(float_dir: str, int8_dir: str, task, examples: int) -> dict:
         raise ValueError("The task's test split is empty: nothing to measure on.")
     result = {"examples": len(test)}
     for name, directory in (("float32", float_dir), ("int8", int8_dir)):
+        log.info("int8: scoring the %s model on %d test examples", name, len(test))
         served = load_onnx(directory)
         started = time.perf_counter()
         metric, score = task_score(served, test)
         result[f"{name}_seconds"] = round(time.perf_counter() - started, 2)
         result["metric"], result[name] = metric, round(score, 6)
     result["drop"] = round(result["float32"] - result["int8"], 6)
+    log.info(
+        "int8: %s %.4f against %.4f in float32 (a drop of %.4f)",
+        result["metric"],
+        result["int8"],
+        result["float32"],
+        result["drop"],
+    )
     return result
 
 

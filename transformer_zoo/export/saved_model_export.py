@@ -17,6 +17,7 @@ The reloaded SavedModel is compared with the model like an ONNX export.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -31,6 +32,7 @@ from transformer_zoo.export.validation import ATOL, compare_graph
 from transformer_zoo.run import RunConfig
 
 SAVED_MODEL_DIR = "saved_model"
+log = logging.getLogger(__name__)  # stages of an export; `transformer-zoo export` shows them
 # Which signature holds each graph of `export_graphs`.
 GRAPH_SIGNATURES = {
     "decoder-only": {"model": "decoder_step"},
@@ -146,9 +148,11 @@ def export_saved_model(
     target = os.path.join(out_dir, SAVED_MODEL_DIR)
     staging = tempfile.mkdtemp(dir=out_dir, prefix=".saved_model-")
     try:
+        log.info("saved_model: writing %d signatures", len(signatures))
         archive.write_out(staging, verbose=False)
         worst = 0.0
         if validate:
+            log.info("saved_model: reloading it to compare with the model")
             loaded = tf.saved_model.load(staging)
             for graph in graphs:
                 function = loaded.signatures[names[graph.name]]
@@ -172,4 +176,5 @@ def export_saved_model(
         "graphs": {graph: name for graph, name in names.items()},
     }
     update_export_config(out_dir, config, "saved_model", entry, model=dims, tokenizer=has_tokenizer)
+    log.info("saved_model: largest difference from the model %.1e", worst)
     return {"signatures": sorted(signatures), "max_abs_diff": worst}
