@@ -22,11 +22,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from transformer_zoo.generation import generate  # noqa: E402
 from transformer_zoo.models import (  # noqa: E402
     EncoderOnlyClassifier,
     EncoderOnlyMaskedLM,
     from_preset,
-    generate,
 )
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids  # noqa: E402
 from transformer_zoo.train import (  # noqa: E402

@@ -29,7 +29,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from transformer_zoo import search  # noqa: E402
-from transformer_zoo.models import DecoderOnly, KerasEngine  # noqa: E402
+from transformer_zoo.generation import KerasEngine  # noqa: E402
+from transformer_zoo.models import DecoderOnly  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

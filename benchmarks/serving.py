@@ -51,7 +51,8 @@ import onnx  # noqa: E402
 
 from transformer_zoo.export import export_onnx, quantize_onnx  # noqa: E402
 from transformer_zoo.export.runtime import load_onnx  # noqa: E402
-from transformer_zoo.models import DecoderOnly, EncoderOnly, generate  # noqa: E402
+from transformer_zoo.generation import generate  # noqa: E402
+from transformer_zoo.models import DecoderOnly, EncoderOnly  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = dict(num_layers=6, num_heads=8, hidden_dim=512, intermediate_dim=2048)

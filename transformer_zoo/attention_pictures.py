@@ -30,7 +30,7 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
     Returns:
         `{"translation", "attention", "causal_mask"}`: the text and the two PNG paths.
     """
-    from transformer_zoo.models import generate
+    from transformer_zoo.generation import generate
     from transformer_zoo.models.attention_weights import attention_weights
     from transformer_zoo.text import source_ids
 

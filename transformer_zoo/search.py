@@ -1,6 +1,6 @@
 """Decoding algorithms over any engine that steps a model: greedy, sampling, beam search.
 
-Numpy only, on purpose: the Keras engine (`transformer_zoo.models.KerasEngine`) and the
+Numpy only, on purpose: the Keras engine (`transformer_zoo.generation.KerasEngine`) and the
 onnxruntime engine (`transformer_zoo.export.runtime`, TensorFlow-free) plug into the same
 code instead of copying it (STYLE habit 9).
 

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from transformer_zoo.export import export_onnx, export_saved_model, load_served_model
 from transformer_zoo.export.runtime import load_onnx, make_session
-from transformer_zoo.models import from_preset, generate
+from transformer_zoo.generation import generate
+from transformer_zoo.models import from_preset
 
 sparse_loss = keras.losses.SparseCategoricalCrossentropy
 

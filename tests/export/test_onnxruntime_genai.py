@@ -6,7 +6,7 @@ import pytest
 
 from transformer_zoo.export import quantize_onnx
 from transformer_zoo.export.runtime import load_onnx
-from transformer_zoo.models import generate
+from transformer_zoo.generation import generate
 
 og = pytest.importorskip("onnxruntime_genai")
 

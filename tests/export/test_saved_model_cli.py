@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from transformer_zoo.models import generate
+from transformer_zoo.generation import generate
 
 SAVED_MODEL_CLI = pathlib.Path(sys.executable).with_name("saved_model_cli")
 

@@ -5,7 +5,8 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_zoo.models import DecoderOnly, generate
+from transformer_zoo.generation import generate
+from transformer_zoo.models import DecoderOnly
 
 
 def tiny(**overrides):

@@ -58,7 +58,7 @@ def load_served_model(
 
     from transformer_zoo.export.graphs import model_dimensions
     from transformer_zoo.export.tf_runners import KerasRunner
-    from transformer_zoo.models.generation import keras_engine
+    from transformer_zoo.generation import keras_engine
 
     try:
         model = keras.saving.load_model(path)

@@ -1,13 +1,12 @@
-"""The three model families, their presets, and generation with a KV cache."""
+"""The three model families and their presets (`keras.ops` only; generation with a KV
+cache is in `transformer_zoo.generation`)."""
 
 from transformer_zoo.models.decoder_only import DecoderOnly
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.encoder_only import EncoderOnly, mean_pool
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
 from transformer_zoo.models.encoder_only_masked_lm import EncoderOnlyMaskedLM
-from transformer_zoo.models.generation import generate
 from transformer_zoo.models.import_hf_bert import import_hf_bert
-from transformer_zoo.models.keras_engine import KerasEngine
 from transformer_zoo.models.presets import FAMILIES, PRESETS, describe, from_preset, resolve_preset
 
 __all__ = [
@@ -18,10 +17,8 @@ __all__ = [
     "EncoderOnly",
     "EncoderOnlyClassifier",
     "EncoderOnlyMaskedLM",
-    "KerasEngine",
     "describe",
     "from_preset",
-    "generate",
     "import_hf_bert",
     "mean_pool",
     "resolve_preset",

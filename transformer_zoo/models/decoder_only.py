@@ -150,8 +150,8 @@ class DecoderOnly(keras.Model):
         return [(empty, empty) for _ in self.blocks]
 
     def generate(self, inputs, max_new_tokens: int, **kwargs):
-        """Continue prompts; see `transformer_zoo.models.generate` for the arguments."""
-        from transformer_zoo.models.generation import generate
+        """Continue prompts; see `transformer_zoo.generation.generate` for the arguments."""
+        from transformer_zoo.generation import generate
 
         return generate(self, inputs, max_new_tokens, **kwargs)
 

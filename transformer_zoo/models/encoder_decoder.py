@@ -207,8 +207,8 @@ class EncoderDecoder(keras.Model):
         return self.lm_head(x), present
 
     def generate(self, inputs, max_new_tokens: int, **kwargs):
-        """Translate; see `transformer_zoo.models.generate` for the arguments."""
-        from transformer_zoo.models.generation import generate
+        """Translate; see `transformer_zoo.generation.generate` for the arguments."""
+        from transformer_zoo.generation import generate
 
         return generate(self, inputs, max_new_tokens, **kwargs)
 

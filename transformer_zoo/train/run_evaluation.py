@@ -18,7 +18,7 @@ import warnings
 import keras
 import numpy as np
 
-from transformer_zoo.models import generate
+from transformer_zoo.generation import generate
 from transformer_zoo.text import Tokenizer, pair_ids, prompt_ids, source_ids
 from transformer_zoo.train.evaluation import accuracy, bleu, exact_match, per_category
 from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from transformer_zoo.models import DecoderOnly, EncoderDecoder, KerasEngine, generate
+from transformer_zoo.generation import KerasEngine, generate
+from transformer_zoo.models import DecoderOnly, EncoderDecoder
 
 SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=64)
 

@@ -7,7 +7,7 @@ import weakref
 import numpy as np
 
 from transformer_zoo import search
-from transformer_zoo.models.keras_engine import KerasEngine
+from transformer_zoo.generation.keras_engine import KerasEngine
 
 # Compiled engines are kept per model so that a second call does not trace again.
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -1,7 +1,7 @@
 """Steps a `DecoderOnly` or `EncoderDecoder` for the numpy search code (`search.Engine`).
 
-TensorFlow is imported here, the one documented exception to "models speak keras.ops":
-the step must be compiled (a `tf.function` with None dimensions in its signature, so the
+TensorFlow is imported here, which is why this lives outside `transformer_zoo.models`
+(keras.ops only): the step must be compiled (a `tf.function` with None dimensions in its signature, so the
 growing cache does not retrace), and Keras 3 has no backend-neutral way to compile a
 function with a dynamic-shape signature. XLA (`jit_compile=True`) recompiles for every
 new cache length, which measured slower; see benchmarks/generation.py.
