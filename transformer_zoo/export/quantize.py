@@ -170,11 +170,9 @@ def require_task(config: RunConfig) -> None:
 def _config_task(config: RunConfig):
     """The task a run was trained on (its data, seed and example limit)."""
     require_task(config)
-    from transformer_zoo.train.family_setup import limit_task
-    from transformer_zoo.train.task import load_task
+    from transformer_zoo.train.run_evaluation import run_task
 
-    task = load_task(config.data, config.family, seed=config.seed or 0)
-    return limit_task(task, (config.extra.get("train") or {}).get("max_examples"))
+    return run_task(config)
 
 
 def compare_on_task(float_dir: str, int8_dir: str, task, examples: int) -> dict:
@@ -237,18 +235,16 @@ def _next_token_accuracy(served, examples) -> float:
     """Teacher-forced: the share of next tokens the model ranks first, over each text's
     tokens (one pass per text with an empty cache)."""
     engine, hits, total = served.engine, 0, 0
+    empty = np.zeros((1, engine.dims["num_heads"], 0, engine.dims["head_dim"]), np.float32)
     for example in examples:
         ids = prompt_ids(served.tokenizer, example.text, served.max_length)
         if len(ids) < 2:
             continue
         tokens = np.asarray(ids, np.int64)[None]
-        mask = np.ones_like(tokens, bool)
-        positions = np.arange(tokens.shape[1])[None]
-        empty = np.zeros((1, engine.dims["num_heads"], 0, engine.dims["head_dim"]), np.float32)
         feeds = {
             "input_ids": tokens,
-            "attention_mask": mask.astype(np.int64),
-            "position_ids": positions,
+            "attention_mask": np.ones_like(tokens),
+            "position_ids": np.arange(tokens.shape[1])[None],
             **dict.fromkeys(engine.cache_names, empty),
         }
         logits = served.runner.run("model", feeds, numpy_outputs=("logits",))["logits"]

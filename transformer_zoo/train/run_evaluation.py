@@ -179,8 +179,6 @@ def evaluate_run(run_dir: str, split: str = "test") -> dict:
 
     from transformer_zoo.run import MODEL_FILE, RunError, check_run_files, load_run_config
     from transformer_zoo.text import load_tokenizers
-    from transformer_zoo.train.family_setup import limit_task
-    from transformer_zoo.train.task import load_task
 
     config = load_run_config(run_dir)
     settings = config.extra.get("train")
@@ -189,8 +187,16 @@ def evaluate_run(run_dir: str, split: str = "test") -> dict:
     check_run_files(run_dir, config, MODEL_FILE)
     if split not in ("test", "valid"):
         raise ValueError(f"`split` must be 'test' or 'valid'. Received: split={split!r}")
-    task = load_task(config.data, config.family, seed=config.seed or 0)
-    task = limit_task(task, settings.get("max_examples"))
-    setup = FamilySetup.create(task, config.preset, load_tokenizers(run_dir))
+    setup = FamilySetup.create(run_task(config), config.preset, load_tokenizers(run_dir))
     model = keras.saving.load_model(os.path.join(run_dir, MODEL_FILE), compile=False)
     return evaluate_model(model, setup, split)
+
+
+def run_task(config):
+    """The task a run was trained on, as its `RunConfig` names it: data, seed and the
+    `train` example limit."""
+    from transformer_zoo.train.family_setup import limit_task
+    from transformer_zoo.train.task import load_task
+
+    task = load_task(config.data, config.family, seed=config.seed or 0)
+    return limit_task(task, (config.extra.get("train") or {}).get("max_examples"))
