@@ -44,6 +44,7 @@ from transformer_zoo.train import (  # noqa: E402
     per_category,
     translation_dataset,
 )
+from transformer_zoo.train.run_evaluation import _padded  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -63,13 +64,6 @@ class StopAfter(keras.callbacks.Callback):
         done = self.steps is not None and int(self.model.optimizer.iterations) >= self.steps
         if done or time.perf_counter() - self.start > self.seconds:
             self.model.stop_training = True
-
-
-def _padded(rows: list[list[int]]) -> np.ndarray:
-    out = np.zeros((len(rows), max(map(len, rows))), np.int32)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return out
 
 
 def _generate_texts(model, rows, tokenizer, key_prefix, batch_size=500, **kwargs) -> list[str]:

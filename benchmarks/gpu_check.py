@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -23,7 +24,7 @@ CPU_CONFIG = dict(vocab=1000, seq=64, d_model=128, heads=4, layers=2, d_ff=512, 
 
 
 def build(c, strategy=None):
-    scope = strategy.scope() if strategy else _null()
+    scope = strategy.scope() if strategy else contextlib.nullcontext()
     with scope:
         model = DecoderOnly(
             c["vocab"], num_layers=c["layers"], num_heads=c["heads"], hidden_dim=c["d_model"],
@@ -35,14 +36,6 @@ def build(c, strategy=None):
             jit_compile=c.get("jit", False),
         )
     return model
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def data(c, batch):

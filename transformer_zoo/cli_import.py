@@ -160,13 +160,12 @@ def import_hf_run(
 
 
 def _import_hf(args) -> int:
-    from transformer_zoo.cli import UsageError  # cli imports this module: no top-level cycle
+    from transformer_zoo.cli_serving import _one_line, _usage_error
 
     try:
         config = import_hf_run(args.checkpoint_dir, args.out, args.max_length)
     except (OSError, ValueError) as error:  # RunError is a ValueError
-        message = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise UsageError(message) from None
+        raise _usage_error(_one_line(error)) from None
     summary = {"run_dir": args.out, "task": config.task, "max_length": config.max_length}
     if config.label_names:
         summary["label_names"] = config.label_names

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -234,19 +235,20 @@ def _classify(args) -> int:
     return 0
 
 
+class _StageHandler(logging.StreamHandler):
+    """Writes to the `sys.stderr` of the moment (tests and callers may replace it)."""
+
+    def emit(self, record):
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def _show_stages(logger: str, prefix: str) -> None:
     """Prints the INFO messages of `logger` (the stages of long work) on stderr: the
     `sys.stderr` of the moment of each message, and one handler however often called."""
-    import logging
-
-    class StageHandler(logging.StreamHandler):
-        def emit(self, record):
-            self.stream = sys.stderr
-            super().emit(record)
-
     target = logging.getLogger(logger)
-    target.handlers = [h for h in target.handlers if type(h).__name__ != "StageHandler"]
-    handler = StageHandler()
+    target.handlers = [h for h in target.handlers if not isinstance(h, _StageHandler)]
+    handler = _StageHandler()
     handler.setFormatter(logging.Formatter(f"{prefix}: %(message)s"))
     target.addHandler(handler)
     target.setLevel(logging.INFO)

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from transformer_zoo.cli_serving import _one_line, _usage_error
+
 # The choices of `transformer_zoo.train.train_config`, repeated so that building the
 # parser does not import TensorFlow (a test checks they agree).
 FAMILIES = ("encoder-decoder", "encoder-only", "decoder-only")
@@ -84,16 +86,6 @@ def one_line_error(parser: argparse.ArgumentParser):
         sys.exit(2)
 
     return error
-
-
-def _usage_error(message: str) -> Exception:
-    from transformer_zoo.cli import UsageError  # cli imports this module: no top-level cycle
-
-    return UsageError(message)
-
-
-def _one_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def config_from_args(args: argparse.Namespace):

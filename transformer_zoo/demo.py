@@ -19,6 +19,8 @@ import os
 import time
 import unicodedata
 
+from transformer_zoo.cli_serving import _one_line, _usage_error
+
 DEFAULT_OUT = os.path.join("runs", "demo")
 # The whole recipe (4 epochs, about 1,000 steps) takes under a minute on an idle 2-core
 # machine; a time budget would cut it short on a busy one and miss the quality bar, so the
@@ -47,19 +49,13 @@ def register(commands) -> None:
     attention.set_defaults(handler=_attention)
 
 
-def _usage_error(message: str) -> Exception:
-    from transformer_zoo.cli import UsageError  # cli imports this module: no top-level cycle
-
-    return UsageError(message)
-
-
 def _attention(args: argparse.Namespace) -> int:
     from transformer_zoo.attention_pictures import draw_run_attention
 
     try:
         result = draw_run_attention(args.run_dir, args.text, args.out)
     except ValueError as error:
-        raise _usage_error((str(error).strip().splitlines() or ["bad input"])[0]) from None
+        raise _usage_error(_one_line(error)) from None
     print(f"translation: {result['translation']}")
     print(f"wrote {result['attention']}")
     print(f"wrote {result['causal_mask']}")

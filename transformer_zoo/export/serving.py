@@ -36,9 +36,7 @@ def load_served_model(
     if engine == "onnx":
         return load_onnx(directory, intra_op_num_threads, allow_spinning)
     config = load_run_config(directory)
-    tokenizer = target = None  # an id-only export (exported without a tokenizer)
-    if config.export.get("tokenizer", True):
-        tokenizer, target = load_tokenizers(directory, config)
+    tokenizer, target = load_tokenizers(directory, config)
     if engine == "saved_model":
         from transformer_zoo.export.tf_runners import SavedModelRunner
 

@@ -17,11 +17,14 @@ from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
 
 def load_tokenizers(directory: str, config: RunConfig):
-    """`(tokenizer, target_tokenizer)` named by `config`; the target is None when shared.
+    """`(tokenizer, target_tokenizer)` named by `config`; the target is None when shared,
+    and both are None for a model exported without a tokenizer (it serves token ids).
 
     Raises:
         ModelDirectoryError: a tokenizer file is missing or unreadable.
     """
+    if not config.export.get("tokenizer", True):
+        return None, None
     missing = [n for n in config.tokenizer_files if not os.path.isfile(os.path.join(directory, n))]
     if missing:
         raise ModelDirectoryError(
@@ -74,8 +77,6 @@ def load_onnx(
     missing = [os.path.basename(p) for p in files.values() if not os.path.isfile(p)]
     if missing:
         raise ModelDirectoryError(f"{directory!r} lacks {', '.join(missing)}.")
-    tokenizer = target = None
-    if config.export.get("tokenizer", True):
-        tokenizer, target = load_tokenizers(directory, config)
+    tokenizer, target = load_tokenizers(directory, config)
     runner = OnnxRunner(files, intra_op_num_threads, allow_spinning)
     return ServedModel(config, dims, runner, tokenizer=tokenizer, target_tokenizer=target)

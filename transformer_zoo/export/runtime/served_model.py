@@ -139,7 +139,7 @@ class ServedModel:
         """The graph's outputs for a batch of texts (`last_hidden_state`, …) plus the
         `attention_mask` used."""
         self._need("encoder-only", "encode")
-        feeds = self._encoder_feeds(_texts(texts), text_pairs)
+        feeds = self._encoder_feeds(self._tokenize(_texts(texts), text_pairs))
         outputs = self.runner.run("model", feeds)
         return {
             **{k: np.asarray(v) for k, v in outputs.items()},
@@ -156,11 +156,14 @@ class ServedModel:
         _check_batch_size(batch_size)
         # Batches of similar token counts, each padded only to its longest text, so
         # little of the work is spent on padding; rows go back to input order.
+        # Each text is tokenized once: its length plans the batches, its ids feed them.
+        encoded = self._tokenize(texts, None)
         embeddings = np.empty((len(texts), int(self.dims["hidden_dim"])), np.float32)
-        for rows in length_batches(self._token_counts(texts), batch_size):
-            outputs = self.encode([texts[i] for i in rows])
+        for rows in length_batches([len(ids) for ids, _ in encoded], batch_size):
+            feeds = self._encoder_feeds([encoded[i] for i in rows])
+            hidden = self.runner.run("model", feeds, numpy_outputs=("last_hidden_state",))
             embeddings[rows] = mean_pool(
-                outputs["last_hidden_state"], outputs["attention_mask"], normalize
+                hidden["last_hidden_state"], feeds["attention_mask"], normalize
             )
         return embeddings
 
@@ -196,39 +199,35 @@ class ServedModel:
                 })  # fmt: skip
         return results
 
-    def _encoder_feeds(self, texts: list[str], text_pairs) -> dict:
+    def _tokenize(self, texts: list[str], text_pairs) -> list[tuple[list[int], list[int]]]:
+        """`(ids, segment ids)` per text (or pair), truncated to `max_length`."""
         tokenizer = self._tokenizer()
         if isinstance(tokenizer, WordPieceTokenizer):
             if text_pairs is not None:
                 raise InputError("Text pairs need a SentencePiece model; this one uses vocab.txt.")
-            feeds = tokenizer.encode(texts, max_length=self.max_length)
-            segments = np.zeros_like(feeds["input_ids"])
-        else:
-            pairs = [None] * len(texts) if text_pairs is None else list(text_pairs)
-            encoded = [
-                pair_ids(tokenizer, a, b, self.max_length)
-                for a, b in zip(texts, pairs, strict=True)
-            ]
-            width = max(len(ids) for ids, _ in encoded)
-            feeds = {"input_ids": np.zeros((len(texts), width), np.int64)}
-            feeds["attention_mask"] = np.zeros_like(feeds["input_ids"])
-            segments = np.zeros_like(feeds["input_ids"])
-            for row, (ids, segment) in enumerate(encoded):
-                feeds["input_ids"][row, : len(ids)] = ids
-                feeds["attention_mask"][row, : len(ids)] = 1
-                segments[row, : len(ids)] = segment
+            rows = tokenizer.encode_ids(texts, max_length=self.max_length)
+            return [(ids, [0] * len(ids)) for ids in rows]
+        pairs = [None] * len(texts) if text_pairs is None else list(text_pairs)
+        return [
+            pair_ids(tokenizer, a, b, self.max_length) for a, b in zip(texts, pairs, strict=True)
+        ]
+
+    def _encoder_feeds(self, encoded: list[tuple[list[int], list[int]]]) -> dict:
+        """The graph's feeds for tokenized texts, padded to the longest."""
+        pad = self.tokenizer.pad_id
+        width = max(len(ids) for ids, _ in encoded)
+        feeds = {"input_ids": np.full((len(encoded), width), pad, np.int64)}
+        feeds["attention_mask"] = np.zeros_like(feeds["input_ids"])
+        segments = np.zeros_like(feeds["input_ids"])
+        for row, (ids, segment) in enumerate(encoded):
+            feeds["input_ids"][row, : len(ids)] = ids
+            feeds["attention_mask"][row, : len(ids)] = 1
+            segments[row, : len(ids)] = segment
         if self.dims.get("type_vocabulary_size"):
             feeds["token_type_ids"] = segments
         return feeds
 
     # --- helpers ------------------------------------------------------------------------
-    def _token_counts(self, texts: list[str]) -> list[int]:
-        """The length of each text as the encoder will see it (truncated)."""
-        tokenizer = self._tokenizer()
-        if isinstance(tokenizer, WordPieceTokenizer):
-            return [len(ids) for ids in tokenizer.encode_ids(texts, max_length=self.max_length)]
-        return [len(pair_ids(tokenizer, text, None, self.max_length)[0]) for text in texts]
-
     def _need(self, family: str, what: str) -> None:
         if self.family != family:
             raise InputError(f"`{what}` needs an {family} model; this one is {self.family}.")
