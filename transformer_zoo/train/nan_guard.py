@@ -11,9 +11,9 @@ class NaNLossError(RuntimeError):
     """Training stopped because the loss became NaN or infinite."""
 
 
-class NaNGuard(keras.callbacks.TerminateOnNaN):
-    """`TerminateOnNaN` that raises `NaNLossError` naming the epoch, the batch and the
-    last good checkpoint.
+class NaNGuard(keras.callbacks.Callback):
+    """Like `keras.callbacks.TerminateOnNaN`, but raises `NaNLossError` naming the epoch,
+    the batch and the last good checkpoint.
 
     It raises instead of setting `stop_training`: a graceful stop would still run the
     epoch's end, where `ModelCheckpoint` and `BackupAndRestore` would overwrite the
@@ -29,7 +29,7 @@ class NaNGuard(keras.callbacks.TerminateOnNaN):
     """
 
     def __init__(self, checkpoint: str | None = None):
-        super().__init__(raise_error=True)
+        super().__init__()
         self.checkpoint = checkpoint
         self.epoch = 0
         self.last_good_epoch: int | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from transformer_zoo.run import FAMILIES
 from transformer_zoo.text import Tokenizer, train_tokenizer
 from transformer_zoo.train.builtin.dates_zh import LABELS, DatesZh
 from transformer_zoo.train.examples import ClassificationExample, PromptCompletion
@@ -28,7 +29,6 @@ from transformer_zoo.train.user_data import (
     read_translation_tsv,
 )
 
-FAMILIES = ("encoder-decoder", "decoder-only", "encoder-only")
 BUILTIN = {"dates-zh": DatesZh}
 HELD_OUT_FRACTION = 0.05  # of a user file, for each of valid and test
 # Vocabulary sizes (soft limits) and model types per task kind.

@@ -19,7 +19,6 @@ class TimeBudget(keras.callbacks.Callback):
 
     Attributes:
         stopped: whether the budget ended training.
-        elapsed: seconds of training, set when `fit` ends.
 
     Example:
     >>> budget = TimeBudget(150.0)
@@ -33,7 +32,6 @@ class TimeBudget(keras.callbacks.Callback):
             raise ValueError(f"`seconds` must be positive. Received: seconds={seconds!r}")
         self.seconds = float(seconds)
         self.stopped = False
-        self.elapsed = 0.0
         self._start = None
 
     def on_train_begin(self, logs=None):
@@ -44,6 +42,3 @@ class TimeBudget(keras.callbacks.Callback):
         if time.perf_counter() - self._start >= self.seconds:
             self.stopped = True
             self.model.stop_training = True
-
-    def on_train_end(self, logs=None):
-        self.elapsed = time.perf_counter() - self._start

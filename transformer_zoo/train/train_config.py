@@ -8,7 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-FAMILIES = ("encoder-decoder", "decoder-only", "encoder-only")
+from transformer_zoo.run import FAMILIES
+
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multiworker")
 OPTIMIZERS = ("paper-adam", "adamw-cosine")
@@ -114,9 +115,6 @@ class TrainConfig:
         """The settings that define what is trained: a run directory holds one run, and a
         rerun with the same identity resumes it."""
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_IDENTITY}
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def _choice(name: str, value, choices) -> None:
