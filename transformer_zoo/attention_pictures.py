@@ -45,9 +45,8 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
         eos_id=special_ids["eos"],
         decoder_start_id=special_ids["bos"],
     )
+    # After EOS the search writes padding only: dropping it leaves the text up to EOS.
     generated = [int(t) for t in result.tokens[0] if t != special_ids.get("pad", 0)]
-    if special_ids["eos"] in generated:
-        generated = generated[: generated.index(special_ids["eos"]) + 1]
     decoder_inputs = np.array([[special_ids["bos"]] + generated[:-1]], np.int32)
     weights = attention_weights(model, source, decoder_inputs)
     source_labels = [_piece(source_tokenizer, t, special_ids) for t in source[0]]
@@ -75,8 +74,9 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
     return {"translation": translation, "attention": attention, "causal_mask": causal}
 
 
-def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None) -> dict:
-    """`draw_attention` for the `model.keras` of a translation run directory."""
+def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, model=None) -> dict:
+    """`draw_attention` for the `model.keras` of a translation run directory (or `model`,
+    that file already loaded, e.g. by the Keras engine: no second load or trace)."""
     import keras
 
     from transformer_zoo.export.runtime.model_directory import load_tokenizers
@@ -88,10 +88,11 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None) -> d
             f"{run_dir!r} holds a {config.family} model; attention pictures need an "
             "encoder-decoder (translation) run."
         )
-    path = os.path.join(run_dir, MODEL_FILE)
-    if not os.path.isfile(path):
-        raise RunError(f"{run_dir!r} lacks {MODEL_FILE}.")
-    model = keras.saving.load_model(path)
+    if model is None:
+        path = os.path.join(run_dir, MODEL_FILE)
+        if not os.path.isfile(path):
+            raise RunError(f"{run_dir!r} lacks {MODEL_FILE}.")
+        model = keras.saving.load_model(path)
     source_tokenizer, target_tokenizer = load_tokenizers(run_dir, config)
     return draw_attention(
         model,

@@ -165,7 +165,8 @@ def run_demo(
     task = load_task("builtin:dates-zh", "encoder-decoder", seed=seed)
     examples = _held_out(task, seed)
     sources = [e.source for e in examples]
-    keras_texts, keras_ms = _timed_translations(load_served_model(out, "keras"), sources)
+    keras_model = load_served_model(out, "keras")
+    keras_texts, keras_ms = _timed_translations(keras_model, sources)
     onnx_texts, onnx_ms = _timed_translations(load_served_model(export_dir, "onnx"), sources)
     rows = [
         [e.source, e.target, k, o, f"{km:.1f}", f"{om:.1f}"]
@@ -181,7 +182,7 @@ def run_demo(
     )
 
     print("[5/5] Pictures")
-    pictures = draw_run_attention(out, sources[0])
+    pictures = draw_run_attention(out, sources[0], model=keras_model.engine.model)
     curves = os.path.join(out, "curves.png")
     for path in (curves, pictures["attention"], pictures["causal_mask"]):
         print(f"      {path}")
