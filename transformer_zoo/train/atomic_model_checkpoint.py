@@ -47,22 +47,18 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
         pattern = re.sub(r"\{[^}]*\}", "*", glob.escape(name))
         return glob.glob(os.path.join(glob.escape(directory or "."), pattern))
 
-    def _publish(self) -> None:
-        """Renames the partial file just written to its real name."""
-        for partial in self._partials():
-            directory, name = os.path.split(partial)
-            os.replace(partial, os.path.join(directory, name[len(PARTIAL_PREFIX) :]))
-
     def on_train_begin(self, logs=None):
         # A partial file left by a killed process is incomplete by definition.
         for partial in self._partials():
             os.remove(partial)
         super().on_train_begin(logs)
 
-    def on_train_batch_end(self, batch, logs=None):
-        super().on_train_batch_end(batch, logs)
-        self._publish()
-
-    def on_epoch_end(self, epoch, logs=None):
-        super().on_epoch_end(epoch, logs)
-        self._publish()
+    def _save_model(self, epoch, batch, logs):
+        # Keras' one saving hook (as `AtomicBackupAndRestore` uses its own): the partial
+        # file it just wrote, if it wrote one, takes its real name. Nothing runs on the
+        # steps that save nothing.
+        super()._save_model(epoch, batch, logs)
+        partial = self._get_file_path(epoch, batch, logs)
+        if os.path.exists(partial):
+            directory, name = os.path.split(partial)
+            os.replace(partial, os.path.join(directory, name[len(PARTIAL_PREFIX) :]))
