@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -176,6 +177,27 @@ def _validate(cfg: RunConfig) -> None:
             fail(f"`{name}` must be a dict. Received: {name}={getattr(cfg, name)!r}")
 
 
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = ""):
+    """A temporary path next to `path` for the block to write; renamed over `path` when
+    the block ends without an error, removed otherwise. Readers of `path` see the old
+    file or the new one, never a half-written one (`os.replace` is atomic).
+
+    Example:
+        with atomic_path("runs/x/metrics.json", ".json") as temporary:
+            write(temporary)
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".partial.", suffix=suffix)
+    os.close(fd)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
 def save_run_config(directory: str | os.PathLike, cfg: RunConfig) -> str:
     """Writes `directory/config.json` atomically (a temporary file, then a rename).
 
@@ -188,16 +210,10 @@ def save_run_config(directory: str | os.PathLike, cfg: RunConfig) -> str:
     os.makedirs(directory, exist_ok=True)
     text = json.dumps(cfg.to_dict(), indent=2, ensure_ascii=False, sort_keys=False)
     path = os.path.join(directory, CONFIG_FILE)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".config-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
+    with atomic_path(path, ".tmp") as temporary:
+        with open(temporary, "w", encoding="utf-8") as file:
             file.write(text + "\n")
         os.chmod(temporary, 0o644)  # mkstemp makes it owner-only; a config is meant to be read
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
     return path
 
 

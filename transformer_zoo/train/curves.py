@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import math
 import os
-import tempfile
+
+from transformer_zoo.run import atomic_path
 
 
 def read_history(path: str | os.PathLike) -> list[dict[str, float]]:
@@ -57,13 +58,8 @@ def plot_curves(history: list[dict[str, float]], path: str | os.PathLike, title:
     if title:
         figure.suptitle(title)
     figure.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".curves-", suffix=".png")
-    os.close(fd)
     try:
-        figure.savefig(temporary, dpi=100)
-        os.replace(temporary, path)
+        with atomic_path(path, ".png") as temporary:
+            figure.savefig(temporary, dpi=100)
     finally:
         plt.close(figure)
-        if os.path.exists(temporary):
-            os.remove(temporary)

@@ -18,9 +18,8 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 
-from transformer_zoo.run import CONFIG_FILE, MODEL_FILE, RunError, load_run_config
+from transformer_zoo.run import CONFIG_FILE, MODEL_FILE, RunError, atomic_path, load_run_config
 
 METRICS_FILE = "metrics.json"
 HISTORY_FILE = "history.csv"
@@ -70,17 +69,9 @@ def inspect_run_directory(out: str, identity: dict) -> str:
 
 def write_json(path: str, data) -> None:
     """Writes JSON atomically (a temporary file in the same directory, then a rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".partial.", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump(data, file, indent=2, ensure_ascii=False)
-            file.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    with atomic_path(path, ".json") as temporary, open(temporary, "w", encoding="utf-8") as file:
+        json.dump(data, file, indent=2, ensure_ascii=False)
+        file.write("\n")
 
 
 def read_json(path: str):
@@ -97,13 +88,11 @@ def trim_history(path: str, epochs: int) -> float | None:
         reader = csv.DictReader(file)
         fields, rows = reader.fieldnames, list(reader)
     kept = [row for row in rows if row.get("epoch", "").isdigit() and int(row["epoch"]) < epochs]
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".partial.", suffix=".csv")
-    with os.fdopen(fd, "w", newline="", encoding="utf-8") as file:
-        if kept and fields:
-            writer = csv.DictWriter(file, fieldnames=fields, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(kept)
-    os.replace(temporary, path)
+    with atomic_path(path, ".csv") as temporary:
+        with open(temporary, "w", newline="", encoding="utf-8") as file:
+            if kept and fields:
+                writer = csv.DictWriter(file, fieldnames=fields, lineterminator="\n")
+                writer.writeheader()
+                writer.writerows(kept)
     losses = [float(row["val_loss"]) for row in kept if row.get("val_loss")]
     return min(losses) if losses else None
