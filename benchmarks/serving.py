@@ -8,14 +8,14 @@ attention block identical kernels when unseeded, and tf2onnx stores identical te
 once, which would let the ONNX file read fewer bytes per token than it should.
 
 Rows (tokens/s = 128 / wall time of a whole `generate`, prompt included):
-- onnx: `transformer_zoo.export.runtime` on our export (LayerNorm fused, graph rewrites),
+- onnx: `transformer_zoo.serving` on our export (LayerNorm fused, graph rewrites),
   2 intra-op threads that spin while idle (onnxruntime's default), and the variants:
   threads that sleep (`--no-spinning`), 1 thread, no rewrites, no LayerNorm fusion;
 - onnx int8: the same export through `quantize_onnx` (int8 weights; its accuracy is
   measured on the built-in task by `transformer-zoo export --quantize int8`, not here:
   these weights are random, so the tokens agree with float32 only for a while);
 - onnxruntime-genai on the float32 and int8 files (`genai_config.json`, 2 threads);
-- keras: our `KerasEngine` (cached, compiled `tf.function` steps);
+- keras: our Keras engine (`CachedEngine` over `KerasRunner`: compiled `tf.function` steps);
 - keras-hub: `GPT2CausalLM` with the same sizes, `jit_compile` "auto" (no XLA on CPU)
   and `jit_compile=True`.
 
@@ -50,9 +50,9 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
 from transformer_zoo.export import export_onnx, quantize_onnx  # noqa: E402
-from transformer_zoo.export.runtime import load_onnx  # noqa: E402
 from transformer_zoo.generation import generate  # noqa: E402
 from transformer_zoo.models import DecoderOnly, EncoderOnly  # noqa: E402
+from transformer_zoo.serving import load_onnx  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = dict(num_layers=6, num_heads=8, hidden_dim=512, intermediate_dim=2048)
@@ -178,11 +178,11 @@ def decoder_benchmark(work: Path, repeats: int, variants: bool) -> dict:
                 runners[label] = lambda o=other: o.generate_ids(prompt, NEW_TOKENS).tokens[0]
         runners["onnxruntime-genai"] = genai_runner(directory, prompt[0])
         runners["onnxruntime-genai, int8"] = genai_runner(quantized, prompt[0])
-    runners["keras (our KerasEngine)"] = lambda: generate(model, prompt, NEW_TOKENS).tokens[0]
+    runners["keras (our Keras engine)"] = lambda: generate(model, prompt, NEW_TOKENS).tokens[0]
     runners.update(keras_hub_runners(prompt[0]))
     results = round_robin(runners, repeats, NEW_TOKENS)
     outputs = results.pop("_outputs")
-    reference = outputs["keras (our KerasEngine)"]
+    reference = outputs["keras (our Keras engine)"]
     for name, row in results.items():
         row["same_tokens_as_keras"] = (
             float(np.mean(outputs[name] == reference)) if not name.startswith("keras-hub") else None
@@ -193,7 +193,7 @@ def decoder_benchmark(work: Path, repeats: int, variants: bool) -> dict:
 
 
 def encoder_benchmark(repeats: int) -> dict:
-    from transformer_zoo.export.tf_runners import KerasRunner
+    from transformer_zoo.generation.keras_runner import KerasRunner
 
     keras.utils.set_random_seed(0)
     model = EncoderOnly(VOCABULARY, max_length=128, **SIZES)

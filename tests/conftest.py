@@ -16,3 +16,11 @@ def _reset_keras_state():
     keras.utils.set_random_seed(0)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+from tests.artifacts import (  # noqa: E402,F401  (session fixtures shared by the suite)
+    family_artifacts,
+    target_tokenizer,
+    tokenizer,
+    wordpiece_artifacts,
+)

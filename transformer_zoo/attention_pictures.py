@@ -79,8 +79,8 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
     that file already loaded, e.g. by the Keras engine: no second load or trace)."""
     import keras
 
-    from transformer_zoo.export.runtime.model_directory import load_tokenizers
     from transformer_zoo.run import MODEL_FILE, RunError, load_run_config
+    from transformer_zoo.text import load_tokenizers
 
     config = load_run_config(run_dir)
     if config.family != "encoder-decoder":
@@ -97,7 +97,7 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
     return draw_attention(
         model,
         source_tokenizer,
-        target_tokenizer or source_tokenizer,
+        target_tokenizer,
         config.special_ids,
         text,
         out_dir or run_dir,

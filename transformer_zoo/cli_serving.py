@@ -136,7 +136,7 @@ def _read_inputs(args) -> list[str]:
 
 
 def _load(args):
-    from transformer_zoo.export.serving import load_served_model
+    from transformer_zoo.serving import load_served_model
 
     if args.threads < 0:
         raise _usage_error(f"--threads must be ≥ 0, got {args.threads}")
@@ -157,14 +157,15 @@ def _serve(args, call):
         raise _usage_error(_one_line(error)) from None
 
 
-def _search_kwargs(args) -> dict:
-    kwargs = {"strategy": args.strategy}
+def _search(args):
+    """The search strategy value of the parsed flags."""
+    from transformer_zoo.generation.search import BeamSearch, Greedy, Sampling
+
     if args.strategy == "beam":
-        kwargs.update(num_beams=args.num_beams, length_penalty=args.length_penalty)
+        return BeamSearch(args.num_beams, args.length_penalty)
     if args.strategy == "sample":
-        kwargs.update(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-        kwargs["seed"] = args.seed
-    return kwargs
+        return Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    return Greedy()
 
 
 def _print_texts(args, inputs, outputs, key: str) -> int:
@@ -177,15 +178,13 @@ def _print_texts(args, inputs, outputs, key: str) -> int:
 
 
 def _generate(args) -> int:
-    inputs, outputs = _serve(
-        args, lambda m, xs: m.generate(xs, args.max_new_tokens, **_search_kwargs(args))
-    )
+    inputs, outputs = _serve(args, lambda m, xs: m.generate(xs, args.max_new_tokens, _search(args)))
     return _print_texts(args, inputs, outputs, "generated")
 
 
 def _translate(args) -> int:
     inputs, outputs = _serve(
-        args, lambda m, xs: m.translate(xs, args.max_new_tokens, **_search_kwargs(args))
+        args, lambda m, xs: m.translate(xs, args.max_new_tokens, _search(args))
     )
     return _print_texts(args, inputs, outputs, "translation")
 

@@ -113,7 +113,7 @@ def run_demo(
     """Runs the five steps above and prints what each gives; returns the summary."""
     from transformer_zoo.attention_pictures import draw_run_attention
     from transformer_zoo.export.run_export import export_run
-    from transformer_zoo.export.serving import load_served_model
+    from transformer_zoo.serving import load_served_model
     from transformer_zoo.train.task import load_task
     from transformer_zoo.train.train_config import TrainConfig
     from transformer_zoo.train.trainer import train
@@ -182,7 +182,7 @@ def run_demo(
     )
 
     print("[5/5] Pictures")
-    pictures = draw_run_attention(out, sources[0], model=keras_model.engine.model)
+    pictures = draw_run_attention(out, sources[0], model=keras_model.runner.model)
     curves = os.path.join(out, "curves.png")
     for path in (curves, pictures["attention"], pictures["causal_mask"]):
         print(f"      {path}")

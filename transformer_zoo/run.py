@@ -6,8 +6,8 @@ files it names (`tokenizer.model` and optionally `target_tokenizer.model`, or BE
 entry filled in (the files written, ONNX input/output names, the model's dimensions),
 next to the tokenizer files and the ONNX / SavedModel files, so that it describes itself.
 
-This module imports only the standard library: the TensorFlow-free onnxruntime engine
-(`transformer_zoo.export.runtime`) reads the same file.
+This module imports only the standard library (and `transformer_zoo.errors`): the TensorFlow-free onnxruntime engine
+(`transformer_zoo.serving`) reads the same file.
 
 Example:
 >>> import tempfile
@@ -28,6 +28,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from transformer_zoo.errors import RunError
+
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.keras"
 FORMAT_VERSION = 1
@@ -47,8 +49,60 @@ TARGET_TOKENIZER_FILES = ("target_tokenizer.model",)
 DEFAULT_SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
 
 
-class RunError(ValueError):
-    """A run or exported directory is missing, incomplete or malformed."""
+@dataclass(frozen=True)
+class ModelDimensions:
+    """What a runtime must know of a model to feed its graphs: `export.model` in an
+    exported `config.json`.
+
+    Attributes:
+        class_name: the Keras class (`DecoderOnly`, `EncoderOnlyClassifier`, ...).
+        vocabulary_size: V of the (source) vocabulary.
+        num_layers: blocks per stack.
+        num_heads: H.
+        head_dim: Dh.
+        hidden_dim: D.
+        max_length: the longest sequence (the context of a decoder-only model).
+        dtype: the compute dtype of the caches.
+        target_vocabulary_size: an encoder-decoder's target V.
+        type_vocabulary_size: an encoder-only model's segment ids (0: none).
+        use_pooler: whether an encoder-only model has BERT's pooler.
+        num_classes: a classifier's number of labels.
+    """
+
+    class_name: str
+    vocabulary_size: int
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    hidden_dim: int
+    max_length: int
+    dtype: str = "float32"
+    target_vocabulary_size: int | None = None
+    type_vocabulary_size: int = 0
+    use_pooler: bool = False
+    num_classes: int | None = None
+
+    @property
+    def output_vocabulary_size(self) -> int:
+        """The V of the logits a generative model's step returns."""
+        return self.target_vocabulary_size or self.vocabulary_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelDimensions:
+        """Raises `RunError` on unknown or missing keys."""
+        if not isinstance(data, dict):
+            raise RunError(f"`export.model` must be a JSON object. Received: {data!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise RunError(f"Unknown keys in `export.model`: {unknown}")
+        try:
+            return cls(**data)
+        except TypeError as error:
+            raise RunError(f"`export.model` is incomplete: {error}") from None
 
 
 @dataclass

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from transformer_zoo.cli import main
-from transformer_zoo.export.runtime import load_onnx
+from transformer_zoo.generation import BeamSearch
 from transformer_zoo.run import load_run_config
+from transformer_zoo.serving import load_onnx
 
 
 def _run(capsys, *argv, stdin=None, monkeypatch=None):
@@ -59,7 +60,7 @@ def test_translate_reads_a_file_and_writes_jsonl(family_artifacts, tmp_path, cap
     code, out, _ = _run(capsys, *argv, "--format", "jsonl", "--strategy", "beam", "--num-beams", 2)
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
-    expected = load_onnx(art.export_dir).translate(sources, strategy="beam", num_beams=2)
+    expected = load_onnx(art.export_dir).translate(sources, search=BeamSearch(num_beams=2))
     assert [r["input"] for r in rows] == sources
     assert [r["translation"] for r in rows] == expected
 

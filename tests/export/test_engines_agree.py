@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_zoo.export import export_onnx, export_saved_model, load_served_model
-from transformer_zoo.export.runtime import load_onnx, make_session
+from transformer_zoo.export import export_onnx, export_saved_model
 from transformer_zoo.generation import generate
+from transformer_zoo.generation.onnx_runner import make_session
+from transformer_zoo.generation.search import search_config
 from transformer_zoo.models import from_preset
+from transformer_zoo.serving import load_onnx, load_served_model
 
 sparse_loss = keras.losses.SparseCategoricalCrossentropy
 
@@ -164,8 +166,9 @@ def test_beam_search_and_sampling_tokens_are_identical_on_keras_and_onnx(
     decoder_engines, strategy, options
 ):
     art, onnx_model, _ = decoder_engines
-    keras_result = generate(art.model, _padded(PROMPTS), 10, strategy=strategy, eos_id=3, **options)
-    onnx_result = onnx_model.generate_ids(PROMPTS, 10, strategy=strategy, **options)
+    config = search_config(strategy, **options)
+    keras_result = generate(art.model, _padded(PROMPTS), 10, config, eos_id=3)
+    onnx_result = onnx_model.generate_ids(PROMPTS, 10, search=config)
     np.testing.assert_array_equal(onnx_result.tokens, keras_result.tokens)
     np.testing.assert_allclose(onnx_result.scores, keras_result.scores, atol=1e-3)
 
@@ -177,16 +180,15 @@ def test_translations_are_identical_on_keras_and_onnx(family_artifacts, strategy
     options = {"num_beams": 3} if strategy == "beam" else {}
     keras_model = load_served_model(art.run_dir, "keras")
     onnx_model = load_onnx(art.export_dir)
+    config = search_config(strategy, **options)
     expected = keras_model.translate_ids(
-        [art.tokenizer.encode(s) + [3] for s in sources], 12, strategy=strategy, **options
+        [art.tokenizer.encode(s) + [3] for s in sources], 12, search=config
     )
     got = onnx_model.translate_ids(
-        [art.tokenizer.encode(s) + [3] for s in sources], 12, strategy=strategy, **options
+        [art.tokenizer.encode(s) + [3] for s in sources], 12, search=config
     )
     np.testing.assert_array_equal(got.tokens, expected.tokens)
-    assert onnx_model.translate(sources, 12, strategy=strategy, **options) == keras_model.translate(
-        sources, 12, strategy=strategy, **options
-    )
+    assert onnx_model.translate(sources, 12, config) == keras_model.translate(sources, 12, config)
     if strategy == "greedy":
         saved = load_served_model(art.export_dir, "saved_model").translate(sources, 12)
         assert saved == onnx_model.translate(sources, 12)

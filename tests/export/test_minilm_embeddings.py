@@ -86,8 +86,8 @@ def test_in_graph_wordpiece_and_import_hf_bert_reproduce_sentence_transformers(m
     (`WordPiecePreprocessor`) feeding the model `import_hf_bert` builds."""
     import tensorflow as tf
 
-    from transformer_zoo.export.runtime.batching import length_batches
     from transformer_zoo.models import import_hf_bert
+    from transformer_zoo.serving.length_batches import length_batches
     from transformer_zoo.train.wordpiece import WordPiecePreprocessor
 
     preprocessor = WordPiecePreprocessor.from_directory(minilm_dir())

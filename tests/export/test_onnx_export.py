@@ -8,13 +8,13 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from tests.artifacts import SMALL
 from transformer_zoo.export import ExportError, export_onnx
-from transformer_zoo.export.graphs import export_graphs, model_dimensions
 from transformer_zoo.export.onnx_export import convert_graph, validate_onnx_file
+from transformer_zoo.generation.graphs import step_graphs
 from transformer_zoo.models import EncoderOnlyMaskedLM, from_preset
+from transformer_zoo.models.family import dimensions_of
 from transformer_zoo.run import load_run_config
-
-from .conftest import SMALL
 
 
 def _io(path):
@@ -134,7 +134,7 @@ def test_model_built_in_user_code_exports_without_run_dir_or_tokenizer(tmp_path)
 
 def test_validation_rejects_a_graph_that_differs_from_the_model(tmp_path):
     model = from_preset("tiny", family="encoder-only", vocabulary_size=40, max_length=16, **SMALL)
-    (graph,) = export_graphs(model)
+    (graph,) = step_graphs(model)
     proto, _ = convert_graph(graph)
     path = str(tmp_path / "model.onnx")
     onnx.save(proto, path)
@@ -143,4 +143,4 @@ def test_validation_rejects_a_graph_that_differs_from_the_model(tmp_path):
     noise = np.random.default_rng(0).normal(0.0, 0.1, kernel.shape).astype("float32")
     kernel.assign(kernel.numpy() + noise)
     with pytest.raises(ExportError, match="differs from the Keras model"):
-        validate_onnx_file(path, graph, model_dimensions(model))
+        validate_onnx_file(path, graph, dimensions_of(model))

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from transformer_zoo.export import quantize_onnx
-from transformer_zoo.export.runtime import load_onnx
 from transformer_zoo.generation import generate
+from transformer_zoo.serving import load_onnx
 
 og = pytest.importorskip("onnxruntime_genai")
 

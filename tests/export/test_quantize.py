@@ -9,18 +9,17 @@ import types
 import numpy as np
 import pytest
 
+from tests.artifacts import SENTENCES
 from transformer_zoo.cli import main
-from transformer_zoo.export import QuantizationError, load_served_model, quantize_onnx
-from transformer_zoo.export.runtime import ModelDirectoryError, load_onnx
+from transformer_zoo.export import QuantizationError, quantize_onnx
 from transformer_zoo.run import load_run_config
+from transformer_zoo.serving import ModelDirectoryError, load_onnx, load_served_model
 from transformer_zoo.text import prompt_ids
 from transformer_zoo.train.examples import (
     ClassificationExample,
     PromptCompletion,
     TranslationPair,
 )
-
-from .conftest import SENTENCES
 
 INPUTS = sorted({s for s in SENTENCES if len(s) < 25})  # they fit the tiny contexts
 

@@ -1,9 +1,11 @@
-"""Generation through the Keras engine: the cache changes speed, never results."""
+"""Generation with the Keras model through the one engine: the cache changes speed,
+never results (the uncached reference recomputes everything)."""
 
 import numpy as np
 import pytest
 
-from transformer_zoo.generation import KerasEngine, generate
+from transformer_zoo.generation import BeamSearch, Greedy, Sampling, UncachedEngine, generate
+from transformer_zoo.generation.decoding import keras_engine
 from transformer_zoo.models import DecoderOnly, EncoderDecoder
 
 SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=64)
@@ -44,8 +46,8 @@ def test_cached_logits_equal_full_recomputation_at_every_step(family, request):
     model = request.getfixturevalue(family)
     inputs = PROMPTS if family == "decoder_only" else SOURCES
     feed = np.random.default_rng(0).integers(1, 40, size=(3, 12))
-    cached = stepwise_logits(KerasEngine(model), inputs, feed)
-    full = stepwise_logits(KerasEngine(model, use_cache=False), inputs, feed)
+    cached = stepwise_logits(keras_engine(model), inputs, feed)
+    full = stepwise_logits(UncachedEngine(model), inputs, feed)
     np.testing.assert_allclose(cached, full, atol=1e-5)
 
 
@@ -61,9 +63,9 @@ def test_batched_prompts_of_different_lengths_match_each_prompt_alone(decoder_on
 def test_cached_and_uncached_decoding_give_identical_tokens(family, strategy, request):
     model = request.getfixturevalue(family)
     inputs = PROMPTS if family == "decoder_only" else SOURCES
-    kwargs = dict(strategy=strategy, eos_id=3, num_beams=3)
-    cached = generate(model, inputs, 10, **kwargs)
-    full = generate(model, inputs, 10, use_cache=False, **kwargs)
+    config = BeamSearch(num_beams=3) if strategy == "beam" else Greedy()
+    cached = generate(model, inputs, 10, config, eos_id=3)
+    full = generate(model, inputs, 10, config, eos_id=3, use_cache=False)
     np.testing.assert_array_equal(cached.tokens, full.tokens)
     np.testing.assert_allclose(cached.scores, full.scores, rtol=1e-5)
 
@@ -74,17 +76,15 @@ def test_one_beam_and_top_k_one_reproduce_greedy_on_a_model(family, request):
     inputs = PROMPTS if family == "decoder_only" else SOURCES
     greedy = generate(model, inputs, 8).tokens
     np.testing.assert_array_equal(
-        generate(model, inputs, 8, strategy="beam", num_beams=1).tokens, greedy
+        generate(model, inputs, 8, BeamSearch(num_beams=1)).tokens, greedy
     )
-    top1 = generate(model, inputs, 8, strategy="sample", top_k=1, seed=5, temperature=3.0)
+    top1 = generate(model, inputs, 8, Sampling(temperature=3.0, top_k=1, seed=5))
     np.testing.assert_array_equal(top1.tokens, greedy)
 
 
 def test_seeded_sampling_repeats_and_seeds_differ(decoder_only):
     def draw(seed):
-        return generate(
-            decoder_only, PROMPTS, 16, strategy="sample", seed=seed, temperature=2.0
-        ).tokens
+        return generate(decoder_only, PROMPTS, 16, Sampling(temperature=2.0, seed=seed)).tokens
 
     np.testing.assert_array_equal(draw(1), draw(1))
     assert not np.array_equal(draw(1), draw(2))
@@ -120,6 +120,6 @@ def test_encoder_decoder_without_start_token_is_rejected(encoder_decoder):
         )
 
 
-def test_engine_rejects_other_models():
+def test_generate_rejects_other_models():
     with pytest.raises(ValueError, match="model"):
-        KerasEngine(object())
+        generate(object(), np.array([[1]]), 2)

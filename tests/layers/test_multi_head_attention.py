@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import mha_weights, np_attention
-from transformer_zoo.layers import MultiHeadAttention
+from transformer_zoo.layers import KeyValue, MultiHeadAttention
 
 B, T, S, D, H = 2, 5, 7, 16, 4
 rng = np.random.default_rng(0)
@@ -47,7 +47,7 @@ def _keras_mha_with_our_weights(ours, d=D, h=H):
 def test_self_attention_equals_the_formula_in_numpy():
     q, _ = _inputs()
     layer = _built(MultiHeadAttention(num_heads=H), q)
-    out, scores = layer(q, return_attention_scores=True)
+    out, scores = layer.attend(q, layer.compute_key_value(q))
     expected, expected_scores = np_attention(q, q, *mha_weights(layer), num_heads=H)
     np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)
     np.testing.assert_allclose(np.asarray(scores), expected_scores, atol=1e-6)
@@ -107,12 +107,12 @@ def test_cached_decoding_token_by_token_matches_one_full_causal_pass():
     layer = _built(MultiHeadAttention(num_heads=H), q)
     full = np.asarray(layer(q, causal=True))
     dh = D // H
-    cache = (np.zeros((B, H, 0, dh), "float32"), np.zeros((B, H, 0, dh), "float32"))
+    cache = KeyValue(np.zeros((B, H, 0, dh), "float32"), np.zeros((B, H, 0, dh), "float32"))
     steps = []
     for t in range(T):
-        out, cache = layer(q[:, t : t + 1], causal=True, cache=cache, use_cache=True)
+        out, cache = layer.call_with_cache(q[:, t : t + 1], cache, causal=True)
         steps.append(np.asarray(out))
-    assert cache[0].shape == (B, H, T, dh)
+    assert cache.key.shape == (B, H, T, dh)
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
 
@@ -120,27 +120,28 @@ def test_cache_with_a_multi_token_step_offsets_the_causal_mask():
     q, _ = _inputs()
     layer = _built(MultiHeadAttention(num_heads=H), q)
     full = np.asarray(layer(q, causal=True))
-    _, cache = layer(q[:, :2], causal=True, use_cache=True)
-    out, present = layer(q[:, 2:], causal=True, cache=cache, use_cache=True)
+    empty = KeyValue(np.zeros((B, H, 0, D // H), "float32"), np.zeros((B, H, 0, D // H), "float32"))
+    _, cache = layer.call_with_cache(q[:, :2], empty, causal=True)
+    out, present = layer.call_with_cache(q[:, 2:], cache, causal=True)
     np.testing.assert_allclose(np.asarray(out), full[:, 2:], atol=1e-5)
-    assert present[0].shape == (B, H, T, D // H)
+    assert present.key.shape == (B, H, T, D // H)
 
 
 def test_cross_attention_cache_is_reused_without_reprojecting_the_context():
     q, c = _inputs()
     layer = _built(MultiHeadAttention(num_heads=H), q, c)
-    out, kv = layer(q, c, use_cache=True)
-    # A garbage context proves the cached keys/values are used as they are.
-    again, kv2 = layer(q, np.zeros_like(c), cache=kv, use_cache=True)
+    out = layer(q, c)
+    kv = layer.compute_key_value(c)
+    # Keys and values computed once give the same output without the context.
+    again, _ = layer.attend(q, kv)
     np.testing.assert_allclose(np.asarray(again), np.asarray(out), atol=1e-6)
-    assert kv2[0] is kv[0]
 
 
 def test_attention_scores_are_probabilities_with_zeros_at_masked_keys():
     q, c = _inputs()
     layer = _built(MultiHeadAttention(num_heads=H), q, c)
     padding, _ = _random_masks()
-    _, scores = layer(q, c, padding_mask=padding, return_attention_scores=True)
+    _, scores = layer.attend(q, layer.compute_key_value(c), padding_mask=padding)
     scores = np.asarray(scores)
     assert scores.shape == (B, H, T, S)
     np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import mha_weights, np_attention, np_gelu, np_layer_norm
-from transformer_zoo.layers import TransformerBlock
+from transformer_zoo.layers import KeyValue, TransformerBlock
 
 B, T, S, D, H, F = 2, 6, 5, 16, 4, 32
 rng = np.random.default_rng(1)
@@ -90,35 +90,41 @@ def test_cached_decoding_matches_full_causal_pass(cross, norm_first):
     context = rng.normal(size=(B, S, D)).astype("float32") if cross else None
     block = TransformerBlock(H, F, norm_first=norm_first, causal=True, cross_attention=cross)
     full = np.asarray(block(x, context=context))
-    empty = np.zeros((B, H, 0, D // H), "float32")
-    cache = (empty, empty)
+    cache = block.initial_cache(B, context)
     steps = []
     for t in range(T):
-        out, cache = block(x[:, t : t + 1], context=context, cache=cache, use_cache=True)
+        out, cache = block.call_with_cache(x[:, t : t + 1], cache)
         steps.append(np.asarray(out))
-    assert len(cache) == (4 if cross else 2)
-    assert cache[0].shape == (B, H, T, D // H)
+    assert (cache.cross_attention is not None) == cross
+    assert cache.self_attention.key.shape == (B, H, T, D // H)
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
 
-def test_cross_cache_alone_replaces_the_context():
+def test_the_cached_step_reads_the_cross_attention_keys_from_the_cache():
     x = rng.normal(size=(B, T, D)).astype("float32")
     context = rng.normal(size=(B, S, D)).astype("float32")
     block = TransformerBlock(H, F, causal=True, cross_attention=True)
-    _, cache = block(x[:, :2], context=context, use_cache=True)
-    with_context = np.asarray(block(x[:, 2:3], context=context, cache=cache))
-    without = np.asarray(block(x[:, 2:3], cache=cache))
-    np.testing.assert_allclose(without, with_context, atol=1e-6)
+    block.build((B, T, D), (B, S, D))
+    cache = block.initial_cache(B, context)
+    out, _ = block.call_with_cache(x, cache)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(block(x, context=context)), atol=1e-5)
+    zeroed = cache._replace(
+        cross_attention=KeyValue(*(np.zeros_like(t) for t in cache.cross_attention))
+    )
+    other, _ = block.call_with_cache(x, zeroed)
+    assert not np.allclose(np.asarray(other), np.asarray(out), atol=1e-3)
 
 
 def test_attention_scores_are_returned_per_sublayer():
     x = rng.normal(size=(B, T, D)).astype("float32")
     context = rng.normal(size=(B, S, D)).astype("float32")
     block = TransformerBlock(H, F, causal=True, cross_attention=True)
-    _, scores = block(x, context=context, return_attention_scores=True)
-    assert scores["self"].shape == (B, H, T, T)
-    assert scores["cross"].shape == (B, H, T, S)
-    assert np.all(np.triu(np.asarray(scores["self"])[0, 0], k=1) == 0)
+    expected = np.asarray(block(x, context=context))
+    out, scores = block.call_with_attention_scores(x, context=context)
+    np.testing.assert_allclose(np.asarray(out), expected, atol=1e-6)
+    assert scores.self_attention.shape == (B, H, T, T)
+    assert scores.cross_attention.shape == (B, H, T, S)
+    assert np.all(np.triu(np.asarray(scores.self_attention)[0, 0], k=1) == 0)
 
 
 @settings(max_examples=10, deadline=None)

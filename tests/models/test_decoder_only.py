@@ -24,15 +24,17 @@ def test_logits_at_position_t_do_not_depend_on_later_tokens():
     assert not np.allclose(a[:, 6:], b[:, 6:])
 
 
-def test_call_with_cache_from_empty_equals_the_plain_call_and_grows_the_cache():
+def test_step_from_the_initial_cache_equals_the_plain_call_and_grows_the_cache():
     model = tiny()
     ids = np.random.default_rng(0).integers(1, 30, size=(2, 7))
-    logits, present = model.call_with_cache(ids[:, :4], model.empty_cache(2))
+    logits, present = model.step(ids[:, :4], model.initial_cache(2))
     np.testing.assert_allclose(logits, model(ids[:, :4]), atol=1e-5)
-    logits, present = model.call_with_cache(ids[:, 4:], present)
+    logits, present = model.step(ids[:, 4:], present)
     np.testing.assert_allclose(logits, np.asarray(model(ids))[:, 4:], atol=1e-5)
-    assert len(present) == 2
-    assert all(tuple(t.shape) == (2, 2, 7, 8) for layer in present for t in layer)
+    assert len(present.blocks) == 2
+    assert all(
+        tuple(t.shape) == (2, 2, 7, 8) for block in present.blocks for t in block.self_attention
+    )
 
 
 def test_left_padding_with_explicit_positions_matches_the_unpadded_prompt():
@@ -41,7 +43,7 @@ def test_left_padding_with_explicit_positions_matches_the_unpadded_prompt():
     padded = np.array([[0, 0, 7, 8, 9]])
     mask = padded != 0
     positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
-    logits, _ = model.call_with_cache(padded, model.empty_cache(1), mask, positions)
+    logits, _ = model.step(padded, model.initial_cache(1), mask, positions)
     np.testing.assert_allclose(np.asarray(logits)[:, 2:], model(prompt), atol=1e-5)
 
 

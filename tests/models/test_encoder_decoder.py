@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from transformer_zoo.layers import KeyValue
 from transformer_zoo.models import EncoderDecoder
 
 SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=32)
@@ -38,27 +39,34 @@ def test_decoder_logits_ignore_source_padding_and_later_target_tokens():
     assert not np.allclose(other[:, 5:], logits[:, 5:])
 
 
-def test_decode_steps_on_the_cache_equal_the_full_forward_pass():
+def test_steps_on_the_cache_equal_the_full_forward_pass():
     model = tiny(target_vocabulary_size=25)
     source = np.array([[4, 5, 6, 0], [7, 8, 9, 10]])
     target = np.random.default_rng(0).integers(1, 25, size=(2, 6))
     full = np.asarray(model(inputs(source, target)))
-    cache = model.start_cache(model.encode(source))
+    cache = model.initial_cache(model.encode(source), source != 0)
     steps = []
     for t in range(6):
-        logits, cache = model.decode_step(target[:, t : t + 1], cache, source != 0)
+        logits, cache = model.step(target[:, t : t + 1], cache)
         steps.append(np.asarray(logits)[:, 0])
     np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
-    assert tuple(cache[0][0].shape) == (2, 2, 6, 8) and tuple(cache[0][2].shape) == (2, 2, 4, 8)
+    first = cache.blocks[0]
+    assert tuple(first.self_attention.key.shape) == (2, 2, 6, 8)
+    assert tuple(first.cross_attention.key.shape) == (2, 2, 4, 8)
 
 
-def test_decode_step_reads_cross_attention_keys_from_the_cache_instead_of_recomputing():
+def test_the_step_reads_cross_attention_keys_from_the_cache_instead_of_recomputing():
     model = tiny()
     source, target = np.array([[4, 5, 6]]), np.array([[2]])
-    cache = model.start_cache(model.encode(source))
-    logits, _ = model.decode_step(target, cache, source != 0)
-    zeroed = [(k, v, ck * 0, cv * 0) for k, v, ck, cv in cache]
-    other, _ = model.decode_step(target, zeroed, source != 0)
+    cache = model.initial_cache(model.encode(source), source != 0)
+    logits, _ = model.step(target, cache)
+    zeroed = cache._replace(
+        blocks=tuple(
+            block._replace(cross_attention=KeyValue(*(t * 0 for t in block.cross_attention)))
+            for block in cache.blocks
+        )
+    )
+    other, _ = model.step(target, zeroed)
     assert not np.allclose(logits, other)
 
 

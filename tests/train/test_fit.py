@@ -95,7 +95,7 @@ def test_evaluate_run_recomputes_the_saved_metrics(runs):
 
 
 def test_keras_serving_engine_translates_with_the_run_directory(runs):
-    from transformer_zoo.export.serving import load_served_model
+    from transformer_zoo.serving import load_served_model
 
     served = load_served_model(runs["encoder-decoder"].run_dir, engine="keras")
     (translation,) = served.translate(["March 5, 2021"], max_new_tokens=4)

@@ -1,8 +1,7 @@
 """Exporters to SavedModel and ONNX. `runtime/` serves ONNX files without TensorFlow.
 
-Nothing here imports TensorFlow at package import time, so that
-`transformer_zoo.export.runtime` stays importable on a machine without it; the exporters
-below load on first use.
+Nothing here imports TensorFlow at package import time; the exporters below load it on
+first use. Serving the files is `transformer_zoo.serving`'s (no TensorFlow).
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ _LAZY = {
     "export_saved_model": "transformer_zoo.export.saved_model_export",
     "export_run": "transformer_zoo.export.run_export",
     "ExportError": "transformer_zoo.export.validation",
-    "load_served_model": "transformer_zoo.export.serving",
     "quantize_onnx": "transformer_zoo.export.quantize",
     "QuantizationError": "transformer_zoo.export.quantize",
 }

@@ -18,21 +18,24 @@ can hold both formats.
 from __future__ import annotations
 
 import os
-import shutil
 
-from transformer_zoo.export.graphs import default_task, family_of, model_dimensions
+from transformer_zoo.models.family import default_task, dimensions_of, family_of
 from transformer_zoo.run import (
     CONFIG_FILE,
+    ModelDimensions,
     RunConfig,
     RunError,
     load_run_config,
     save_run_config,
 )
-from transformer_zoo.text import TARGET_TOKENIZER_FILE, TOKENIZER_FILE, Tokenizer
+from transformer_zoo.text import (
+    TARGET_TOKENIZER_FILE,
+    TOKENIZER_FILE,
+    Tokenizer,
+    copy_tokenizers,
+    save_tokenizers,
+)
 from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
-
-# Files a WordPiece checkpoint may carry next to vocab.txt (casing options).
-WORDPIECE_EXTRA_FILES = ("tokenizer_config.json",)
 
 
 def make_config(
@@ -53,7 +56,7 @@ def make_config(
                 f"Received: config.family={config.family!r}"
             )
         return RunConfig.from_dict(config.to_dict())  # a copy
-    dims = model_dimensions(model)
+    dims = dimensions_of(model)
     special_ids = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
     tokenizer_file = TOKENIZER_FILE
     if isinstance(tokenizer, WordPieceTokenizer):
@@ -69,10 +72,8 @@ def make_config(
         special_ids=special_ids,
         tokenizer=tokenizer_file,
         target_tokenizer=TARGET_TOKENIZER_FILE if separate else None,
-        max_length=dims["max_length"],
-        label_names=[str(i) for i in range(dims["num_classes"])]
-        if task == "classification"
-        else None,
+        max_length=dims.max_length,
+        label_names=[str(i) for i in range(dims.num_classes)] if task == "classification" else None,
     )
 
 
@@ -83,31 +84,23 @@ def write_tokenizers(
     target_tokenizer: Tokenizer | None = None,
     source_dir: str | None = None,
 ) -> bool:
-    """Writes the tokenizer files `config` names: from the objects, or copied from
-    `source_dir` (a run directory). Returns whether any tokenizer was written."""
+    """Writes the tokenizer files `config` names: copied from `source_dir` (a run
+    directory), or saved from the objects. Returns whether any tokenizer was written."""
     if source_dir is not None:
-        names = [*config.tokenizer_files, *WORDPIECE_EXTRA_FILES]
-        for name in names:
-            source = os.path.join(source_dir, name)
-            if os.path.isfile(source) and os.path.abspath(source) != os.path.abspath(
-                os.path.join(out_dir, name)
-            ):
-                shutil.copyfile(source, os.path.join(out_dir, name))
+        copy_tokenizers(source_dir, out_dir, config.tokenizer_files)
         return True
     if tokenizer is None:
         return False
-    if isinstance(tokenizer, WordPieceTokenizer):
-        tokenizer.save(out_dir)
-    else:
-        tokenizer.save(os.path.join(out_dir, config.tokenizer))
-    if config.target_tokenizer and target_tokenizer is not None:
-        target_tokenizer.save(os.path.join(out_dir, config.target_tokenizer))
+    save_tokenizers(out_dir, tokenizer, target_tokenizer if config.target_tokenizer else None)
     return True
 
 
-def update_export_config(out_dir: str, config: RunConfig, key: str, entry: dict, **common) -> None:
-    """Merges `entry` under `export[key]` (and `common` under `export`) into
-    `out_dir/config.json`, keeping what another exporter wrote there before."""
+def update_export_config(
+    out_dir: str, config: RunConfig, key: str, entry: dict, dims: ModelDimensions, tokenizer: bool
+) -> None:
+    """Merges `entry` under `export[key]`, the model's dimensions under `export.model` and
+    whether tokenizer files are there under `export.tokenizer` into `out_dir/config.json`,
+    keeping what another exporter wrote there before."""
     export = dict(config.export)
     if os.path.isfile(os.path.join(out_dir, CONFIG_FILE)):
         try:
@@ -116,7 +109,7 @@ def update_export_config(out_dir: str, config: RunConfig, key: str, entry: dict,
             previous = None
         if previous is not None and previous.family == config.family:
             export = {**previous.export, **export}
-    export.update(common)
+    export.update(model=dims.to_dict(), tokenizer=tokenizer)
     export[key] = entry
     config.export = export
     save_run_config(out_dir, config)

@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import os
 
+from transformer_zoo.run import ModelDimensions
+
 GENAI_CONFIG_FILE = "genai_config.json"
 
 
-def genai_config(dims: dict, special_ids: dict, intra_op_num_threads: int = 2) -> dict:
-    """The config of a decoder-only export with dimensions `dims` (`model_dimensions`)."""
-    context = int(dims["max_length"])
+def genai_config(dims: ModelDimensions, special_ids: dict, intra_op_num_threads: int = 2) -> dict:
+    """The config of a decoder-only export with dimensions `dims`."""
+    context = dims.max_length
     return {
         "model": {
             "type": "decoder",
-            "vocab_size": int(dims["vocabulary_size"]),
+            "vocab_size": dims.vocabulary_size,
             "context_length": context,
             "bos_token_id": int(special_ids.get("bos", 2)),
             "eos_token_id": int(special_ids.get("eos", 3)),
@@ -33,11 +35,11 @@ def genai_config(dims: dict, special_ids: dict, intra_op_num_threads: int = 2) -
                     "provider_options": [],
                     "intra_op_num_threads": int(intra_op_num_threads),
                 },
-                "head_size": int(dims["head_dim"]),
-                "hidden_size": int(dims["hidden_dim"]),
-                "num_attention_heads": int(dims["num_heads"]),
-                "num_key_value_heads": int(dims["num_heads"]),
-                "num_hidden_layers": int(dims["num_layers"]),
+                "head_size": dims.head_dim,
+                "hidden_size": dims.hidden_dim,
+                "num_attention_heads": dims.num_heads,
+                "num_key_value_heads": dims.num_heads,
+                "num_hidden_layers": dims.num_layers,
                 "inputs": {
                     "input_ids": "input_ids",
                     "attention_mask": "attention_mask",
@@ -71,7 +73,9 @@ def genai_config(dims: dict, special_ids: dict, intra_op_num_threads: int = 2) -
     }
 
 
-def write_genai_config(out_dir: str, dims: dict, special_ids: dict, threads: int = 2) -> str:
+def write_genai_config(
+    out_dir: str, dims: ModelDimensions, special_ids: dict, threads: int = 2
+) -> str:
     path = os.path.join(out_dir, GENAI_CONFIG_FILE)
     with open(path, "w", encoding="utf-8") as file:
         json.dump(genai_config(dims, special_ids, threads), file, indent=2)

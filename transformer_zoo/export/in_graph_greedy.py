@@ -1,7 +1,7 @@
 """The SavedModel's `generate` signature: greedy decoding with the cache, in one graph.
 
-It mirrors `transformer_zoo.search.greedy_search` over `KerasEngine`: prompts are
-left-aligned (each row's next token in the last column, positions `cumsum(mask) - 1`),
+It mirrors `generation.search.greedy_search` over `CachedEngine`: prompts are
+left-aligned (`generation.alignment`, the same functions on TensorFlow's numpy API),
 a row that emitted EOS writes padding afterwards, and decoding stops once every row is
 done or `max_new_tokens` tokens were produced. The cache grows by concatenation inside a
 `tf.while_loop` whose shape invariants leave its length dimension free (SavedModel is not
@@ -12,18 +12,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from transformer_zoo.export.graphs import INT
-
-
-def left_align(ids, mask):
-    """Rows' real tokens moved right (a stable sort puts padding first); columns that are
-    padding in every row are dropped, as `KerasEngine` does."""
-    order = tf.argsort(tf.cast(mask, tf.int32), axis=1, stable=True)
-    ids = tf.gather(ids, order, batch_dims=1)
-    mask = tf.gather(mask, order, batch_dims=1)
-    width = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=1))
-    start = tf.shape(ids)[1] - width
-    return tf.where(mask, ids, tf.zeros_like(ids))[:, start:], mask[:, start:]
+from transformer_zoo.generation.graphs import INT
+from transformer_zoo.layers import KeyValue
 
 
 def greedy_loop(step, start_logits, state, max_new_tokens, eos_id, pad_id, invariants):
@@ -73,32 +63,39 @@ def greedy_loop(step, start_logits, state, max_new_tokens, eos_id, pad_id, invar
     return tokens
 
 
-def cached_greedy(call, logits, present, mask, positions, max_new_tokens, eos_id, pad_id):
-    """Greedy tokens (B, N) from a cached model step, after the prompt's pass.
+def cached_greedy(model, logits, cache, mask, where, max_new_tokens, eos_id, pad_id):
+    """Greedy tokens (B, N) from `model.step` (the step interface both generative
+    families share), after the prompt's pass.
 
     Args:
-        call: `(tokens (B, S), cache, mask (B, L), positions (B, S)) -> (logits, present)`:
-            `DecoderOnly.call_with_cache`, or an encoder-decoder's `decode_step` with its
-            source mask bound; `present` is one tuple per layer (2 self-attention tensors,
-            or 4 with the cross-attention keys and values), which `call` takes back.
-        logits, present: the prompt pass's outputs.
-        mask: (B, L) bool mask of the prompt; positions: (B, L) its positions.
+        model: a `DecoderOnly` or an `EncoderDecoder`.
+        logits, cache: the prompt pass's outputs (a `DecodingCache`).
+        mask: (B, L) bool mask of the prompt; where: (B, L) its positions.
         max_new_tokens, eos_id, pad_id: as for `greedy_loop`.
     """
-    per_layer = len(present[0])
-    heads, head_width = present[0][0].shape[1], present[0][0].shape[3]
-    cache_shape = tf.TensorShape([None, heads, None, head_width])  # batch, length free
+
+    # Only the self-attention keys and values grow; the cross-attention part and the
+    # source mask of an encoder-decoder stay as the prompt pass left them.
+    def grown(cache):
+        return [t for block in cache.blocks for t in block.self_attention]
+
+    def rebuilt(flat):
+        blocks = tuple(
+            block._replace(self_attention=KeyValue(*flat[2 * i : 2 * i + 2]))
+            for i, block in enumerate(cache.blocks)
+        )
+        return cache._replace(blocks=blocks)
 
     def step(tokens, state):
         mask, position, *flat = state
         mask = tf.concat([mask, tf.ones_like(tokens, tf.bool)], axis=1)
-        cache = [tuple(flat[i : i + per_layer]) for i in range(0, len(flat), per_layer)]
-        logits, present = call(tokens, cache, mask, position[:, None])
-        flat = [t for layer in present for t in layer]
-        return logits[:, -1], (mask, position + 1, *flat)
+        logits, present = model.step(tokens, rebuilt(flat), mask, position[:, None])
+        return logits[:, -1], (mask, position + 1, *grown(present))
 
-    flat = [t for layer in present for t in layer]
-    state = (mask, positions[:, -1] + 1, *flat)
+    flat = grown(cache)
+    heads, head_width = flat[0].shape[1], flat[0].shape[3]
+    cache_shape = tf.TensorShape([None, heads, None, head_width])  # batch, length free
+    state = (mask, where[:, -1] + 1, *flat)
     invariants = [tf.TensorShape([None, None]), tf.TensorShape([None])]
     invariants += [cache_shape] * len(flat)
     return greedy_loop(step, logits[:, -1], state, max_new_tokens, eos_id, pad_id, invariants)

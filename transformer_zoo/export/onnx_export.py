@@ -1,7 +1,7 @@
 """`export_onnx`: a model (ours, trained or built in user code) → a self-describing ONNX
-directory that `transformer_zoo.export.runtime` and onnxruntime-genai can serve.
+directory that `transformer_zoo.serving` and onnxruntime-genai can serve.
 
-Each graph of `graphs.export_graphs` is converted by `tf2onnx.convert.from_function`
+Each graph of `generation.graphs.step_graphs` is converted by `tf2onnx.convert.from_function`
 (opset 17), rewritten by `onnx_graph` (one `LayerNormalization` node per LayerNorm, which
 tf2onnx expands into 13 nodes), checked by `onnx.checker`, loaded in onnxruntime and
 compared with the TensorFlow function (`validation`); any failure raises `ExportError`
@@ -17,14 +17,15 @@ import time
 
 import onnx
 
+from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.export import onnx_graph, onnx_rewrites
 from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
 from transformer_zoo.export.genai_config import write_genai_config
-from transformer_zoo.export.graphs import Graph, export_graphs, model_dimensions
-from transformer_zoo.export.runtime.errors import ModelDirectoryError
-from transformer_zoo.export.runtime.onnx_session import DEFAULT_THREADS, make_session
 from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
-from transformer_zoo.run import RunConfig
+from transformer_zoo.generation.graphs import Graph, step_graphs
+from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS, make_session
+from transformer_zoo.models.family import dimensions_of
+from transformer_zoo.run import ModelDimensions, RunConfig
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
@@ -64,7 +65,7 @@ def convert_graph(
     return proto, info
 
 
-def validate_onnx_file(path: str, graph: Graph, dims: dict, atol: float = ATOL) -> float:
+def validate_onnx_file(path: str, graph: Graph, dims: ModelDimensions, atol: float = ATOL) -> float:
     """onnx.checker, an onnxruntime session, and the comparison with TensorFlow."""
     try:
         onnx.checker.check_model(path, full_check=True)
@@ -127,9 +128,9 @@ def export_onnx(
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     config = make_config(model, config, tokenizer, target_tokenizer)
-    dims = model_dimensions(model)
+    dims = dimensions_of(model)
     report, entries = {}, {}
-    for graph in export_graphs(model):
+    for graph in step_graphs(model):
         log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
         proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
         path = os.path.join(out_dir, graph.file)
@@ -164,7 +165,7 @@ def export_onnx(
         "simplified": simplify,
         "graphs": entries,
     }
-    update_export_config(out_dir, config, "onnx", entry, model=dims, tokenizer=has_tokenizer)
+    update_export_config(out_dir, config, "onnx", entry, dims, has_tokenizer)
     if config.family == "decoder-only":
         write_genai_config(out_dir, dims, config.special_ids, intra_op_num_threads)
     return report

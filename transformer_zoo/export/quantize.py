@@ -13,7 +13,7 @@ range, 0.047 with 7 bits (of outputs up to 2.5). An int8 file is built once and 
 served on any CPU, so it is built for both.
 
 The check: both directories serve the task's first `examples` test examples through
-`transformer_zoo.export.runtime` (the same code as `transformer-zoo translate|generate|
+`transformer_zoo.serving` (the same code as `transformer-zoo translate|generate|
 classify`):
 
 - encoder-decoder: greedy translations, exact match;
@@ -37,9 +37,11 @@ import time
 
 import numpy as np
 
-from transformer_zoo.export.runtime import ModelDirectoryError, load_onnx, make_session
+from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.export.validation import ExportError
+from transformer_zoo.generation.onnx_runner import make_session
 from transformer_zoo.run import CONFIG_FILE, RunConfig, load_run_config, save_run_config
+from transformer_zoo.serving import load_onnx
 from transformer_zoo.text import prompt_ids
 
 REPORT_FILE = "quantization.json"
@@ -245,7 +247,6 @@ def _next_token_accuracy(served, examples) -> float:
     """Teacher-forced: the share of next tokens the model ranks first, over each text's
     tokens (one pass per text with an empty cache)."""
     engine, hits, total = served.engine, 0, 0
-    empty = np.zeros((1, engine.dims["num_heads"], 0, engine.dims["head_dim"]), np.float32)
     for example in examples:
         ids = prompt_ids(served.tokenizer, example.text, served.max_length)
         if len(ids) < 2:
@@ -255,7 +256,7 @@ def _next_token_accuracy(served, examples) -> float:
             "input_ids": tokens,
             "attention_mask": np.ones_like(tokens),
             "position_ids": np.arange(tokens.shape[1])[None],
-            **dict.fromkeys(engine.cache_names, empty),
+            **engine.empty_cache(1),
         }
         logits = served.runner.run("model", feeds, numpy_outputs=("logits",))["logits"]
         hits += int((logits[0, :-1].argmax(-1) == tokens[0, 1:]).sum())

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 
+from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
     quantize_onnx,
     require_task,
 )
-from transformer_zoo.export.runtime.errors import ModelDirectoryError
 from transformer_zoo.run import MODEL_FILE, check_run_files, load_run_config
 
 FORMATS = ("onnx", "saved_model")

@@ -9,8 +9,8 @@ Signatures (inputs int64, names as in the ONNX graphs):
   and `max_new_tokens` (int32 scalar) → `tokens` (B, N): in-graph greedy decoding with
   the KV cache (`in_graph_greedy`); an encoder-decoder's target starts from BOS.
 - `decoder_step` (and `encoder` for an encoder-decoder): the cached graphs of
-  `graphs.export_graphs`, with the ONNX files' inputs and outputs, so that the same
-  search code (`CachedEngine`) decodes with any strategy on the SavedModel too.
+  `generation.graphs.step_graphs`, with the ONNX files' inputs and outputs, so that the same
+  engine (`CachedEngine`) decodes with any strategy on the SavedModel too.
 
 The reloaded SavedModel is compared with the model like an ONNX export.
 """
@@ -24,16 +24,19 @@ import tempfile
 
 import keras
 import tensorflow as tf
+import tensorflow.experimental.numpy as tnp
 
 from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
-from transformer_zoo.export.graphs import INT, export_graphs, model_dimensions
-from transformer_zoo.export.in_graph_greedy import cached_greedy, check_budget, left_align
+from transformer_zoo.export.in_graph_greedy import cached_greedy, check_budget
 from transformer_zoo.export.validation import ATOL, compare_graph
+from transformer_zoo.generation.alignment import left_align, positions
+from transformer_zoo.generation.graphs import INT, step_graphs
+from transformer_zoo.models.family import dimensions_of
 from transformer_zoo.run import RunConfig
 
 SAVED_MODEL_DIR = "saved_model"
 log = logging.getLogger(__name__)  # stages of an export; `transformer-zoo export` shows them
-# Which signature holds each graph of `export_graphs`.
+# Which signature holds each graph of `step_graphs`.
 GRAPH_SIGNATURES = {
     "decoder-only": {"model": "decoder_step"},
     "encoder-decoder": {"encoder": "encoder", "decoder": "decoder_step"},
@@ -56,16 +59,15 @@ def _generative_signatures(model, family, special_ids) -> dict:
 
         @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask"), budget])
         def generate(input_ids, attention_mask, max_new_tokens):
-            ids, mask = left_align(input_ids, tf.cast(attention_mask, tf.bool))
+            ids, mask = left_align(input_ids, tf.cast(attention_mask, tf.bool), tnp)
             with tf.control_dependencies(
                 check_budget(tf.shape(ids)[1], max_new_tokens, model.max_length)
             ):
-                positions = tf.maximum(tf.cumsum(tf.cast(mask, INT), axis=1) - 1, 0)
-            cache = model.empty_cache(tf.shape(ids)[0])
-            logits, present = model.call_with_cache(ids, cache, mask, positions)
-            call = model.call_with_cache
-            args = (logits, present, mask, positions, max_new_tokens, eos, pad)
-            return {"tokens": cached_greedy(call, *args)}
+                where = positions(mask, tnp)
+            cache = model.initial_cache(tf.shape(ids)[0])
+            logits, cache = model.step(ids, cache, mask, where)
+            args = (logits, cache, mask, where, max_new_tokens, eos, pad)
+            return {"tokens": cached_greedy(model, *args)}
 
         return {"serving_default": serve, "generate": generate}
 
@@ -91,18 +93,14 @@ def _generative_signatures(model, family, special_ids) -> dict:
         source_mask = tf.cast(attention_mask, tf.bool)
         with tf.control_dependencies(check_budget(1, max_new_tokens, model.max_length)):
             memory = model.encode(input_ids, source_mask)
-        cache = model.start_cache(memory)
+        cache = model.initial_cache(memory, source_mask)
         batch = tf.shape(input_ids)[0]
         start = tf.fill([batch, 1], tf.constant(bos, INT))
         mask = tf.ones([batch, 1], tf.bool)
-        positions = tf.zeros([batch, 1], INT)
-        logits, present = model.decode_step(start, cache, source_mask, mask, positions)
-
-        def call(tokens, cache, mask, positions):
-            return model.decode_step(tokens, cache, source_mask, mask, positions)
-
-        args = (logits, present, mask, positions, max_new_tokens, eos, pad)
-        return {"tokens": cached_greedy(call, *args)}
+        where = tf.zeros([batch, 1], INT)
+        logits, cache = model.step(start, cache, mask, where)
+        args = (logits, cache, mask, where, max_new_tokens, eos, pad)
+        return {"tokens": cached_greedy(model, *args)}
 
     return {"serving_default": serve, "generate": generate}
 
@@ -133,8 +131,8 @@ def export_saved_model(
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     config = make_config(model, config, tokenizer, target_tokenizer)
-    dims = model_dimensions(model)
-    graphs = export_graphs(model)
+    dims = dimensions_of(model)
+    graphs = step_graphs(model)
     names = GRAPH_SIGNATURES[config.family]
     signatures = {names[g.name]: g.function for g in graphs}
     if config.family != "encoder-only":
@@ -175,6 +173,6 @@ def export_saved_model(
         "signatures": sorted(signatures),
         "graphs": {graph: name for graph, name in names.items()},
     }
-    update_export_config(out_dir, config, "saved_model", entry, model=dims, tokenizer=has_tokenizer)
+    update_export_config(out_dir, config, "saved_model", entry, dims, has_tokenizer)
     log.info("saved_model: largest difference from the model %.1e", worst)
     return {"signatures": sorted(signatures), "max_abs_diff": worst}

@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from transformer_zoo.export.graphs import Graph
+from transformer_zoo.generation.alignment import positions
+from transformer_zoo.generation.graphs import Graph
+from transformer_zoo.run import ModelDimensions
 
 BATCH_SIZES = (1, 3)
 LENGTHS = (2, 7)
@@ -27,12 +29,15 @@ class ExportError(RuntimeError):
 
 
 def random_feeds(
-    graph: Graph, dims: dict, batch: int, length: int, past: int, rng: np.random.Generator
+    graph: Graph,
+    dims: ModelDimensions,
+    batch: int,
+    length: int,
+    past: int,
+    rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
     """Valid random inputs of `graph`: ids in range, masks with padding, positions."""
-    vocabulary = dims["vocabulary_size"]
-    if graph.name == "decoder":
-        vocabulary = dims["target_vocabulary_size"]
+    vocabulary = dims.output_vocabulary_size if graph.name == "decoder" else dims.vocabulary_size
     total = past + length
     if graph.cached:
         # Left padding, as the engines feed it: row 0 starts 2 columns late.
@@ -42,7 +47,7 @@ def random_feeds(
         # Right padding, as tokenizers produce it: row 0 is 1 token short.
         mask = np.ones((batch, length), np.int64)
         mask[0, max(1, length - 1) :] = 0
-    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)[:, past:]
+    where = positions(mask)[:, past:]
     source_mask = np.ones((batch, SOURCE_LENGTH), np.int64)
     source_mask[-1, SOURCE_LENGTH - 2 :] = 0
     feeds = {}
@@ -53,21 +58,21 @@ def random_feeds(
         elif name == "attention_mask":
             feeds[name] = mask
         elif name == "position_ids":
-            feeds[name] = positions.astype(np.int64)
+            feeds[name] = where.astype(np.int64)
         elif name == "token_type_ids":
             feeds[name] = (np.arange(length)[None] >= length // 2).astype(np.int64).repeat(batch, 0)
         elif name == "encoder_attention_mask":
             feeds[name] = source_mask
         elif name.startswith("past_key_values."):
             steps = SOURCE_LENGTH if ".encoder." in name else past
-            shape = (batch, dims["num_heads"], steps, dims["head_dim"])
+            shape = (batch, dims.num_heads, steps, dims.head_dim)
             feeds[name] = rng.normal(size=shape).astype(spec.dtype.as_numpy_dtype)
         else:
             raise ValueError(f"No random feed for the input {name!r}.")
     return feeds
 
 
-def feed_cases(graph: Graph, dims: dict, seed: int = 0):
+def feed_cases(graph: Graph, dims: ModelDimensions, seed: int = 0):
     """The (description, feeds) pairs an export is checked on."""
     rng = np.random.default_rng(seed)
     pasts = PAST_LENGTHS if graph.cached else (0,)
@@ -86,7 +91,7 @@ def reference_outputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, n
 
 def compare_graph(
     graph: Graph,
-    dims: dict,
+    dims: ModelDimensions,
     run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
     label: str,
     atol: float = ATOL,

@@ -1,11 +1,40 @@
-"""Generation with the Keras models: `generate()` and `KerasEngine`, the compiled,
-cached step that plugs the models into the numpy search code (`transformer_zoo.search`).
+"""Generation: the search algorithms, the one engine, and the runners it steps.
 
-Kept apart from `transformer_zoo.models`, which speaks `keras.ops` only: the engine
-compiles its step with TensorFlow (see `keras_engine`).
+- `search`: greedy, sampling and beam search in numpy, typed strategy values
+  (`Greedy`, `Sampling`, `BeamSearch`);
+- `engine.CachedEngine`: the search's engine over a runner of the step graphs;
+- runners: `onnx_runner.OnnxRunner` (onnxruntime, no TensorFlow),
+  `keras_runner.KerasRunner` and `saved_model_runner.SavedModelRunner` (TensorFlow);
+- `graphs`: the step graphs themselves (what the exporters write);
+- `reference.UncachedEngine`: full recomputation, the reference tests hold the engine to;
+- `generate(model, ...)`: the Keras model through `KerasRunner` and the engine.
+
+Importing this package (or `search`, `engine`, `alignment`, `inputs`, `onnx_runner`)
+does not import TensorFlow, so the TensorFlow-free serving runtime builds on it; the
+Keras names below load TensorFlow on first use.
 """
 
-from transformer_zoo.generation.decoding import generate, keras_engine
-from transformer_zoo.generation.keras_engine import KerasEngine
+from transformer_zoo.generation.search import (
+    STRATEGIES,
+    BeamSearch,
+    Greedy,
+    Sampling,
+    SearchResult,
+)
 
-__all__ = ["KerasEngine", "generate", "keras_engine"]
+_KERAS = {
+    "generate": "transformer_zoo.generation.decoding",
+    "KerasRunner": "transformer_zoo.generation.keras_runner",
+    "SavedModelRunner": "transformer_zoo.generation.saved_model_runner",
+    "UncachedEngine": "transformer_zoo.generation.reference",
+}
+
+__all__ = ["STRATEGIES", "BeamSearch", "Greedy", "Sampling", "SearchResult", *_KERAS]
+
+
+def __getattr__(name: str):
+    if name in _KERAS:
+        import importlib
+
+        return getattr(importlib.import_module(_KERAS[name]), name)
+    raise AttributeError(f"module 'transformer_zoo.generation' has no attribute {name!r}")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import warnings
 
 import keras
 from keras import ops
 
+from transformer_zoo.layers.cache import KeyValue
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.masking import merge_masks
 
@@ -40,22 +40,16 @@ class MultiHeadAttention(keras.layers.Layer):
         query: (B, T, D) queries.
         context: optional (B, S, Dc) sequence to attend over (cross-attention). Omit it for
             self-attention.
-        padding_mask: optional (B, S) boolean, False at padding keys. With a
-            self-attention cache it covers the past keys too: (B, P + T).
+        padding_mask: optional (B, S) boolean, False at padding keys.
         attention_mask: optional (B, T, S) boolean.
-        causal: forbid attending to later positions; with a cache of P keys, query i is
-            at position P + i.
-        cache: optional `(key, value)`, each (B, H, P, Dh). Self-attention appends the new
-            keys and values to it. Cross-attention uses it as the context's keys and
-            values, projected once per source, and does not project `context` again.
-        use_cache: return the present `(key, value)`; self-attention gives
-            `concat(past, new)` along P, each (B, H, P + T, Dh).
-        return_attention_scores: also return the (B, H, T, S) attention probabilities.
+        causal: forbid attending to later positions.
         training: whether dropout is active.
 
     Returns:
-        The (B, T, output_dim) output; with `use_cache`, `(output, (key, value))`; with
-        `return_attention_scores`, the probabilities are appended last.
+        The (B, T, output_dim) output. `call_with_cache` (self-attention over a KV
+        cache, returning the grown cache), `compute_key_value` and `attend` (attention
+        over keys and values computed once, with the probabilities) are the other entry
+        points, each with one return shape.
 
     Example:
     >>> mha = MultiHeadAttention(num_heads=2)
@@ -128,24 +122,73 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build(tuple(query_shape[:-1]) + (inner,))
         self.built = True
 
+    @property
+    def head_width(self) -> int:
+        """Dh, resolved once the layer is built (`head_dim`, or D / H)."""
+        if not self.built:
+            raise ValueError(
+                f"{self.name} is not built yet, so its head width is unknown: call it once "
+                "or `build` it with the input shape first."
+            )
+        return self._head_dim
+
     def _split_heads(self, x, shape):
         # `shape` is the layer input's, not `x`'s: tf2onnx merges Dense's internal reshapes
         # with this one and would then read a wrong (2-D) Shape.
         x = ops.reshape(x, (shape[0], shape[1], self.num_heads, self._head_dim))  # (B, L, H, Dh)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, H, L, Dh)
 
-    def _project_key_value(self, source):
-        shape = ops.shape(source)
-        key, value = ops.split(self.key_value_dense(source), 2, axis=-1)  # 2 × (B, S, H·Dh)
-        return self._split_heads(key, shape), self._split_heads(value, shape)  # (B, H, S, Dh)
+    def compute_key_value(self, context) -> KeyValue:
+        """The `KeyValue` of a (B, S, Dc) sequence, each (B, H, S, Dh).
 
-    def compute_key_value(self, context):
-        """The `(key, value)` of a (B, S, Dc) context, each (B, H, S, Dh).
-
-        For cross-attention: compute them once per source and pass them as `cache` at
-        every decoding step, instead of projecting the encoder output again.
+        For cross-attention: compute them once per source and `attend` to them at every
+        decoding step, instead of projecting the encoder output again.
         """
-        return self._project_key_value(context)
+        shape = ops.shape(context)
+        key, value = ops.split(self.key_value_dense(context), 2, axis=-1)  # 2 × (B, S, H·Dh)
+        return KeyValue(self._split_heads(key, shape), self._split_heads(value, shape))
+
+    def attend(
+        self,
+        query,
+        key_value: KeyValue,
+        padding_mask=None,
+        attention_mask=None,
+        causal=False,
+        training=None,
+    ):
+        """softmax(QKᵀ/√d_k)V of (B, T, D) queries over given keys and values.
+
+        Args:
+            query: (B, T, D).
+            key_value: the (B, H, S, Dh) keys and values (`compute_key_value`).
+            padding_mask, attention_mask, causal, training: as for `call`; with S > T
+                (a cache), causal query i sits at position S - T + i.
+
+        Returns:
+            `(output (B, T, output_dim), probabilities (B, H, T, S) float32)`.
+        """
+        shape = ops.shape(query)
+        q = self._split_heads(self.query_dense(query), shape)  # (B, H, T, Dh)
+        q = q * ops.cast(1.0 / math.sqrt(self._head_dim), q.dtype)
+        key, value = key_value
+        scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, T, S)
+        # The softmax runs in float32 so that bf16/fp16 scores do not saturate.
+        scores = ops.cast(scores, "float32")
+        mask = merge_masks(ops.shape(q)[2], ops.shape(key)[2], padding_mask, attention_mask, causal)
+        if mask is not None:
+            scores = ops.where(ops.expand_dims(mask, 1), scores, -3.0e38)  # (B, H, T, S)
+        if scores.shape[-1] == 1:
+            # One key (the first cached step of a one-token prompt): the softmax is 1,
+            # and Keras would warn about a softmax over a length-1 axis.
+            probs = ops.ones_like(scores)
+        else:
+            probs = ops.softmax(scores, axis=-1)
+        attention = self.dropout_layer(ops.cast(probs, value.dtype), training=training)
+        out = ops.matmul(attention, value)  # (B, H, T, Dh)
+        out = ops.transpose(out, (0, 2, 1, 3))  # (B, T, H, Dh)
+        out = ops.reshape(out, (shape[0], shape[1], self.num_heads * self._head_dim))
+        return self.output_dense(out), probs  # (B, T, output_dim), (B, H, T, S)
 
     def call(
         self,
@@ -154,49 +197,37 @@ class MultiHeadAttention(keras.layers.Layer):
         padding_mask=None,
         attention_mask=None,
         causal=False,
-        cache=None,
-        use_cache=False,
-        return_attention_scores=False,
         training=None,
     ):
-        shape = ops.shape(query)
-        q = self._split_heads(self.query_dense(query), shape)  # (B, H, T, Dh)
-        if context is not None and cache is not None:
-            key, value = cache  # cross-attention: the source's keys/values, computed once
-        elif context is not None:
-            key, value = self._project_key_value(context)
-        else:
-            key, value = self._project_key_value(query)  # (B, H, T, Dh)
-            if cache is not None:
-                past_key, past_value = cache
-                key = ops.concatenate([ops.cast(past_key, key.dtype), key], axis=2)
-                value = ops.concatenate([ops.cast(past_value, value.dtype), value], axis=2)
+        key_value = self.compute_key_value(query if context is None else context)
+        output, _ = self.attend(
+            query, key_value, padding_mask, attention_mask, causal, training=training
+        )
+        return output
 
-        q = q * ops.cast(1.0 / math.sqrt(self._head_dim), q.dtype)
-        scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, T, S)
-        # The softmax runs in float32 so that bf16/fp16 scores do not saturate.
-        scores = ops.cast(scores, "float32")
-        mask = merge_masks(ops.shape(q)[2], ops.shape(key)[2], padding_mask, attention_mask, causal)
-        if mask is not None:
-            scores = ops.where(ops.expand_dims(mask, 1), scores, -3.0e38)  # (B, H, T, S)
-        with warnings.catch_warnings():
-            # One key (first cached step of a one-token prompt) is a legitimate softmax.
-            warnings.filterwarnings("ignore", message="You are using a softmax over axis")
-            probs = ops.softmax(scores, axis=-1)
-        attention = self.dropout_layer(ops.cast(probs, value.dtype), training=training)
-        out = ops.matmul(attention, value)  # (B, H, T, Dh)
-        out = ops.transpose(out, (0, 2, 1, 3))  # (B, T, H, Dh)
-        out = ops.reshape(
-            out, (shape[0], shape[1], self.num_heads * self._head_dim)
-        )  # (B, T, H·Dh)
-        out = self.output_dense(out)  # (B, T, output_dim)
+    def call_with_cache(
+        self, query, cache: KeyValue, padding_mask=None, attention_mask=None, causal=False
+    ):
+        """Self-attention of new tokens over the cached ones and themselves (inference).
 
-        results = (out,)
-        if use_cache:
-            results += ((key, value),)
-        if return_attention_scores:
-            results += (probs,)
-        return results[0] if len(results) == 1 else results
+        Args:
+            query: (B, T, D) the new tokens.
+            cache: the past `KeyValue`, each (B, H, P, Dh); P may be 0.
+            padding_mask: (B, P + T), False at padding.
+            attention_mask: optional (B, T, P + T).
+            causal: new token i may attend positions up to P + i.
+
+        Returns:
+            `(output (B, T, output_dim), KeyValue)` with `concat(past, new)` along P,
+            each (B, H, P + T, Dh).
+        """
+        new = self.compute_key_value(query)
+        present = KeyValue(
+            ops.concatenate([ops.cast(cache.key, new.key.dtype), new.key], axis=2),
+            ops.concatenate([ops.cast(cache.value, new.value.dtype), new.value], axis=2),
+        )
+        output, _ = self.attend(query, present, padding_mask, attention_mask, causal)
+        return output, present
 
     def get_config(self):
         config = super().get_config()

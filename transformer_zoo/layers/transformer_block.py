@@ -3,11 +3,23 @@ cross-attention, FFN; each sublayer with a residual and a LayerNorm (paper §3.1
 
 from __future__ import annotations
 
-import keras
+from typing import Any, NamedTuple
 
+import keras
+from keras import ops
+
+from transformer_zoo.layers.cache import BlockCache, KeyValue
 from transformer_zoo.layers.feed_forward import FeedForward
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.multi_head_attention import MultiHeadAttention
+
+
+class AttentionScores(NamedTuple):
+    """A block's attention probabilities: self-attention (B, H, T, T) and, in a block
+    with cross-attention, cross-attention (B, H, T, S); float32."""
+
+    self_attention: Any
+    cross_attention: Any = None
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -38,18 +50,15 @@ class TransformerBlock(keras.layers.Layer):
     Call arguments:
         inputs: (B, T, D).
         context: (B, S, D) encoder output, for cross-attention.
-        padding_mask: (B, T) — or (B, P + T) with a cache — False at padding.
-        attention_mask: optional (B, T, P + T) self-attention mask.
+        padding_mask: (B, T), False at padding.
+        attention_mask: optional (B, T, T) self-attention mask.
         context_padding_mask: (B, S), False at encoder padding.
-        cache: a tuple `(self_key, self_value)` or, with cross-attention,
-            `(self_key, self_value, cross_key, cross_value)`; keys/values are
-            (B, H, P, Dh) and (B, H, S, Dh). Cross keys/values are computed once per source.
-        use_cache: also return the present cache (same structure, self part P + T long).
-        return_attention_scores: also return `{"self": (B,H,T,P+T), "cross": (B,H,T,S)}`.
         training: whether dropout is active.
 
     Returns:
-        (B, T, D); with `use_cache`, `(outputs, present)`; scores are appended last.
+        (B, T, D). Cached decoding goes through `initial_cache` and `call_with_cache`
+        (a named `BlockCache` in and out), attention pictures through
+        `call_with_attention_scores`.
 
     Example:
     >>> block = TransformerBlock(num_heads=2, intermediate_dim=16, causal=True)
@@ -139,6 +148,28 @@ class TransformerBlock(keras.layers.Layer):
             return x + fn(norm(x))
         return norm(x + fn(x))
 
+    def _forward(self, inputs, attend_self, attend_cross, training):
+        """The three sublayers around `attend_self` and `attend_cross`, (B, T, D) → (B, T, D)
+        attention outputs: the one wiring of the plain, cached and scored calls."""
+        x = self._sublayer(
+            inputs,
+            self.self_attention_norm,
+            lambda h: self.self_attention_dropout(attend_self(h), training=training),
+        )
+        if self.cross_attention:
+            x = self._sublayer(
+                x,
+                self.cross_attention_norm,
+                lambda h: self.cross_attention_dropout(attend_cross(h), training=training),
+            )
+        return self._sublayer(
+            x, self.feed_forward_norm, lambda h: self.feed_forward(h, training=training)
+        )
+
+    def _check_context(self, context) -> None:
+        if self.cross_attention and context is None:
+            raise ValueError("This block has cross-attention: pass `context` (the encoder output).")
+
     def call(
         self,
         inputs,
@@ -146,64 +177,102 @@ class TransformerBlock(keras.layers.Layer):
         padding_mask=None,
         attention_mask=None,
         context_padding_mask=None,
-        cache=None,
-        use_cache=False,
-        return_attention_scores=False,
         training=None,
     ):
-        if self.cross_attention and context is None and (cache is None or len(cache) < 4):
-            raise ValueError(
-                "This block has cross-attention: pass `context` (the encoder output) or a "
-                "cache holding its keys and values."
-            )
-        self_cache = None if cache is None else tuple(cache[:2])
-        cross_cache = None if cache is None or len(cache) < 4 else tuple(cache[2:4])
-        present, scores = (), {}
+        self._check_context(context)
 
-        def self_attend(x):
-            out = self.self_attention(
-                x,
+        def attend_self(h):
+            return self.self_attention(
+                h,
                 padding_mask=padding_mask,
                 attention_mask=attention_mask,
                 causal=self.causal,
-                cache=self_cache,
-                use_cache=use_cache,
-                return_attention_scores=return_attention_scores,
                 training=training,
             )
-            out = _unpack(out, use_cache, return_attention_scores, present_out, scores, "self")
-            return self.self_attention_dropout(out, training=training)
 
-        def cross_attend(x):
-            out = self.cross_attention_layer(
-                x,
-                # With a cross cache the context is not projected again; any non-None
-                # context marks the call as cross-attention.
-                context=context if context is not None else cross_cache[0],
-                padding_mask=context_padding_mask,
-                cache=cross_cache,
-                use_cache=use_cache,
-                return_attention_scores=return_attention_scores,
-                training=training,
+        def attend_cross(h):
+            return self.cross_attention_layer(
+                h, context=context, padding_mask=context_padding_mask, training=training
             )
-            out = _unpack(out, use_cache, return_attention_scores, present_out, scores, "cross")
-            return self.cross_attention_dropout(out, training=training)
 
-        present_out = []
-        x = self._sublayer(inputs, self.self_attention_norm, self_attend)
+        return self._forward(inputs, attend_self, attend_cross, training)
+
+    def initial_cache(self, batch_size, context=None) -> BlockCache:
+        """The cache before the first token: an empty (B, H, 0, Dh) self-attention part
+        and, with cross-attention, the keys and values of `context` (B, S, D), projected
+        once here."""
+        attention = self.self_attention
+        shape = (batch_size, attention.num_heads, 0, attention.head_width)
+        empty = ops.zeros(shape, self.compute_dtype)
+        cross = None
         if self.cross_attention:
-            x = self._sublayer(x, self.cross_attention_norm, cross_attend)
-        x = self._sublayer(
-            x, self.feed_forward_norm, lambda h: self.feed_forward(h, training=training)
-        )
+            self._check_context(context)
+            cross = self.cross_attention_layer.compute_key_value(context)
+        return BlockCache(KeyValue(empty, empty), cross)
 
-        results = (x,)
-        if use_cache:
-            present = tuple(t for pair in present_out for t in pair)
-            results += (present,)
-        if return_attention_scores:
-            results += (scores,)
-        return results[0] if len(results) == 1 else results
+    def call_with_cache(
+        self, inputs, cache: BlockCache, padding_mask=None, context_padding_mask=None
+    ):
+        """One inference step over the cache.
+
+        Args:
+            inputs: (B, T, D) the new tokens.
+            cache: the `BlockCache` from `initial_cache` or the previous step.
+            padding_mask: (B, P + T), False at padding.
+            context_padding_mask: (B, S), False at encoder padding.
+
+        Returns:
+            `(outputs (B, T, D), BlockCache)`: the self-attention part P + T long, the
+            cross-attention part unchanged.
+        """
+        if self.cross_attention and cache.cross_attention is None:
+            raise ValueError("This block has cross-attention: its cache needs `cross_attention`.")
+        present = []
+
+        def attend_self(h):
+            output, grown = self.self_attention.call_with_cache(
+                h, cache.self_attention, padding_mask=padding_mask, causal=self.causal
+            )
+            present.append(grown)
+            return output
+
+        def attend_cross(h):
+            output, _ = self.cross_attention_layer.attend(
+                h, cache.cross_attention, padding_mask=context_padding_mask
+            )
+            return output
+
+        outputs = self._forward(inputs, attend_self, attend_cross, training=False)
+        return outputs, BlockCache(present[0], cache.cross_attention)
+
+    def call_with_attention_scores(
+        self, inputs, context=None, padding_mask=None, context_padding_mask=None
+    ):
+        """The plain call (no dropout) that also returns its attention probabilities.
+
+        Returns:
+            `(outputs (B, T, D), AttentionScores)`: self-attention (B, H, T, T) and,
+            with cross-attention, (B, H, T, S) float32 probabilities.
+        """
+        self._check_context(context)
+        scores = {}
+
+        def attend_self(h):
+            key_value = self.self_attention.compute_key_value(h)
+            output, scores["self"] = self.self_attention.attend(
+                h, key_value, padding_mask=padding_mask, causal=self.causal
+            )
+            return output
+
+        def attend_cross(h):
+            key_value = self.cross_attention_layer.compute_key_value(context)
+            output, scores["cross"] = self.cross_attention_layer.attend(
+                h, key_value, padding_mask=context_padding_mask
+            )
+            return output
+
+        outputs = self._forward(inputs, attend_self, attend_cross, training=False)
+        return outputs, AttentionScores(scores["self"], scores.get("cross"))
 
     def get_config(self):
         config = super().get_config()
@@ -222,15 +291,3 @@ class TransformerBlock(keras.layers.Layer):
             }
         )
         return config
-
-
-def _unpack(result, use_cache, return_scores, present_out, scores, key):
-    """Split an attention result into output, appending cache and scores to the lists."""
-    if not (use_cache or return_scores):
-        return result
-    output, *extra = result
-    if use_cache:
-        present_out.append(extra.pop(0))
-    if return_scores:
-        scores[key] = extra.pop(0)
-    return output

@@ -37,13 +37,15 @@ def attention_weights(
     x = model.decoder_embeddings(target)  # (B, T, D)
     weights = {"self": [], "cross": []}
     for block in model.decoder_blocks:
-        x, scores = block(
+        x, scores = block.call_with_attention_scores(
             x,
             context=memory,
             padding_mask=ops.not_equal(target, 0),
             context_padding_mask=encoder_padding_mask,
-            return_attention_scores=True,
         )
-        for kind in weights:
-            weights[kind].append(np.asarray(ops.convert_to_numpy(scores[kind]), np.float32))
+        for kind, probabilities in (
+            ("self", scores.self_attention),
+            ("cross", scores.cross_attention),
+        ):
+            weights[kind].append(np.asarray(ops.convert_to_numpy(probabilities), np.float32))
     return weights

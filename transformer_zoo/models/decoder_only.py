@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import keras
-from keras import ops
 
 from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding, TransformerBlock
+from transformer_zoo.models.decoding_cache import DecodingCache
 from transformer_zoo.models.model_inputs import check_positive_int, unpack_inputs
 
 
@@ -120,40 +120,31 @@ class DecoderOnly(keras.Model):
             x = block(x, padding_mask=padding_mask, training=training)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
 
-    def call_with_cache(self, token_ids, cache, padding_mask=None, positions=None):
-        """One inference step that reads and extends the per-layer KV cache.
+    def initial_cache(self, batch_size) -> DecodingCache:
+        """The cache before the first token: per block an empty (B, H, 0, Dh) key and value."""
+        return DecodingCache(tuple(block.initial_cache(batch_size) for block in self.blocks))
+
+    def step(self, token_ids, cache: DecodingCache, padding_mask=None, positions=None):
+        """One inference step that reads and extends the cache (the step interface shared
+        with `EncoderDecoder`).
 
         Args:
             token_ids: (B, S) new tokens.
-            cache: per layer `(key, value)`, each (B, H, P, Dh); P may be 0
-                (`empty_cache`).
+            cache: the `DecodingCache` of `initial_cache` or of the previous step.
             padding_mask: (B, P + S), False at padding (left-padded prompts).
             positions: (B, S) positions of the new tokens; default P .. P + S - 1.
 
         Returns:
-            `(logits (B, S, V), present)`, present per layer `(key, value)` of
-            (B, H, P + S, Dh) = concat(past, new).
+            `(logits (B, S, V), DecodingCache)` whose keys and values are
+            concat(past, new), (B, H, P + S, Dh).
         """
-        start = ops.shape(cache[0][0])[2] if positions is None else 0
+        start = cache.length if positions is None else 0
         x = self.embeddings(token_ids, start_index=start, positions=positions)  # (B, S, D)
         present = []
-        for block, layer_cache in zip(self.blocks, cache, strict=True):
-            x, layer_present = block(
-                x, padding_mask=padding_mask, cache=layer_cache, use_cache=True
-            )
-            present.append(layer_present)
-        return self.lm_head(self.final_norm(x)), present
-
-    def empty_cache(self, batch_size: int) -> list:
-        """A P = 0 cache: per layer `(key, value)` of zeros (B, H, 0, Dh)."""
-        empty = ops.zeros((batch_size, self.num_heads, 0, self.head_dim), self.compute_dtype)
-        return [(empty, empty) for _ in self.blocks]
-
-    def generate(self, inputs, max_new_tokens: int, **kwargs):
-        """Continue prompts; see `transformer_zoo.generation.generate` for the arguments."""
-        from transformer_zoo.generation import generate
-
-        return generate(self, inputs, max_new_tokens, **kwargs)
+        for block, block_cache in zip(self.blocks, cache.blocks, strict=True):
+            x, block_cache = block.call_with_cache(x, block_cache, padding_mask=padding_mask)
+            present.append(block_cache)
+        return self.lm_head(self.final_norm(x)), DecodingCache(tuple(present))
 
     def get_config(self):
         config = super().get_config()

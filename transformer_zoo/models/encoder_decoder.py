@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding, TransformerBlock
+from transformer_zoo.models.decoding_cache import DecodingCache
 from transformer_zoo.models.model_inputs import check_choice, check_positive_int, unpack_inputs
 
 TIE_WEIGHTS = ("none", "decoder", "all")
@@ -164,53 +165,40 @@ class EncoderDecoder(keras.Model):
             x = block(x, padding_mask=encoder_padding_mask, training=training)
         return x
 
-    def start_cache(self, encoder_output) -> list:
-        """The decoding cache for one source: per decoder layer `(self_key, self_value,
-        cross_key, cross_value)`, with an empty (B, H, 0, Dh) self part and the
-        (B, H, S, Dh) cross-attention keys and values, projected once here."""
+    def initial_cache(self, encoder_output, encoder_padding_mask) -> DecodingCache:
+        """The cache before the first target token, for the (B, S, D) output of `encode`:
+        per decoder block an empty (B, H, 0, Dh) self-attention part and the (B, H, S, Dh)
+        cross-attention keys and values of the encoder output, projected once here; and
+        the (B, S) source mask."""
         batch = ops.shape(encoder_output)[0]
-        empty = ops.zeros((batch, self.num_heads, 0, self.head_dim), self.compute_dtype)
-        cache = []
-        for block in self.decoder_blocks:
-            key, value = block.cross_attention_layer.compute_key_value(encoder_output)
-            cache.append((empty, empty, key, value))
-        return cache
+        blocks = tuple(block.initial_cache(batch, encoder_output) for block in self.decoder_blocks)
+        return DecodingCache(blocks, encoder_padding_mask)
 
-    def decode_step(
-        self, decoder_token_ids, cache, encoder_padding_mask, padding_mask=None, positions=None
-    ):
-        """Decoder step on cached self- and cross-attention keys and values.
+    def step(self, token_ids, cache: DecodingCache, padding_mask=None, positions=None):
+        """One decoder step on the cached self- and cross-attention keys and values (the
+        step interface shared with `DecoderOnly`).
 
         Args:
-            decoder_token_ids: (B, T) new target tokens.
-            cache: per layer `(self_key, self_value, cross_key, cross_value)`, self part
-                (B, H, P, Dh), cross part (B, H, S, Dh), from `start_cache` or a step.
-            encoder_padding_mask: (B, S), False at source padding.
+            token_ids: (B, T) new target tokens.
+            cache: the `DecodingCache` of `initial_cache` or of the previous step.
             padding_mask: (B, P + T), False at target padding.
             positions: (B, T) target positions; default P .. P + T - 1.
 
         Returns:
-            `(logits (B, T, V), present)`: the cache with the self part P + T long.
+            `(logits (B, T, V), DecodingCache)` with the self-attention part P + T long.
         """
-        start = ops.shape(cache[0][0])[2] if positions is None else 0
-        x = self.decoder_embeddings(decoder_token_ids, start_index=start, positions=positions)
+        start = cache.length if positions is None else 0
+        x = self.decoder_embeddings(token_ids, start_index=start, positions=positions)
         present = []
-        for block, layer_cache in zip(self.decoder_blocks, cache, strict=True):
-            x, layer_present = block(
+        for block, block_cache in zip(self.decoder_blocks, cache.blocks, strict=True):
+            x, block_cache = block.call_with_cache(
                 x,
+                block_cache,
                 padding_mask=padding_mask,
-                context_padding_mask=encoder_padding_mask,
-                cache=layer_cache,
-                use_cache=True,
+                context_padding_mask=cache.encoder_padding_mask,
             )
-            present.append(layer_present)
-        return self.lm_head(x), present
-
-    def generate(self, inputs, max_new_tokens: int, **kwargs):
-        """Translate; see `transformer_zoo.generation.generate` for the arguments."""
-        from transformer_zoo.generation import generate
-
-        return generate(self, inputs, max_new_tokens, **kwargs)
+            present.append(block_cache)
+        return self.lm_head(x), DecodingCache(tuple(present), cache.encoder_padding_mask)
 
     def get_config(self):
         config = super().get_config()

@@ -1,21 +1,24 @@
-"""Text handling without TensorFlow or Keras: the SentencePiece tokenizer and the model
-input formats, shared by training (through `transformer_zoo.train`) and ONNX serving."""
+"""Text handling without TensorFlow or Keras: the SentencePiece and WordPiece tokenizers,
+their files in a run or export directory, and the model input formats, shared by
+training and serving."""
 
-from transformer_zoo.text.formats import pair_ids, prompt_ids, source_ids
-from transformer_zoo.text.tokenizer import (
+from transformer_zoo.text.files import (
     TARGET_TOKENIZER_FILE,
     TOKENIZER_FILE,
-    Tokenizer,
+    copy_tokenizers,
     load_tokenizers,
     save_tokenizers,
-    train_tokenizer,
 )
-from transformer_zoo.text.wordpiece import WordPieceTokenizer as WordPieceTokenizer
+from transformer_zoo.text.formats import pair_ids, prompt_ids, source_ids
+from transformer_zoo.text.tokenizer import Tokenizer, train_tokenizer
+from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "TARGET_TOKENIZER_FILE",
     "TOKENIZER_FILE",
     "Tokenizer",
+    "WordPieceTokenizer",
+    "copy_tokenizers",
     "load_tokenizers",
     "pair_ids",
     "prompt_ids",

@@ -5,25 +5,22 @@ from __future__ import annotations
 import io
 import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 import sentencepiece as spm
 
+from transformer_zoo.files import write_bytes
+
 # Fixed special ids: padding must be 0 (the masks and the loss treat id 0 as padding).
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 MASK_PIECE = "<mask>"  # a control symbol (id 4): never produced from text, used by masked-LM.
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
-# File names in a run or export directory: the shared (or source) vocabulary, and the
-# target vocabulary of an encoder-decoder trained with separate vocabularies.
-TOKENIZER_FILE = "tokenizer.model"
 # Han characters (CJK Unified Ideographs, Extension A, compatibility, Extensions B-G).
 HAN = re.compile("([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f])")
 # Training-only boundary (SentencePiece's `pretokenization_delimiter`); it never reaches
 # the model, so encoding needs no pre-processing.
 _DELIMITER = "\u2063"
-TARGET_TOKENIZER_FILE = "target_tokenizer.model"
 
 
 class Tokenizer:
@@ -69,17 +66,8 @@ class Tokenizer:
             return cls(file.read())
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the model to `path` atomically (a temporary file, then a rename)."""
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tokenizer-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(self.proto)
-            os.replace(temporary, path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.remove(temporary)
-            raise
+        """Writes the model to `path` atomically."""
+        write_bytes(path, self.proto)
 
     @property
     def vocabulary_size(self) -> int:
@@ -205,23 +193,3 @@ def train_tokenizer(
         minloglevel=2,
     )
     return Tokenizer(model.getvalue())
-
-
-def save_tokenizers(
-    directory: str | os.PathLike, tokenizer: Tokenizer, target_tokenizer: Tokenizer | None = None
-) -> None:
-    """Writes `tokenizer.model`, and `target_tokenizer.model` when the target vocabulary
-    is a separate one (None or the same object means shared)."""
-    tokenizer.save(os.path.join(directory, TOKENIZER_FILE))
-    target = os.path.join(directory, TARGET_TOKENIZER_FILE)
-    if target_tokenizer is not None and target_tokenizer is not tokenizer:
-        target_tokenizer.save(target)
-    elif os.path.exists(target):
-        os.remove(target)  # a stale file from an earlier run would be read back as separate
-
-
-def load_tokenizers(directory: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]:
-    """`(tokenizer, target_tokenizer)` from a directory; the same object when shared."""
-    tokenizer = Tokenizer.load(os.path.join(directory, TOKENIZER_FILE))
-    target = os.path.join(directory, TARGET_TOKENIZER_FILE)
-    return tokenizer, Tokenizer.load(target) if os.path.exists(target) else tokenizer

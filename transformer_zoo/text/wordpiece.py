@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from transformer_zoo.files import write_text
+
 VOCAB_FILENAME = "vocab.txt"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # BERT's WordPiece maps a word of more characters than this to [UNK] (google-research/bert).
@@ -137,10 +139,8 @@ class WordPieceTokenizer:
 
     def save(self, directory: str | os.PathLike) -> str:
         """Writes `vocab.txt` into `directory`; returns its path."""
-        os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, VOCAB_FILENAME)
-        with open(path, "w", encoding="utf-8") as file:
-            file.writelines(f"{token}\n" for token in self.vocabulary)
+        write_text(path, "".join(f"{token}\n" for token in self.vocabulary))
         return path
 
     @property

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from transformer_zoo import search
+from transformer_zoo.generation import search
+from transformer_zoo.generation.search import BeamSearch, Sampling
 
 
 class TableEngine:
@@ -85,7 +86,9 @@ def test_beam_search_with_one_beam_equals_greedy():
     for seed in range(5):
         engine = random_engine(seed=seed)
         greedy = search.greedy_search(engine, PROMPT, 8, eos_id=4)
-        beam = search.beam_search(engine, PROMPT, 8, num_beams=1, eos_id=4, length_penalty=1.0)
+        beam = search.beam_search(
+            engine, PROMPT, 8, BeamSearch(num_beams=1, length_penalty=1.0), eos_id=4
+        )
         np.testing.assert_array_equal(beam.tokens, greedy.tokens)
         ends = greedy.tokens == 4
         lengths = np.where(ends.any(1), ends.argmax(1) + 1, greedy.tokens.shape[1])
@@ -96,7 +99,9 @@ def test_beam_search_finds_a_sequence_greedy_misses_when_greedy_is_myopic():
     engine = myopic_engine()
     prompt = {"token_ids": np.array([[0]])}
     greedy = search.greedy_search(engine, prompt, 2, eos_id=3)
-    beam = search.beam_search(engine, prompt, 2, num_beams=2, eos_id=3, length_penalty=0.0)
+    beam = search.beam_search(
+        engine, prompt, 2, BeamSearch(num_beams=2, length_penalty=0.0), eos_id=3
+    )
     assert greedy.tokens[0, 0] == 1
     np.testing.assert_array_equal(beam.tokens[0], [2, 3])
     beam_logp = log_prob_of(engine, [0], beam.tokens[0])
@@ -109,7 +114,7 @@ def test_beam_search_matches_exhaustive_search_on_short_outputs():
     """With K = V every prefix survives, so the best 3-token sequence must be found."""
     engine = random_engine(vocab=5, seed=3, scale=2.0)
     beam = search.beam_search(
-        engine, {"token_ids": np.array([[1]])}, 3, num_beams=25, length_penalty=0
+        engine, {"token_ids": np.array([[1]])}, 3, BeamSearch(num_beams=25, length_penalty=0)
     )
     grid = np.stack(np.meshgrid(*[np.arange(5)] * 3, indexing="ij"), -1).reshape(-1, 3)
     best = max(grid, key=lambda seq: log_prob_of(engine, [1], seq))
@@ -124,8 +129,12 @@ def test_length_penalty_favours_longer_hypotheses():
     probs[4, 4] = 1.0
     engine = TableEngine(np.log(probs))
     prompt = {"token_ids": np.array([[0]])}
-    short = search.beam_search(engine, prompt, 5, num_beams=2, eos_id=3, length_penalty=0.0)
-    long = search.beam_search(engine, prompt, 5, num_beams=2, eos_id=3, length_penalty=1.0)
+    short = search.beam_search(
+        engine, prompt, 5, BeamSearch(num_beams=2, length_penalty=0.0), eos_id=3
+    )
+    long = search.beam_search(
+        engine, prompt, 5, BeamSearch(num_beams=2, length_penalty=1.0), eos_id=3
+    )
     np.testing.assert_array_equal(short.tokens[0][:1], [3])
     np.testing.assert_array_equal(long.tokens[0], [1, 2, 3])
     assert long.scores[0] == pytest.approx(np.log(0.45) / 3, rel=1e-6)
@@ -134,15 +143,15 @@ def test_length_penalty_favours_longer_hypotheses():
 def test_top_k_of_one_equals_greedy():
     engine = random_engine()
     greedy = search.greedy_search(engine, PROMPT, 10)
-    sampled = search.sample(engine, PROMPT, 10, top_k=1, seed=123, temperature=5.0)
+    sampled = search.sample(engine, PROMPT, 10, Sampling(temperature=5.0, top_k=1, seed=123))
     np.testing.assert_array_equal(sampled.tokens, greedy.tokens)
 
 
 def test_equal_seeds_give_equal_samples_and_different_seeds_differ():
     engine = random_engine(scale=0.5)  # flat distributions: samples vary a lot
-    first = search.sample(engine, PROMPT, 20, seed=7)
-    again = search.sample(engine, PROMPT, 20, seed=7)
-    other = search.sample(engine, PROMPT, 20, seed=8)
+    first = search.sample(engine, PROMPT, 20, Sampling(seed=7))
+    again = search.sample(engine, PROMPT, 20, Sampling(seed=7))
+    other = search.sample(engine, PROMPT, 20, Sampling(seed=8))
     np.testing.assert_array_equal(first.tokens, again.tokens)
     assert not np.array_equal(first.tokens, other.tokens)
 
@@ -151,11 +160,13 @@ def test_sampling_frequencies_follow_the_filtered_distribution():
     logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
     engine = TableEngine(np.tile(logits, (4, 1)))
     prompt = {"token_ids": np.zeros((4000, 1), dtype=int)}
-    tokens = search.sample(engine, prompt, 1, top_p=0.75, seed=0).tokens[:, 0]
+    tokens = search.sample(engine, prompt, 1, Sampling(top_p=0.75, seed=0)).tokens[:, 0]
     # The nucleus of mass 0.75 is {0, 1} (0.5 + 0.3), renormalised to 0.625 / 0.375.
     assert set(np.unique(tokens)) == {0, 1}
     assert abs((tokens == 0).mean() - 0.625) < 0.03
-    tokens = search.sample(engine, prompt, 1, top_k=3, temperature=2.0, seed=0).tokens[:, 0]
+    tokens = search.sample(engine, prompt, 1, Sampling(temperature=2.0, top_k=3, seed=0)).tokens[
+        :, 0
+    ]
     expected = np.sqrt([0.5, 0.3, 0.15])  # temperature 2 takes the square root
     np.testing.assert_allclose(
         np.bincount(tokens, minlength=3)[:3] / 4000, expected / expected.sum(), atol=0.03
@@ -187,14 +198,23 @@ def test_filter_keeps_the_nucleus_and_always_the_top_token():
 )
 def test_bad_search_arguments_are_rejected_by_name(kwargs, name):
     kwargs = {"max_new_tokens": 3, **kwargs}
+    max_new_tokens, strategy = kwargs.pop("max_new_tokens"), kwargs.pop("strategy", "greedy")
     with pytest.raises(ValueError, match=name):
-        search.generate(random_engine(), PROMPT, **kwargs)
+        config = search.search_config(strategy, **kwargs)
+        search.generate(random_engine(), PROMPT, max_new_tokens, config)
 
 
-def test_search_module_imports_neither_tensorflow_nor_keras():
+def test_an_option_the_strategy_does_not_take_is_refused_not_ignored():
+    with pytest.raises(ValueError, match="greedy strategy takes no top_k"):
+        search.search_config("greedy", top_k=5)
+    with pytest.raises(ValueError, match="beam strategy takes no temperature"):
+        search.search_config("beam", temperature=0.5)
+
+
+def test_search_and_engine_modules_import_neither_tensorflow_nor_keras():
     import subprocess
     import sys
 
-    code = "import sys, transformer_zoo.search; print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))"
+    code = "import sys, transformer_zoo.generation.search, transformer_zoo.generation.engine, transformer_zoo.generation.onnx_runner; print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

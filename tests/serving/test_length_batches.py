@@ -4,7 +4,7 @@ than fixed-size batches of the sorted texts."""
 import numpy as np
 import pytest
 
-from transformer_zoo.export.runtime.batching import length_batches
+from transformer_zoo.serving.length_batches import length_batches
 
 
 def padded(lengths, batches):

@@ -1,6 +1,6 @@
-"""The exported graphs of each family, as named `tf.function`s.
+"""The graphs of each family, as named `tf.function`s: what every engine runs.
 
-One definition serves both exporters: tf2onnx converts these functions (the `TensorSpec`
+One definition serves the Keras runner and both exporters: tf2onnx converts these functions (the `TensorSpec`
 names become the ONNX input names and the returned dict's keys the output names), and
 the SavedModel exporter saves the same functions as signatures, so both formats expose
 identical inputs and outputs (Hugging Face Optimum's names, DESIGN.md).
@@ -36,13 +36,10 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from transformer_zoo.models import (
-    DecoderOnly,
-    EncoderDecoder,
-    EncoderOnly,
-    EncoderOnlyClassifier,
-    EncoderOnlyMaskedLM,
-)
+from transformer_zoo.layers import BlockCache, KeyValue
+from transformer_zoo.models import EncoderOnlyClassifier, EncoderOnlyMaskedLM
+from transformer_zoo.models.decoding_cache import DecodingCache
+from transformer_zoo.models.family import backbone_of, family_of
 
 INT = tf.int64  # Optimum's and onnxruntime-genai's integer type for ids, masks, positions
 GRAPH_FILES = {
@@ -75,59 +72,6 @@ class Graph:
         return GRAPH_FILES[self.name]
 
 
-def family_of(model) -> str:
-    """`"encoder-decoder"`, `"decoder-only"` or `"encoder-only"`; ValueError otherwise."""
-    if isinstance(model, DecoderOnly):
-        return "decoder-only"
-    if isinstance(model, EncoderDecoder):
-        return "encoder-decoder"
-    if isinstance(model, (EncoderOnly, EncoderOnlyClassifier, EncoderOnlyMaskedLM)):
-        return "encoder-only"
-    raise ValueError(
-        "`model` must be a DecoderOnly, EncoderDecoder, EncoderOnly, EncoderOnlyClassifier "
-        f"or EncoderOnlyMaskedLM. Received: model of type {type(model).__name__}"
-    )
-
-
-def default_task(model) -> str:
-    if isinstance(model, EncoderOnlyClassifier):
-        return "classification"
-    if isinstance(model, EncoderOnlyMaskedLM):
-        return "masked-lm"
-    return {"decoder-only": "language-model", "encoder-decoder": "translation"}.get(
-        family_of(model), "embedding"
-    )
-
-
-def backbone_of(model):
-    return (
-        model.backbone if isinstance(model, (EncoderOnlyClassifier, EncoderOnlyMaskedLM)) else model
-    )
-
-
-def model_dimensions(model) -> dict:
-    """What a runtime needs to know to feed the graphs (stored in `config.json`)."""
-    core = backbone_of(model)
-    dims = {
-        "class_name": type(model).__name__,
-        "vocabulary_size": core.vocabulary_size,
-        "num_layers": core.num_layers,
-        "num_heads": core.num_heads,
-        "head_dim": core.hidden_dim // core.num_heads,
-        "hidden_dim": core.hidden_dim,
-        "max_length": core.max_length,
-        "dtype": core.compute_dtype,
-    }
-    if isinstance(model, EncoderDecoder):
-        dims["target_vocabulary_size"] = model.output_vocabulary_size
-    if isinstance(core, EncoderOnly):
-        dims["type_vocabulary_size"] = core.type_vocabulary_size
-        dims["use_pooler"] = core.use_pooler
-    if isinstance(model, EncoderOnlyClassifier):
-        dims["num_classes"] = model.num_classes
-    return dims
-
-
 def _ids(name: str) -> tf.TensorSpec:
     return tf.TensorSpec((None, None), INT, name=name)
 
@@ -142,13 +86,24 @@ def _caches(model, suffixes: list[str]) -> list[tf.TensorSpec]:
     ]
 
 
-def _present(present, parts: list[str], keep: int) -> dict:
-    """`present.{i}.{part}` for the first `keep` tensors of each layer's present tuple."""
-    return {
-        f"present.{i}.{part}": layer[j]
-        for i, layer in enumerate(present)
-        for j, part in enumerate(parts[:keep])
-    }
+def _self_attention_cache(past, cross=None, encoder_padding_mask=None) -> DecodingCache:
+    """The `DecodingCache` of flat graph inputs: per layer a key and a value, and the cross
+    keys and values of an encoder-decoder, in the same layer order."""
+    pairs = [KeyValue(*past[i : i + 2]) for i in range(0, len(past), 2)]
+    crosses = [KeyValue(*cross[i : i + 2]) for i in range(0, len(cross), 2)] if cross else None
+    blocks = tuple(
+        BlockCache(pair, crosses[i] if crosses else None) for i, pair in enumerate(pairs)
+    )
+    return DecodingCache(blocks, encoder_padding_mask)
+
+
+def _present(cache: DecodingCache, part: str = "") -> dict:
+    """`present.{i}.{part}key/value` of the self-attention part of a step's cache."""
+    outputs = {}
+    for i, block in enumerate(cache.blocks):
+        outputs[f"present.{i}.{part}key"] = block.self_attention.key
+        outputs[f"present.{i}.{part}value"] = block.self_attention.value
+    return outputs
 
 
 def _graph(name, fn, inputs, cached=False) -> Graph:
@@ -158,23 +113,28 @@ def _graph(name, fn, inputs, cached=False) -> Graph:
     return Graph(name, function, inputs, outputs, cached)
 
 
-def decoder_only_graphs(model: DecoderOnly) -> list[Graph]:
+def decoder_only_graphs(model) -> list[Graph]:
     inputs = [_ids("input_ids"), _ids("attention_mask"), _ids("position_ids")]
     inputs += _caches(model, ["key", "value"])
 
     def step(input_ids, attention_mask, position_ids, *past):
-        cache = [tuple(past[i : i + 2]) for i in range(0, len(past), 2)]
-        logits, present = model.call_with_cache(input_ids, cache, attention_mask, position_ids)
-        return {"logits": logits, **_present(present, ["key", "value"], 2)}
+        logits, present = model.step(
+            input_ids, _self_attention_cache(past), attention_mask, position_ids
+        )
+        return {"logits": logits, **_present(present)}
 
     return [_graph("model", step, inputs, cached=True)]
 
 
-def encoder_decoder_graphs(model: EncoderDecoder) -> list[Graph]:
+def encoder_decoder_graphs(model) -> list[Graph]:
     def encode(input_ids, attention_mask):
         memory = model.encode(input_ids, attention_mask)
-        cross = [layer[2:] for layer in model.start_cache(memory)]
-        return {"last_hidden_state": memory, **_present(cross, ["encoder.key", "encoder.value"], 2)}
+        cache = model.initial_cache(memory, attention_mask)
+        outputs = {"last_hidden_state": memory}
+        for i, block in enumerate(cache.blocks):
+            outputs[f"present.{i}.encoder.key"] = block.cross_attention.key
+            outputs[f"present.{i}.encoder.value"] = block.cross_attention.value
+        return outputs
 
     decoder_inputs = [
         _ids("input_ids"),
@@ -182,16 +142,16 @@ def encoder_decoder_graphs(model: EncoderDecoder) -> list[Graph]:
         _ids("position_ids"),
         _ids("encoder_attention_mask"),
     ]
-    decoder_inputs += _caches(
-        model, ["decoder.key", "decoder.value", "encoder.key", "encoder.value"]
-    )
+    decoder_inputs += _caches(model, ["decoder.key", "decoder.value"])
+    decoder_inputs += _caches(model, ["encoder.key", "encoder.value"])
+    layers = model.num_layers
 
     def decode(input_ids, attention_mask, position_ids, encoder_attention_mask, *past):
-        cache = [tuple(past[i : i + 4]) for i in range(0, len(past), 4)]
-        logits, present = model.decode_step(
-            input_ids, cache, encoder_attention_mask, attention_mask, position_ids
+        cache = _self_attention_cache(
+            past[: 2 * layers], past[2 * layers :], encoder_attention_mask
         )
-        return {"logits": logits, **_present(present, ["decoder.key", "decoder.value"], 2)}
+        logits, present = model.step(input_ids, cache, attention_mask, position_ids)
+        return {"logits": logits, **_present(present, "decoder.")}
 
     return [
         _graph("encoder", encode, [_ids("input_ids"), _ids("attention_mask")]),
@@ -223,7 +183,7 @@ def encoder_only_graphs(model) -> list[Graph]:
     return [_graph("model", forward, inputs)]
 
 
-def export_graphs(model) -> list[Graph]:
+def step_graphs(model) -> list[Graph]:
     """The graphs of `model`'s family (see the module docstring)."""
     family = family_of(model)
     if family == "decoder-only":

@@ -1,13 +1,19 @@
-"""`CachedEngine`: the `search.Engine` protocol over the exported graphs.
+"""`CachedEngine`: the one engine. It steps a decoding model for the search code
+(`transformer_zoo.generation.search`) through a runner of its step graphs.
 
-It follows `KerasEngine`'s conventions exactly, so that both give the same tokens: rows
-of different lengths are left-aligned (the next token of every row sits in the last
-column), positions are `cumsum(mask) - 1`, and the self-attention cache grows by one
-column per step (P = 0 at the prompt). For an encoder-decoder the encoder runs once
-per source and returns the cross-attention keys and values that every step reuses.
+The runner decides where the graphs run, and only it knows the tensor type:
 
-The graphs run through a runner: `OnnxRunner` here, or the SavedModel runner of
-`transformer_zoo.export.tf_runners`; only the runner knows the tensor type.
+- `OnnxRunner` (`onnx_runner`): the exported ONNX files on onnxruntime, no TensorFlow;
+- `KerasRunner` (`keras_runner`): the Keras model's own step graphs, as `tf.function`s;
+- `SavedModelRunner` (`saved_model_runner`): the signatures of an exported SavedModel.
+
+All three run the graphs of `generation.graphs` with Optimum's input and output names,
+so the engine feeds them alike. Rows of different lengths are left-aligned
+(`alignment`), the self-attention cache grows by one column per step (P = 0 at the
+prompt), and for an encoder-decoder the encoder runs once per source and returns the
+cross-attention keys and values that every step reuses.
+
+numpy only: the TensorFlow-free serving runtime uses this engine too.
 """
 
 from __future__ import annotations
@@ -17,8 +23,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from transformer_zoo.export.runtime.errors import InputError
-from transformer_zoo.export.runtime.inputs import token_array
+from transformer_zoo.errors import InputError
+from transformer_zoo.generation.alignment import left_align, positions
+from transformer_zoo.generation.inputs import token_array
+from transformer_zoo.run import ModelDimensions
+
+GENERATIVE_FAMILIES = ("decoder-only", "encoder-decoder")
 
 
 class Runner(Protocol):
@@ -46,31 +56,44 @@ class CachedState:
     cross: dict | None = None
 
 
+def check_room(used: int, max_new_tokens, context: int, what: str = "prompt") -> None:
+    """Raises `InputError` unless `used` tokens plus `max_new_tokens` fit `context`."""
+    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+        raise InputError(
+            f"`max_new_tokens` must be a positive integer. Received: {max_new_tokens!r}"
+        )
+    if used >= context or used + max_new_tokens > context:
+        raise InputError(
+            f"The {what} ({used} tokens) plus max_new_tokens={max_new_tokens} does not fit "
+            f"the model's context of {context} tokens (its max_length)."
+        )
+
+
 class CachedEngine:
-    """Steps an exported decoder-only or encoder-decoder model for `transformer_zoo.search`.
+    """Steps a decoder-only or encoder-decoder model for `search.generate`.
 
     Args:
         runner: runs the graphs by name (`"model"`, or `"encoder"` and `"decoder"`).
-        dims: the `export.model` entry of `config.json` (vocabulary sizes, layers, heads,
-            head width, maximum length).
+        dims: the model's `ModelDimensions`.
         family: `"decoder-only"` or `"encoder-decoder"`.
 
-    Inputs of `start` are `KerasEngine`'s: decoder-only `{"token_ids", "padding_mask"}`;
-    encoder-decoder `{"encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
-    "decoder_padding_mask"}`. Missing masks are `ids != 0`.
+    Inputs of `start`: decoder-only `{"token_ids", "padding_mask"}`; encoder-decoder
+    `{"encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
+    "decoder_padding_mask"}`, where the decoder ids are the start tokens (e.g. BOS).
+    Missing masks are `ids != 0`.
     """
 
-    def __init__(self, runner: Runner, dims: dict, family: str):
-        if family not in ("decoder-only", "encoder-decoder"):
+    def __init__(self, runner: Runner, dims: ModelDimensions, family: str):
+        if family not in GENERATIVE_FAMILIES:
             raise ValueError(
-                f"`family` must be 'decoder-only' or 'encoder-decoder'. Received: family={family!r}"
+                f"`family` must be one of {GENERATIVE_FAMILIES}. Received: family={family!r}"
             )
         self.runner = runner
         self.dims = dims
         self.is_encoder_decoder = family == "encoder-decoder"
         self.graph = "decoder" if self.is_encoder_decoder else "model"
         part = "decoder." if self.is_encoder_decoder else ""
-        layers = range(dims["num_layers"])
+        layers = range(dims.num_layers)
         # past input name -> the present output that feeds it at the next step
         self.cache_names = {
             f"past_key_values.{i}.{part}{kv}": f"present.{i}.{part}{kv}"
@@ -82,8 +105,12 @@ class CachedEngine:
             for i in layers
             for kv in ("key", "value")
         }
-        self.target_vocabulary = dims.get("target_vocabulary_size", dims["vocabulary_size"])
-        self.dtype = np.dtype(dims.get("dtype", "float32"))
+        self.dtype = np.dtype(dims.dtype)
+
+    def empty_cache(self, batch: int) -> dict:
+        """The P = 0 self-attention caches of `batch` rows, by input name."""
+        empty = np.zeros((batch, self.dims.num_heads, 0, self.dims.head_dim), self.dtype)
+        return dict.fromkeys(self.cache_names, empty)
 
     # --- the search.Engine protocol ---------------------------------------------------
     def start(self, inputs: dict) -> tuple[np.ndarray, CachedState]:
@@ -91,10 +118,9 @@ class CachedEngine:
             raise InputError(f"`inputs` must be a dict. Received: {type(inputs).__name__}")
         prefix = "decoder_" if self.is_encoder_decoder else ""
         ids, mask = self._ids(inputs, f"{prefix}token_ids", f"{prefix}padding_mask", True)
-        tokens, aligned = _left_align(ids, mask)
-        positions = np.maximum(np.cumsum(aligned, axis=1) - 1, 0)
-        empty = np.zeros((len(ids), self.dims["num_heads"], 0, self.dims["head_dim"]), self.dtype)
-        state = CachedState(aligned, positions[:, -1] + 1, dict.fromkeys(self.cache_names, empty))
+        tokens, aligned = left_align(ids, mask)
+        where = positions(aligned)
+        state = CachedState(aligned, where[:, -1] + 1, self.empty_cache(len(ids)))
         if self.is_encoder_decoder:
             source, source_mask = self._ids(
                 inputs, "encoder_token_ids", "encoder_padding_mask", False
@@ -109,14 +135,14 @@ class CachedEngine:
             encoded = self.runner.run("encoder", feeds, numpy_outputs=("last_hidden_state",))
             state.source_mask = source_mask
             state.cross = {past: encoded[present] for past, present in self.cross_names.items()}
-        return self._run(tokens, positions, state)
+        return self._run(tokens, where, state)
 
     def step(self, next_tokens: np.ndarray, state: CachedState) -> tuple[np.ndarray, CachedState]:
         next_tokens = np.asarray(next_tokens, np.int64).reshape(-1, 1)  # (B, 1)
         mask = np.concatenate([state.padding_mask, np.ones_like(next_tokens, bool)], axis=1)
-        positions = state.positions[:, None]  # (B, 1)
+        where = state.positions[:, None]  # (B, 1)
         state = replace(state, padding_mask=mask, positions=state.positions + 1)
-        return self._run(next_tokens, positions, state)
+        return self._run(next_tokens, where, state)
 
     def reorder(self, state: CachedState, indices: np.ndarray) -> CachedState:
         indices = np.asarray(indices)
@@ -136,16 +162,16 @@ class CachedEngine:
     def _ids(self, inputs, ids_key, mask_key, target) -> tuple[np.ndarray, np.ndarray]:
         if ids_key not in inputs:
             raise InputError(f"The inputs need `{ids_key}`. Received keys: {sorted(inputs)}")
-        vocabulary = self.target_vocabulary if target else self.dims["vocabulary_size"]
+        vocabulary = self.dims.output_vocabulary_size if target else self.dims.vocabulary_size
         return token_array(
-            inputs[ids_key], ids_key, vocabulary, self.dims["max_length"], inputs.get(mask_key)
+            inputs[ids_key], ids_key, vocabulary, self.dims.max_length, inputs.get(mask_key)
         )
 
-    def _run(self, tokens, positions, state: CachedState) -> tuple[np.ndarray, CachedState]:
+    def _run(self, tokens, where, state: CachedState) -> tuple[np.ndarray, CachedState]:
         feeds = {
             "input_ids": tokens.astype(np.int64),
             "attention_mask": state.padding_mask.astype(np.int64),
-            "position_ids": positions.astype(np.int64),
+            "position_ids": where.astype(np.int64),
             **state.cache,
         }
         if self.is_encoder_decoder:
@@ -155,15 +181,3 @@ class CachedEngine:
         cache = {past: outputs[present] for past, present in self.cache_names.items()}
         logits = np.asarray(outputs["logits"][:, -1], np.float32)  # (B, V)
         return logits, replace(state, cache=cache)
-
-
-def _left_align(ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's real tokens moved to the right end, padding (0) on the left."""
-    lengths = mask.sum(1)
-    width = int(lengths.max())
-    tokens = np.zeros((len(ids), width), np.int64)
-    aligned = np.zeros((len(ids), width), bool)
-    for row, length in enumerate(lengths):
-        tokens[row, width - length :] = ids[row][mask[row]]
-        aligned[row, width - length :] = True
-    return tokens, aligned

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from transformer_zoo.export.runtime.errors import InputError
+from transformer_zoo.errors import InputError
 
 
 def token_array(
@@ -49,7 +49,7 @@ def token_array(
     if max_length is not None and lengths.max() > max_length:
         raise InputError(
             f"`{name}` holds a sequence of {int(lengths.max())} tokens, longer than the "
-            f"model's maximum of {max_length}."
+            f"model's maximum of {max_length} (its max_length)."
         )
     return array.astype(np.int64), mask
 

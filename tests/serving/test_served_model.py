@@ -10,8 +10,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from transformer_zoo.export.runtime import InputError, ModelDirectoryError, load_onnx
+from transformer_zoo.generation import Sampling
 from transformer_zoo.run import RunError
+from transformer_zoo.serving import InputError, ModelDirectoryError, load_onnx
 
 # A meta-path finder that makes every import of tensorflow or keras fail, installed before
 # anything else is imported.
@@ -38,8 +39,9 @@ def test_runtime_serves_every_family_where_tensorflow_cannot_be_imported(family_
             pass
         else:
             raise SystemExit("tensorflow is importable")
-        from transformer_zoo.export.runtime import load_onnx
-        print(load_onnx({str(dirs["decoder-only"])!r}).generate(["the cat"], 5, strategy="beam"))
+        from transformer_zoo.generation import BeamSearch
+        from transformer_zoo.serving import load_onnx
+        print(load_onnx({str(dirs["decoder-only"])!r}).generate(["the cat"], 5, BeamSearch()))
         print(load_onnx({str(dirs["encoder-decoder"])!r}).translate(["March 5, 2021"], 6))
         model = load_onnx({str(dirs["encoder-only"])!r})
         print(model.embed(["dogs", "a cat"]).shape, model.classify(["dogs"])[0]["label"])
@@ -92,7 +94,7 @@ def test_wrong_family_and_bad_arguments_raise_value_errors(decoder):
     with pytest.raises(InputError, match="max_new_tokens"):
         decoder.generate(["x"], max_new_tokens=0)
     with pytest.raises(ValueError, match="temperature"):
-        decoder.generate(["x"], 3, strategy="sample", temperature=0.0)
+        decoder.generate(["x"], 3, Sampling(temperature=0.0))
     with pytest.raises(InputError, match="strings"):
         decoder.generate([b"bytes"])
 

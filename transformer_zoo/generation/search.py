@@ -1,8 +1,13 @@
 """Decoding algorithms over any engine that steps a model: greedy, sampling, beam search.
 
-Numpy only, on purpose: the Keras engine (`transformer_zoo.generation.KerasEngine`) and the
-onnxruntime engine (`transformer_zoo.export.runtime`, TensorFlow-free) plug into the same
-code instead of copying it (STYLE habit 9).
+Numpy only, on purpose: the one engine (`transformer_zoo.generation.engine.CachedEngine`,
+over the Keras model, a SavedModel or the ONNX files) and the uncached reference plug
+into the same code instead of copying it (STYLE habit 9).
+
+A strategy is a typed value: `Greedy()`, `Sampling(temperature, top_k, top_p, seed)` or
+`BeamSearch(num_beams, length_penalty)`, checked when it is made; `generate(engine,
+inputs, max_new_tokens, search=...)` runs it. `STRATEGIES` maps the names the command
+line and the HTTP server use to the classes.
 
 An engine implements the `Engine` protocol:
 
@@ -17,12 +22,11 @@ The state is opaque to the search code (device tensors, caches, masks).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
-
-STRATEGIES = ("greedy", "sample", "beam")
 
 
 class Engine(Protocol):
@@ -54,42 +58,135 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+@dataclass(frozen=True)
+class Greedy:
+    """Pick the most likely token at every step."""
+
+    name: ClassVar[str] = "greedy"
+
+    def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
+        return greedy_search(engine, inputs, max_new_tokens, eos_id, pad_id)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sample each token from softmax(logits / temperature), restricted to the `top_k`
+    most likely tokens and then to the smallest set whose probability reaches `top_p`.
+
+    Attributes:
+        temperature: > 0; below 1 sharpens, above 1 flattens the distribution.
+        top_k: keep only the k most likely tokens (None: all).
+        top_p: keep the nucleus of probability `top_p`, in (0, 1] (None: all).
+        seed: the seed of the row's random generator; the same seed, inputs and engine
+            give the same text. None draws a fresh one.
+    """
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    name: ClassVar[str] = "sample"
+
+    def __post_init__(self):
+        if isinstance(self.temperature, bool) or not (
+            isinstance(self.temperature, (int, float)) and self.temperature > 0
+        ):
+            raise ValueError(
+                f"`temperature` must be positive. Received: temperature={self.temperature!r}"
+            )
+        if self.top_k is not None and (
+            not isinstance(self.top_k, (int, np.integer)) or self.top_k < 1
+        ):
+            raise ValueError(
+                f"`top_k` must be a positive integer or None. Received: top_k={self.top_k!r}"
+            )
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={self.top_p!r}")
+
+    def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
+        return sample(engine, inputs, max_new_tokens, self, eos_id, pad_id)
+
+
+@dataclass(frozen=True)
+class BeamSearch:
+    """Keep the `num_beams` most likely partial sequences per row (see `beam_search`).
+
+    Attributes:
+        num_beams: K; 1 is greedy search.
+        length_penalty: hypotheses are compared by `sum_logprob / length **
+            length_penalty`; > 0 favours longer outputs.
+    """
+
+    num_beams: int = 4
+    length_penalty: float = 1.0
+    name: ClassVar[str] = "beam"
+
+    def __post_init__(self):
+        if not isinstance(self.num_beams, (int, np.integer)) or self.num_beams < 1:
+            raise ValueError(
+                f"`num_beams` must be a positive integer. Received: num_beams={self.num_beams!r}"
+            )
+
+    def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
+        return beam_search(engine, inputs, max_new_tokens, self, eos_id, pad_id)
+
+
+SearchConfig = Greedy | Sampling | BeamSearch
+STRATEGIES: dict[str, type] = {cls.name: cls for cls in (Greedy, Sampling, BeamSearch)}
+
+
+def search_config(strategy: str = "greedy", **options) -> SearchConfig:
+    """The strategy named `strategy` (a key of `STRATEGIES`) with `options`, the way the
+    command line and the HTTP server name them.
+
+    Raises:
+        ValueError: an unknown strategy, an option the strategy does not take (it would
+            be ignored), or a bad value.
+
+    Example:
+    >>> search_config("sample", top_k=5)
+    Sampling(temperature=1.0, top_k=5, top_p=None, seed=None)
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            f"`strategy` must be one of {tuple(STRATEGIES)}. Received: strategy={strategy!r}"
+        )
+    cls = STRATEGIES[strategy]
+    accepted = {f.name for f in dataclasses.fields(cls)}
+    ignored = sorted(set(options) - accepted)
+    if ignored:
+        raise ValueError(
+            f"The {strategy} strategy takes no {', '.join(ignored)}"
+            + (f"; it takes {', '.join(sorted(accepted))}." if accepted else ".")
+        )
+    return cls(**options)
+
+
 def generate(
     engine: Engine,
     inputs: dict[str, np.ndarray],
     max_new_tokens: int,
-    strategy: str = "greedy",
+    search: SearchConfig | None = None,
     eos_id: int | None = None,
     pad_id: int = 0,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    num_beams: int = 4,
-    length_penalty: float = 1.0,
 ) -> SearchResult:
-    """Decode with `strategy`; the other arguments apply to the strategy that uses them.
+    """Decode with the strategy `search` (default `Greedy()`).
 
     Args:
         engine: an `Engine`.
         inputs: what the engine's `start` takes (prompt ids and masks).
         max_new_tokens: the most tokens to generate per row.
-        strategy: `"greedy"`, `"sample"` or `"beam"`.
+        search: `Greedy()`, `Sampling(...)` or `BeamSearch(...)`.
         eos_id: a row stops after generating it; None runs to `max_new_tokens`.
         pad_id: written after a row's EOS.
-        temperature, top_k, top_p, seed: see `sample`.
-        num_beams, length_penalty: see `beam_search`.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={strategy!r}")
-    common = dict(max_new_tokens=max_new_tokens, eos_id=eos_id, pad_id=pad_id)
-    if strategy == "greedy":
-        return greedy_search(engine, inputs, **common)
-    if strategy == "sample":
-        return sample(
-            engine, inputs, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, **common
+    search = Greedy() if search is None else search
+    if not isinstance(search, (Greedy, Sampling, BeamSearch)):
+        raise ValueError(
+            "`search` must be Greedy(), Sampling(...) or BeamSearch(...). "
+            f"Received: search={search!r}"
         )
-    return beam_search(engine, inputs, num_beams=num_beams, length_penalty=length_penalty, **common)
+    return search.run(engine, inputs, max_new_tokens, eos_id, pad_id)
 
 
 def greedy_search(
@@ -109,27 +206,16 @@ def sample(
     engine: Engine,
     inputs: dict[str, np.ndarray],
     max_new_tokens: int,
+    config: Sampling | None = None,
     eos_id: int | None = None,
     pad_id: int = 0,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
 ) -> SearchResult:
-    """Sample each token from softmax(logits / temperature), restricted to the `top_k` most
-    likely tokens and then to the smallest set whose probability reaches `top_p`.
-
-    Stateless: every call makes its own `numpy.random.Generator` from `seed`, so the same
-    seed, inputs and engine give the same text. Scores are log-probabilities under the
-    unmodified model distribution.
-    """
-    if not temperature > 0:
-        raise ValueError(f"`temperature` must be positive. Received: temperature={temperature}")
-    if top_k is not None and (not isinstance(top_k, (int, np.integer)) or top_k < 1):
-        raise ValueError(f"`top_k` must be a positive integer or None. Received: top_k={top_k}")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p}")
-    rng = np.random.default_rng(seed)
+    """Sampling (see `Sampling`). Stateless: every call makes its own
+    `numpy.random.Generator` from the seed. Scores are log-probabilities under the
+    unmodified model distribution."""
+    config = Sampling() if config is None else config
+    temperature, top_k, top_p = config.temperature, config.top_k, config.top_p
+    rng = np.random.default_rng(config.seed)
 
     def choose(logp):
         probs = np.exp(log_softmax(logp / temperature))  # (B, V)
@@ -184,8 +270,7 @@ def beam_search(
     engine: Engine,
     inputs: dict[str, np.ndarray],
     max_new_tokens: int,
-    num_beams: int = 4,
-    length_penalty: float = 1.0,
+    config: BeamSearch | None = None,
     eos_id: int | None = None,
     pad_id: int = 0,
 ) -> SearchResult:
@@ -200,9 +285,9 @@ def beam_search(
     `num_beams=1` this is greedy search.
     """
     _check_max_new_tokens(max_new_tokens)
-    if not isinstance(num_beams, (int, np.integer)) or num_beams < 1:
-        raise ValueError(f"`num_beams` must be a positive integer. Received: num_beams={num_beams}")
-    k = int(num_beams)
+    config = BeamSearch() if config is None else config
+    length_penalty = config.length_penalty
+    k = int(config.num_beams)
     logits, state = engine.start(inputs)
     batch, vocab = logits.shape
     state = engine.reorder(state, np.repeat(np.arange(batch), k))  # B rows -> B·K beams

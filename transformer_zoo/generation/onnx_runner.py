@@ -7,7 +7,7 @@ import os
 import numpy as np
 import onnxruntime as ort
 
-from transformer_zoo.export.runtime.errors import ModelDirectoryError
+from transformer_zoo.errors import ModelDirectoryError
 
 DEFAULT_THREADS = 2  # 2 intra-op threads decoded ~1.7x faster than 1 on a 2-core machine
 # onnxruntime's own default. Spinning workers decoded 10-20% faster on an idle machine

@@ -1,9 +1,9 @@
 """`ServedModel`: text in, text / vectors / labels out, over any of the three engines.
 
 Tokenization and the input formats come from `transformer_zoo.text` (the same functions
-training uses), and generation from `transformer_zoo.search` (the same code as the Keras
-side). Only the runner differs: onnxruntime here, TensorFlow in
-`transformer_zoo.export.tf_runners`.
+training uses), and generation from `transformer_zoo.generation`: the one engine
+(`CachedEngine`) and the search code. Only the runner differs: onnxruntime
+(`OnnxRunner`), or TensorFlow (`KerasRunner`, `SavedModelRunner`).
 
 Generative inputs longer than the model allows are rejected; encoder-only inputs are
 truncated to `max_length`, as in training and as sentence-transformers does.
@@ -15,12 +15,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from transformer_zoo import search
-from transformer_zoo.export.runtime.batching import length_batches
-from transformer_zoo.export.runtime.cached_engine import CachedEngine
-from transformer_zoo.export.runtime.errors import InputError
-from transformer_zoo.export.runtime.inputs import token_array
-from transformer_zoo.run import RunConfig
+from transformer_zoo.errors import InputError
+from transformer_zoo.generation.engine import CachedEngine, check_room
+from transformer_zoo.generation.inputs import token_array
+from transformer_zoo.generation.search import SearchConfig, SearchResult
+from transformer_zoo.generation.search import generate as run_search
+from transformer_zoo.run import ModelDimensions, RunConfig
+from transformer_zoo.serving.length_batches import length_batches
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
@@ -30,19 +31,20 @@ class ServedModel:
 
     Args:
         config: the directory's `RunConfig`.
-        dims: the model's dimensions (`export.model` in an exported `config.json`).
-        runner: runs the graphs by name (`OnnxRunner`, or a TensorFlow runner).
-        engine: the `search.Engine` for generation; default `CachedEngine(runner)`.
+        dims: the model's `ModelDimensions`.
+        runner: runs the graphs by name (`OnnxRunner`, `KerasRunner`, `SavedModelRunner`).
         tokenizer: the (source) tokenizer, or None for an id-only model.
         target_tokenizer: an encoder-decoder's target tokenizer (default: `tokenizer`).
+
+    Attributes:
+        engine: the `CachedEngine` over `runner` (None for an encoder-only model).
     """
 
     def __init__(
         self,
         config: RunConfig,
-        dims: dict,
+        dims: ModelDimensions,
         runner,
-        engine=None,
         tokenizer=None,
         target_tokenizer=None,
     ):
@@ -50,89 +52,81 @@ class ServedModel:
         self.dims = dims
         self.runner = runner
         self.family = config.family
-        if engine is None and self.family != "encoder-only":
-            engine = CachedEngine(runner, dims, self.family)
-        self.engine = engine
+        self.engine = None
+        if self.family != "encoder-only":
+            self.engine = CachedEngine(runner, dims, self.family)
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer or tokenizer
-        self.max_length = int(config.max_length or dims["max_length"])
-        self.max_length = min(self.max_length, int(dims["max_length"]))
+        self.max_length = min(config.max_length or dims.max_length, dims.max_length)
 
     # --- generation -----------------------------------------------------------------
     def generate_ids(
-        self, token_ids, max_new_tokens: int = 32, padding_mask=None, **search_kwargs
-    ) -> search.SearchResult:
-        """Continue prompts given as ids: a (B, S) integer array (0 = padding) or id lists.
-
-        `search_kwargs`: `strategy` ("greedy", "sample", "beam") and its arguments.
-        """
+        self,
+        token_ids,
+        max_new_tokens: int = 32,
+        padding_mask=None,
+        search: SearchConfig | None = None,
+    ) -> SearchResult:
+        """Continue prompts given as ids: a (B, S) integer array (0 = padding) or id lists,
+        with `search` (`Greedy()` by default, `Sampling(...)`, `BeamSearch(...)`)."""
         self._need("decoder-only", "generate")
         ids, mask = token_array(
-            token_ids, "token_ids", self.dims["vocabulary_size"], None, padding_mask
+            token_ids, "token_ids", self.dims.vocabulary_size, None, padding_mask
         )
-        self._check_room(int(mask.sum(1).max()), max_new_tokens, "prompt")
+        check_room(int(mask.sum(1).max()), max_new_tokens, self.dims.max_length, "prompt")
         inputs = {"token_ids": ids, "padding_mask": mask}
-        return self._search(inputs, max_new_tokens, **search_kwargs)
+        return self._search(inputs, max_new_tokens, search)
 
     def generate(
-        self, prompts: str | Sequence[str], max_new_tokens: int = 32, **search_kwargs
+        self,
+        prompts: str | Sequence[str],
+        max_new_tokens: int = 32,
+        search: SearchConfig | None = None,
     ) -> list[str]:
         """Continue text prompts; returns the generated text of each (prompt excluded)."""
         self._need("decoder-only", "generate")
         ids = [prompt_ids(self._tokenizer(), text) for text in _texts(prompts)]
-        result = self.generate_ids(ids, max_new_tokens, **search_kwargs)
+        result = self.generate_ids(ids, max_new_tokens, search=search)
         return [self.tokenizer.decode(row) for row in result.tokens]
 
     def translate_ids(
-        self, source_token_ids, max_new_tokens: int | None = None, **search_kwargs
-    ) -> search.SearchResult:
+        self,
+        source_token_ids,
+        max_new_tokens: int | None = None,
+        search: SearchConfig | None = None,
+    ) -> SearchResult:
         """Translate sources given as ids; the target starts from BOS."""
         self._need("encoder-decoder", "translate")
         source, mask = token_array(
-            source_token_ids, "source_token_ids", self.dims["vocabulary_size"], self.max_length
+            source_token_ids, "source_token_ids", self.dims.vocabulary_size, self.max_length
         )
         if max_new_tokens is None:
-            max_new_tokens = (self.config.max_target_length or self.dims["max_length"]) - 1
-        self._check_room(1, max_new_tokens, "target start")
+            max_new_tokens = (self.config.max_target_length or self.dims.max_length) - 1
+        check_room(1, max_new_tokens, self.dims.max_length, "target start")
         start = np.full((len(source), 1), self.config.special_ids["bos"], np.int64)
         inputs = {
             "encoder_token_ids": source,
             "encoder_padding_mask": mask,
             "decoder_token_ids": start,
         }
-        return self._search(inputs, max_new_tokens, **search_kwargs)
+        return self._search(inputs, max_new_tokens, search)
 
     def translate(
-        self, sources: str | Sequence[str], max_new_tokens: int | None = None, **search_kwargs
+        self,
+        sources: str | Sequence[str],
+        max_new_tokens: int | None = None,
+        search: SearchConfig | None = None,
     ) -> list[str]:
         """Translate texts; returns one translation per source."""
         self._need("encoder-decoder", "translate")
         ids = [source_ids(self._tokenizer(), text) for text in _texts(sources)]
-        result = self.translate_ids(ids, max_new_tokens, **search_kwargs)
+        result = self.translate_ids(ids, max_new_tokens, search=search)
         return [self.target_tokenizer.decode(row) for row in result.tokens]
 
-    def _search(self, inputs, max_new_tokens, strategy="greedy", **kwargs):
-        return search.generate(
-            self.engine,
-            inputs,
-            max_new_tokens,
-            strategy=strategy,
-            eos_id=self.config.special_ids.get("eos"),
-            pad_id=self.config.special_ids.get("pad", 0),
-            **kwargs,
-        )
-
-    def _check_room(self, used: int, max_new_tokens, what: str) -> None:
-        if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
-            raise InputError(
-                f"`max_new_tokens` must be a positive integer. Received: {max_new_tokens!r}"
-            )
-        context = int(self.dims["max_length"])
-        if used >= context or used + max_new_tokens > context:
-            raise InputError(
-                f"The {what} ({used} tokens) plus max_new_tokens={max_new_tokens} does not fit "
-                f"the model's context of {context} tokens."
-            )
+    def _search(self, inputs, max_new_tokens, search) -> SearchResult:
+        special = self.config.special_ids
+        eos, pad = special.get("eos"), special.get("pad", 0)
+        return run_search(self.engine, inputs, max_new_tokens, search, eos, pad)
 
     # --- encoder-only -----------------------------------------------------------------
     def encode(self, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None) -> dict:
@@ -158,7 +152,7 @@ class ServedModel:
         # little of the work is spent on padding; rows go back to input order.
         # Each text is tokenized once: its length plans the batches, its ids feed them.
         encoded = self._tokenize(texts, None)
-        embeddings = np.empty((len(texts), int(self.dims["hidden_dim"])), np.float32)
+        embeddings = np.empty((len(texts), self.dims.hidden_dim), np.float32)
         for rows in length_batches([len(ids) for ids, _ in encoded], batch_size):
             feeds = self._encoder_feeds([encoded[i] for i in rows])
             hidden = self.runner.run("model", feeds, numpy_outputs=("last_hidden_state",))
@@ -223,7 +217,7 @@ class ServedModel:
             feeds["input_ids"][row, : len(ids)] = ids
             feeds["attention_mask"][row, : len(ids)] = 1
             segments[row, : len(ids)] = segment
-        if self.dims.get("type_vocabulary_size"):
+        if self.dims.type_vocabulary_size:
             feeds["token_type_ids"] = segments
         return feeds
 

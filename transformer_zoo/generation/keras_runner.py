@@ -1,0 +1,45 @@
+"""`KerasRunner`: a Keras model's step graphs (`generation.graphs`) as `tf.function`s, behind
+the runner interface of `CachedEngine` and `ServedModel`: the Keras engine.
+
+The graphs are traced once per model with dynamic batch and length dimensions, so the
+growing cache does not retrace them; XLA (`jit_compile=True`) would recompile for every
+new cache length, which measured slower (benchmarks/generation.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from transformer_zoo.generation.graphs import step_graphs
+from transformer_zoo.models.family import dimensions_of
+
+
+class KerasRunner:
+    """Runs `graphs.step_graphs(model)`: the same functions the exporters write.
+
+    Args:
+        model: a model of any family.
+
+    Attributes:
+        model: the Keras model.
+        dims: its `ModelDimensions`.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.dims = dimensions_of(model)
+        self.graphs = {graph.name: graph for graph in step_graphs(model)}
+
+    def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict:
+        graph = self.graphs[graph]
+        args = [tf.convert_to_tensor(feeds[spec.name], dtype=spec.dtype) for spec in graph.inputs]
+        outputs = graph.function(*args)
+        return {
+            k: v.numpy() if not numpy_outputs or k in numpy_outputs else v
+            for k, v in outputs.items()
+        }
+
+    def take(self, value, indices: np.ndarray):
+        """Rows `indices` of a cache tensor (beam search reorders them)."""
+        return tf.gather(value, tf.constant(indices, tf.int32))

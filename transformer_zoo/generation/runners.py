@@ -1,0 +1,75 @@
+"""Opening a directory's graphs with one of the three engines: the table of engines.
+
+- `"onnx"`: an exported directory's `.onnx` files on onnxruntime (no TensorFlow);
+- `"saved_model"`: an exported directory's `saved_model/` signatures (TensorFlow);
+- `"keras"`: a run directory's `model.keras` (or an export that kept one), through its
+  step graphs (TensorFlow).
+
+TensorFlow is imported only for the last two, when asked for.
+"""
+
+from __future__ import annotations
+
+import os
+
+from transformer_zoo.errors import ModelDirectoryError, first_line
+from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS, OnnxRunner
+from transformer_zoo.run import MODEL_FILE, ModelDimensions, RunConfig
+
+ENGINES = ("onnx", "keras", "saved_model")
+
+
+def open_runner(
+    directory: str,
+    config: RunConfig,
+    engine: str = "onnx",
+    intra_op_num_threads: int = DEFAULT_THREADS,
+    allow_spinning: bool = DEFAULT_SPINNING,
+):
+    """`(runner, ModelDimensions)` of `directory` for `engine`; the thread settings apply to
+    the ONNX engine.
+
+    Raises:
+        ValueError: an unknown engine.
+        ModelDirectoryError: the directory lacks, or holds a corrupted copy of, what the
+            engine needs.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"`engine` must be one of {ENGINES}. Received: engine={engine!r}")
+    if engine == "keras":
+        return _keras_runner(directory)
+    entry = config.export.get(engine)
+    if not entry or not config.export.get("model"):
+        raise ModelDirectoryError(
+            f"{directory!r} holds no {engine} export (config.json has no export.{engine} "
+            f"entry); run `transformer-zoo export --format {engine}` first."
+        )
+    dims = ModelDimensions.from_dict(config.export["model"])
+    if engine == "onnx":
+        files = {name: os.path.join(directory, g["file"]) for name, g in entry["graphs"].items()}
+        missing = [os.path.basename(p) for p in files.values() if not os.path.isfile(p)]
+        if missing:
+            raise ModelDirectoryError(f"{directory!r} lacks {', '.join(missing)}.")
+        return OnnxRunner(files, intra_op_num_threads, allow_spinning), dims
+    path = os.path.join(directory, entry.get("directory", "saved_model"))
+    if not os.path.isdir(path):
+        raise ModelDirectoryError(f"{directory!r} lacks its SavedModel directory {path}.")
+    from transformer_zoo.generation.saved_model_runner import SavedModelRunner
+
+    return SavedModelRunner(path, entry["graphs"]), dims
+
+
+def _keras_runner(directory: str):
+    path = os.path.join(directory, MODEL_FILE)
+    if not os.path.isfile(path):
+        raise ModelDirectoryError(f"{directory!r} lacks {MODEL_FILE} (the Keras engine needs it).")
+    import keras
+
+    from transformer_zoo.generation.keras_runner import KerasRunner
+
+    try:
+        model = keras.saving.load_model(path)
+    except Exception as error:  # Keras raises many types for a damaged file
+        raise ModelDirectoryError(f"Cannot load {path}: {first_line(error)}") from None
+    runner = KerasRunner(model)
+    return runner, runner.dims

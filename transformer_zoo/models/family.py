@@ -1,0 +1,64 @@
+"""Which family a model belongs to, and the dimensions its exported graphs are fed by."""
+
+from __future__ import annotations
+
+from transformer_zoo.models.decoder_only import DecoderOnly
+from transformer_zoo.models.encoder_decoder import EncoderDecoder
+from transformer_zoo.models.encoder_only import EncoderOnly
+from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
+from transformer_zoo.models.encoder_only_masked_lm import EncoderOnlyMaskedLM
+from transformer_zoo.run import ModelDimensions
+
+ENCODER_ONLY_HEADS = (EncoderOnlyClassifier, EncoderOnlyMaskedLM)
+
+
+def family_of(model) -> str:
+    """`"encoder-decoder"`, `"decoder-only"` or `"encoder-only"`; ValueError otherwise."""
+    if isinstance(model, DecoderOnly):
+        return "decoder-only"
+    if isinstance(model, EncoderDecoder):
+        return "encoder-decoder"
+    if isinstance(model, (EncoderOnly, *ENCODER_ONLY_HEADS)):
+        return "encoder-only"
+    raise ValueError(
+        "`model` must be a DecoderOnly, EncoderDecoder, EncoderOnly, EncoderOnlyClassifier "
+        f"or EncoderOnlyMaskedLM. Received: model of type {type(model).__name__}"
+    )
+
+
+def default_task(model) -> str:
+    """The task a model of this class serves when nothing else says so."""
+    if isinstance(model, EncoderOnlyClassifier):
+        return "classification"
+    if isinstance(model, EncoderOnlyMaskedLM):
+        return "masked-lm"
+    return {"decoder-only": "language-model", "encoder-decoder": "translation"}.get(
+        family_of(model), "embedding"
+    )
+
+
+def backbone_of(model):
+    """The model that holds the Transformer: a classifier's or masked LM's backbone."""
+    return model.backbone if isinstance(model, ENCODER_ONLY_HEADS) else model
+
+
+def dimensions_of(model) -> ModelDimensions:
+    """The `ModelDimensions` of a model of any family."""
+    core = backbone_of(model)
+    encoder_only = isinstance(core, EncoderOnly)
+    return ModelDimensions(
+        class_name=type(model).__name__,
+        vocabulary_size=core.vocabulary_size,
+        num_layers=core.num_layers,
+        num_heads=core.num_heads,
+        head_dim=core.hidden_dim // core.num_heads,
+        hidden_dim=core.hidden_dim,
+        max_length=core.max_length,
+        dtype=core.compute_dtype,
+        target_vocabulary_size=(
+            model.output_vocabulary_size if isinstance(model, EncoderDecoder) else None
+        ),
+        type_vocabulary_size=core.type_vocabulary_size if encoder_only else 0,
+        use_pooler=core.use_pooler if encoder_only else False,
+        num_classes=model.num_classes if isinstance(model, EncoderOnlyClassifier) else None,
+    )
