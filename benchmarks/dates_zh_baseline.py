@@ -20,31 +20,30 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 
-from transformer_zoo.generation import generate  # noqa: E402
+from transformer_zoo.data import load_task
+from transformer_zoo.data.masked_lm import masked_lm_dataset
+from transformer_zoo.data.pipelines import (
+    classification_dataset,
+    language_model_dataset,
+    translation_dataset,
+)
+from transformer_zoo.evaluation.evaluate import evaluate  # noqa: E402
+from transformer_zoo.generation.keras_runner import KerasRunner  # noqa: E402
 from transformer_zoo.models import (  # noqa: E402
     EncoderOnlyClassifier,
     EncoderOnlyMaskedLM,
     from_preset,
 )
-from transformer_zoo.text import pair_ids, prompt_ids, source_ids  # noqa: E402
-from transformer_zoo.train import (  # noqa: E402
+from transformer_zoo.models.family import float32_copy  # noqa: E402
+from transformer_zoo.run_directory import RunConfig  # noqa: E402
+from transformer_zoo.serving import ServedModel  # noqa: E402
+from transformer_zoo.train.recipe import (
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
-    accuracy,
     adamw_cosine,
-    bleu,
-    classification_dataset,
-    exact_match,
-    language_model_dataset,
-    load_task,
-    masked_lm_dataset,
     paper_adam,
-    per_category,
-    translation_dataset,
 )
-from transformer_zoo.train.run_evaluation import _padded  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -64,16 +63,6 @@ class StopAfter(keras.callbacks.Callback):
         done = self.steps is not None and int(self.model.optimizer.iterations) >= self.steps
         if done or time.perf_counter() - self.start > self.seconds:
             self.model.stop_training = True
-
-
-def _generate_texts(model, rows, tokenizer, key_prefix, batch_size=500, **kwargs) -> list[str]:
-    texts = []
-    for start in range(0, len(rows), batch_size):
-        ids = _padded(rows[start : start + batch_size])
-        inputs = {f"{key_prefix}token_ids": ids, f"{key_prefix}padding_mask": ids != 0}
-        result = generate(model, inputs, max_new_tokens=32, eos_id=tokenizer.eos_id, **kwargs)
-        texts += [tokenizer.decode(row) for row in result.tokens]
-    return texts
 
 
 def main() -> None:
@@ -158,29 +147,19 @@ def main() -> None:
     train_seconds = time.perf_counter() - fit_start
 
     eval_start = time.perf_counter()
-    categories = [e.category for e in task.test]
-    if args.family == "encoder-decoder":
-        rows = [source_ids(tokenizer, e.source, model.max_length) for e in task.test]
-        predictions = _generate_texts(
-            model, rows, target_tokenizer, "encoder_", decoder_start_id=target_tokenizer.bos_id
-        )
-        references = [e.target for e in task.test]
-        scores = {
-            "exact_match": per_category(exact_match, predictions, references, categories),
-            "bleu": bleu(predictions, references),
-            "errors": _errors(task.test, predictions, references),
-        }
-    elif args.family == "decoder-only":
-        rows = [prompt_ids(tokenizer, e.prompt, model.max_length) for e in task.test]
-        predictions = _generate_texts(model, rows, tokenizer, "")
-        references = [e.completion for e in task.test]
-        scores = {
-            "exact_match": per_category(exact_match, predictions, references, categories),
-            "bleu": bleu(predictions, references),
-            "errors": _errors(task.test, predictions, references),
-        }
-    else:
-        scores = {"accuracy": _classification_by_category(model, task, tokenizer)}
+    keras.config.set_dtype_policy("float32")
+    runner = KerasRunner(float32_copy(model))
+    config = RunConfig(
+        family=args.family,
+        preset="tiny",
+        task={"encoder-decoder": "translation", "decoder-only": "language-model"}.get(
+            args.family, "classification"
+        ),
+        target_tokenizer="target_tokenizer.model" if target_tokenizer is not tokenizer else None,
+        label_names=list(task.label_names) or None,
+    )
+    served = ServedModel(config, runner.dims, runner, tokenizer, target_tokenizer)
+    scores = evaluate(served, task)
     result = {
         "family": args.family,
         "preset": "tiny",
@@ -234,31 +213,6 @@ def _pretrain_masked_lm(backbone, task, tokenizer, args, common) -> float:
         verbose=2,
     )
     return time.perf_counter() - start
-
-
-def _errors(examples, predictions, references, per_category_limit=10) -> dict[str, list]:
-    """A few wrong outputs per category: [input, reference, prediction]."""
-    errors: dict[str, list] = {}
-    for example, prediction, reference in zip(examples, predictions, references, strict=True):
-        wrong = errors.setdefault(example.category, [])
-        if prediction != reference and len(wrong) < per_category_limit:
-            wrong.append(
-                [getattr(example, "source", None) or example.prompt, reference, prediction]
-            )
-    return errors
-
-
-def _classification_by_category(model, task, tokenizer) -> dict[str, float]:
-    predicted = []
-    for start in range(0, len(task.test), 500):
-        chunk = task.test[start : start + 500]
-        packed = [pair_ids(tokenizer, e.text, e.text2, 128) for e in chunk]
-        ids, segments = _padded([p[0] for p in packed]), _padded([p[1] for p in packed])
-        logits = model({"token_ids": ids, "padding_mask": ids != 0, "segment_ids": segments})
-        predicted += [task.label_names[i] for i in np.argmax(np.asarray(logits, np.float32), -1)]
-    return per_category(
-        accuracy, predicted, [e.label for e in task.test], [e.category for e in task.test]
-    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import pytest
 
 from transformer_zoo.export import export_onnx, export_saved_model
 from transformer_zoo.models import EncoderOnlyClassifier, from_preset
-from transformer_zoo.run import RunConfig, save_run_config
+from transformer_zoo.run_directory import RunConfig, save_run_config
 from transformer_zoo.text import WordPieceTokenizer, train_tokenizer
 
 SENTENCES = [

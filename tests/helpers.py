@@ -104,3 +104,22 @@ WORDPIECE_EDGE_CASES = [
     "",
     "   ",
 ]
+
+
+def cli_error(capsys, argv) -> str:
+    """Runs the CLI on `argv`, expects the one way a misuse ends (exit code 2, no
+    traceback, the last line `transformer-zoo COMMAND: error: ...`, anything before it
+    argparse's usage) and returns the error line."""
+    from transformer_zoo.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("transformer-zoo") and ": error: " in lines[-1], err
+    assert len(lines) == 1 or lines[0].startswith("usage: transformer-zoo"), err
+    return lines[-1]

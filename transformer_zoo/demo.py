@@ -14,12 +14,9 @@ any input.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import unicodedata
-
-from transformer_zoo.cli_serving import _one_line, _usage_error
 
 DEFAULT_OUT = os.path.join("runs", "demo")
 # The whole recipe (4 epochs, about 1,000 steps) takes under a minute on an idle 2-core
@@ -27,46 +24,6 @@ DEFAULT_OUT = os.path.join("runs", "demo")
 # demo trains it fully unless --time-budget says otherwise.
 TIME_BUDGET = None
 SHOWN = {"dates": 3, "numbers": 3, "times": 2}
-
-
-def register(commands) -> None:
-    demo = commands.add_parser("demo", help="train, evaluate, export and serve the built-in task")
-    demo.add_argument("--out", default=DEFAULT_OUT, help=f"run directory (default {DEFAULT_OUT})")
-    demo.add_argument(
-        "--time-budget",
-        type=float,
-        default=TIME_BUDGET,
-        help="seconds of training at most (default: none)",
-    )
-    demo.add_argument("--seed", type=int, default=0)
-    demo.set_defaults(handler=_demo)
-    attention = commands.add_parser(
-        "attention", help="draw attention heatmaps of a translation run for one input"
-    )
-    attention.add_argument("run_dir", help="a translation run directory")
-    attention.add_argument("--text", required=True, help="the English sentence to translate")
-    attention.add_argument("--out", help="where to write the PNGs (default: RUN_DIR)")
-    attention.set_defaults(handler=_attention)
-
-
-def _attention(args: argparse.Namespace) -> int:
-    from transformer_zoo.attention_pictures import draw_run_attention
-
-    try:
-        result = draw_run_attention(args.run_dir, args.text, args.out)
-    except ValueError as error:
-        raise _usage_error(_one_line(error)) from None
-    print(f"translation: {result['translation']}")
-    print(f"wrote {result['attention']}")
-    print(f"wrote {result['causal_mask']}")
-    return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    if args.time_budget is not None and args.time_budget <= 0:
-        raise _usage_error(f"--time-budget must be positive. Received: {args.time_budget}")
-    run_demo(args.out, args.time_budget, args.seed)
-    return 0
 
 
 def _width(text: str) -> int:
@@ -111,12 +68,12 @@ def run_demo(
     out: str = DEFAULT_OUT, time_budget: float | None = TIME_BUDGET, seed: int = 0
 ) -> dict:
     """Runs the five steps above and prints what each gives; returns the summary."""
-    from transformer_zoo.attention_pictures import draw_run_attention
+    from transformer_zoo.data.tasks import load_task
     from transformer_zoo.export.run_export import export_run
     from transformer_zoo.serving import load_served_model
-    from transformer_zoo.train.task import load_task
-    from transformer_zoo.train.train_config import TrainConfig
+    from transformer_zoo.train.config import TrainConfig
     from transformer_zoo.train.trainer import train
+    from transformer_zoo.visualize.attention import draw_run_attention
 
     clock = time.perf_counter()
     budget = f", at most {time_budget:.0f} s" if time_budget else ""

@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import minilm_dir, minilm_reference
 from transformer_zoo import cli
-from transformer_zoo.run import load_run_config
+from transformer_zoo.run_directory import load_run_config
 
 COSINE = 0.9999
 
@@ -79,28 +79,3 @@ def test_embed_reproduces_sentence_transformers(minilm, engine, batch_size):
     cosine = (embeddings.astype(np.float64) * minilm.reference).sum(axis=1)
     worst = int(cosine.argmin())
     assert cosine.min() >= COSINE, f"{minilm.sentences[worst]!r}: cosine {cosine[worst]:.6f}"
-
-
-def test_in_graph_wordpiece_and_import_hf_bert_reproduce_sentence_transformers(minilm):
-    """The Keras side without the serving code: keras-hub's in-graph WordPiece
-    (`WordPiecePreprocessor`) feeding the model `import_hf_bert` builds."""
-    import tensorflow as tf
-
-    from transformer_zoo.models import import_hf_bert
-    from transformer_zoo.serving.length_batches import length_batches
-    from transformer_zoo.train.wordpiece import WordPiecePreprocessor
-
-    preprocessor = WordPiecePreprocessor.from_directory(minilm_dir())
-    assert preprocessor.sequence_length == 256  # sentence_bert_config.json
-    packed = preprocessor(tf.constant(minilm.sentences))
-    ids, mask = packed["token_ids"].numpy(), packed["padding_mask"].numpy()
-    lengths = mask.sum(axis=1)
-    assert [row[:n].tolist() for row, n in zip(ids, lengths, strict=True)] == minilm.ids
-    model = import_hf_bert(minilm_dir())
-    embeddings = np.empty(minilm.reference.shape, np.float32)
-    for rows in length_batches(lengths, 16):  # each batch cut to its longest text
-        width = int(lengths[rows].max())
-        batch = {"token_ids": ids[rows, :width], "padding_mask": mask[rows, :width]}
-        embeddings[rows] = np.asarray(model.embed(batch))
-    cosine = (embeddings.astype(np.float64) * minilm.reference).sum(axis=1)
-    assert cosine.min() >= COSINE, minilm.sentences[int(cosine.argmin())]

@@ -10,11 +10,11 @@ from onnx import numpy_helper
 
 from tests.artifacts import SMALL
 from transformer_zoo.export import ExportError, export_onnx
-from transformer_zoo.export.onnx_export import convert_graph, validate_onnx_file
+from transformer_zoo.export.onnx.export import convert_graph, validate_onnx_file
 from transformer_zoo.generation.graphs import step_graphs
 from transformer_zoo.models import EncoderOnlyMaskedLM, from_preset
 from transformer_zoo.models.family import dimensions_of
-from transformer_zoo.run import load_run_config
+from transformer_zoo.run_directory import load_run_config
 
 
 def _io(path):

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 import tf2onnx
 
-from transformer_zoo.export.onnx_graph import fuse_layer_norm
+from transformer_zoo.export.onnx.layer_norm import fuse_layer_norm
 from transformer_zoo.layers import TransformerBlock
 
 D = 16

@@ -11,37 +11,63 @@ import pytest
 
 from tests.artifacts import SENTENCES
 from transformer_zoo.cli import main
-from transformer_zoo.export import QuantizationError, quantize_onnx
-from transformer_zoo.run import load_run_config
-from transformer_zoo.serving import ModelDirectoryError, load_onnx, load_served_model
-from transformer_zoo.text import prompt_ids
-from transformer_zoo.train.examples import (
+from transformer_zoo.data import Task
+from transformer_zoo.data.examples import (
     ClassificationExample,
     PromptCompletion,
     TranslationPair,
 )
+from transformer_zoo.evaluation.evaluate import predict
+from transformer_zoo.export import QuantizationError, quantize_onnx
+from transformer_zoo.run_directory import load_run_config
+from transformer_zoo.serving import ModelDirectoryError, load_onnx, load_served_model
 
 INPUTS = sorted({s for s in SENTENCES if len(s) < 25})  # they fit the tiny contexts
 
 
-def keras_task(art, family: str):
-    """Test examples whose references are what the Keras engine predicts."""
+def keras_task(art, family: str) -> Task:
+    """A task whose test references are what the Keras engine predicts (the evaluation's
+    own `predict`, so with its length limits)."""
     keras_model = load_served_model(art.run_dir, "keras")
     if family == "encoder-decoder":
-        targets = keras_model.translate(INPUTS)
-        return [TranslationPair(s, t) for s, t in zip(INPUTS, targets, strict=True)]
+        examples = [TranslationPair(s, "") for s in INPUTS]
+        return Task(
+            "keras",
+            family,
+            [],
+            [],
+            [
+                TranslationPair(s, t)
+                for s, t in zip(INPUTS, predict(keras_model, examples), strict=True)
+            ],
+        )
     if family == "decoder-only":
-        longest = max(len(prompt_ids(art.tokenizer, t)) for t in INPUTS)
-        completions = keras_model.generate(INPUTS, min(64, 48 - longest))
-        return [PromptCompletion(p, c) for p, c in zip(INPUTS, completions, strict=True)]
-    labels = [r["label"] for r in keras_model.classify(INPUTS)]
-    return [ClassificationExample(label, text) for label, text in zip(labels, INPUTS, strict=True)]
+        examples = [PromptCompletion(p, "") for p in INPUTS]
+        return Task(
+            "keras",
+            family,
+            [],
+            [],
+            [
+                PromptCompletion(p, c)
+                for p, c in zip(INPUTS, predict(keras_model, examples), strict=True)
+            ],
+        )
+    examples = [ClassificationExample("", text) for text in INPUTS]
+    labels = predict(keras_model, examples)
+    return Task(
+        "keras",
+        family,
+        [],
+        [],
+        [ClassificationExample(label, text) for label, text in zip(labels, INPUTS, strict=True)],
+    )
 
 
 @pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only", "encoder-only"])
 def test_int8_copy_serves_and_is_scored_next_to_float32(family_artifacts, tmp_path, family):
     art = family_artifacts(family)
-    task = types.SimpleNamespace(test=keras_task(art, family))
+    task = keras_task(art, family)
     out = tmp_path / "int8"
     report = quantize_onnx(art.export_dir, out, task=task, max_accuracy_drop=1.0)
 

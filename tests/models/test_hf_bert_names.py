@@ -7,7 +7,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from tests.helpers import minilm_dir, minilm_reference, np_layer_norm, np_softmax
-from transformer_zoo.models.hf_bert_names import (
+from transformer_zoo.models.hf_bert.names import (
     BUFFERS,
     bert_weight_table,
     list_tensors,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from transformer_zoo.generation import Sampling
-from transformer_zoo.run import RunError
+from transformer_zoo.run_directory import RunError
 from transformer_zoo.serving import InputError, ModelDirectoryError, load_onnx
 
 # A meta-path finder that makes every import of tensorflow or keras fail, installed before

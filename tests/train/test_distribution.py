@@ -25,7 +25,7 @@ MIRRORED_VS_ONE_DEVICE = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
-    from transformer_zoo.train.train_config import TrainConfig
+    from transformer_zoo.train.config import TrainConfig
     from transformer_zoo.train.trainer import train
 
     curves = {}

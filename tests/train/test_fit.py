@@ -1,5 +1,5 @@
 """`train()` end to end on small subsets of builtin:dates-zh: the run directory that
-export and serving read, reruns, a NaN loss, and `evaluate_run`."""
+export and serving read, reruns, a NaN loss, and `evaluate_directory`."""
 
 import json
 import os
@@ -8,12 +8,12 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_zoo.run import MODEL_FILE, RunError, check_run_files, load_run_config
-from transformer_zoo.train.curves import read_history
-from transformer_zoo.train.nan_guard import NaNLossError
-from transformer_zoo.train.run_evaluation import evaluate_run
-from transformer_zoo.train.train_config import TrainConfig
+from transformer_zoo.evaluation.evaluate import evaluate_directory
+from transformer_zoo.run_directory import MODEL_FILE, RunError, check_run_files, load_run_config
+from transformer_zoo.train.callbacks.nan_guard import NaNLossError
+from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.trainer import train
+from transformer_zoo.visualize.curves import read_history
 
 SMALL = dict(max_examples=96, epochs=2, batch_size=32, steps_per_execution=2)
 # decoder-only trains in test_distribution.py; its evaluation is tested below.
@@ -87,9 +87,9 @@ def test_metrics_report_the_familys_scores_per_category(runs, family, keys):
         assert pretraining is None
 
 
-def test_evaluate_run_recomputes_the_saved_metrics(runs):
+def test_evaluate_directory_recomputes_the_saved_metrics(runs):
     saved = runs["encoder-decoder"].metrics["test"]
-    again = evaluate_run(runs["encoder-decoder"].run_dir)
+    again = evaluate_directory(runs["encoder-decoder"].run_dir)
     assert again["exact_match"] == saved["exact_match"] and again["bleu"] == saved["bleu"]
     assert again["perplexity"] == pytest.approx(saved["perplexity"], rel=1e-5)
 
@@ -163,16 +163,41 @@ def test_cli_evaluate_prints_and_saves_the_recomputed_metrics(runs, capsys):
 
 
 def test_decoder_only_evaluation_completes_prompts_and_reports_perplexity():
-    from transformer_zoo.train.family_setup import FamilySetup, limit_task
-    from transformer_zoo.train.run_evaluation import evaluate_model
-    from transformer_zoo.train.task import load_task
+    from transformer_zoo.data.tasks import limit_task, load_task
+    from transformer_zoo.evaluation.evaluate import evaluate
+    from transformer_zoo.generation.keras_runner import KerasRunner
+    from transformer_zoo.run_directory import RunConfig
+    from transformer_zoo.serving import ServedModel
+    from transformer_zoo.train.family_setup import FamilySetup
 
     setup = FamilySetup.create(
         limit_task(load_task("builtin:dates-zh", "decoder-only"), 80), "tiny"
     )
-    scores = evaluate_model(setup.build_model(), setup, samples=2)
+    runner = KerasRunner(setup.build_model())
+    config = RunConfig("decoder-only", "tiny", "language-model")
+    served = ServedModel(config, runner.dims, runner, setup.tokenizer)
+    scores = evaluate(served, setup.task, samples=2)
     assert scores["examples"] == 8 and len(scores["samples"]) == 2
     assert {"exact_match", "bleu", "token_accuracy", "perplexity"} <= set(scores)
     # An untrained model is close to uniform over the vocabulary.
     assert scores["perplexity"] > setup.tokenizer.vocabulary_size / 10
     assert scores["samples"][0]["input"].endswith(" =>")
+
+
+def test_the_evaluation_token_scores_equal_keras_evaluate_on_the_pipeline(runs):
+    """The evaluation scores through the engine (formats.translation_example); Keras
+    scores through the tf.data pipeline with the recipe's metrics: an independent path."""
+    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.text import load_tokenizers
+    from transformer_zoo.train.family_setup import FamilySetup
+
+    run_dir = runs["encoder-decoder"].run_dir
+    config = load_run_config(run_dir)
+    setup = FamilySetup.create(run_task(config), config.preset, load_tokenizers(run_dir, config))
+    model = keras.saving.load_model(os.path.join(run_dir, MODEL_FILE))
+    loss, metrics = setup.loss_and_metrics()
+    model.compile(loss=loss, metrics=metrics)
+    scores = model.evaluate(setup.dataset("test", model, 64), verbose=0, return_dict=True)
+    saved = runs["encoder-decoder"].metrics["test"]
+    assert saved["token_accuracy"] == pytest.approx(scores["masked_accuracy"], abs=1e-6)
+    assert saved["perplexity"] == pytest.approx(scores["perplexity"], rel=1e-4)

@@ -9,11 +9,14 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_zoo.train.atomic_backup_and_restore import AtomicBackupAndRestore, backup_epoch
-from transformer_zoo.train.atomic_model_checkpoint import AtomicModelCheckpoint
-from transformer_zoo.train.budgeted_cosine_decay import BudgetedCosineDecay
-from transformer_zoo.train.nan_guard import NaNGuard, NaNLossError
-from transformer_zoo.train.time_budget import TimeBudget
+from transformer_zoo.train.callbacks.atomic_backup_and_restore import (
+    AtomicBackupAndRestore,
+    backup_epoch,
+)
+from transformer_zoo.train.callbacks.atomic_model_checkpoint import AtomicModelCheckpoint
+from transformer_zoo.train.callbacks.budgeted_cosine_decay import BudgetedCosineDecay
+from transformer_zoo.train.callbacks.nan_guard import NaNGuard, NaNLossError
+from transformer_zoo.train.callbacks.time_budget import TimeBudget
 
 X = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
 Y = X @ np.arange(1.0, 5.0, dtype="float32")[:, None]

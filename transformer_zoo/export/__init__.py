@@ -7,8 +7,8 @@ first use. Serving the files is `transformer_zoo.serving`'s (no TensorFlow).
 from __future__ import annotations
 
 _LAZY = {
-    "export_onnx": "transformer_zoo.export.onnx_export",
-    "export_saved_model": "transformer_zoo.export.saved_model_export",
+    "export_onnx": "transformer_zoo.export.onnx.export",
+    "export_saved_model": "transformer_zoo.export.saved_model.export",
     "export_run": "transformer_zoo.export.run_export",
     "ExportError": "transformer_zoo.export.validation",
     "quantize_onnx": "transformer_zoo.export.quantize",

@@ -1,6 +1,6 @@
 """The self-describing exported directory: `config.json`, tokenizer files, model files.
 
-`config.json` is the run directory's `RunConfig` (`transformer_zoo.run`) with its
+`config.json` is the run directory's `RunConfig` (`transformer_zoo.run_directory`) with its
 `export` entry filled in:
 
     "export": {
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from transformer_zoo.models.family import default_task, dimensions_of, family_of
-from transformer_zoo.run import (
+from transformer_zoo.run_directory import (
     CONFIG_FILE,
     ModelDimensions,
     RunConfig,

@@ -18,8 +18,10 @@ classify`):
 
 - encoder-decoder: greedy translations, exact match;
 - decoder-only: greedy completions of the prompts, exact match (plain-text tasks, which
-  have no prompts: teacher-forced next-token accuracy);
-- encoder-only: classification accuracy.
+  have no prompts: teacher-forced token accuracy);
+- encoder-only: classification accuracy;
+
+each scored by `transformer_zoo.evaluation.evaluate`, the scoring of `metrics.json`.
 
 If the int8 score is more than `max_accuracy_drop` (absolute, 0-1) below the float32
 score, `QuantizationError` is raised and nothing is written. The report (sizes, seconds,
@@ -33,22 +35,19 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 
-import numpy as np
-
+from transformer_zoo.data.tasks import run_task
 from transformer_zoo.errors import ModelDirectoryError
+from transformer_zoo.evaluation.evaluate import evaluate, primary_score
 from transformer_zoo.export.validation import ExportError
 from transformer_zoo.generation.onnx_runner import make_session
-from transformer_zoo.run import CONFIG_FILE, RunConfig, load_run_config, save_run_config
+from transformer_zoo.run_directory import CONFIG_FILE, RunConfig, load_run_config, save_run_config
 from transformer_zoo.serving import load_onnx
-from transformer_zoo.text import prompt_ids
 
 REPORT_FILE = "quantization.json"
 log = logging.getLogger(__name__)  # stages; `transformer-zoo export --quantize` shows them
 DEFAULT_MAX_ACCURACY_DROP = 0.01
 DEFAULT_EXAMPLES = 1000
-BATCH_SIZE = 256
 
 
 class QuantizationError(ExportError):
@@ -68,7 +67,7 @@ def quantize_onnx(
     Args:
         onnx_dir: an ONNX export directory (float32).
         out_dir: the directory to write; it must not exist yet, or be empty.
-        task: the `transformer_zoo.train.task.Task` to measure on; None loads the one
+        task: the `transformer_zoo.data.tasks.Task` to measure on; None loads the one
             `config.json` names (`data`, `seed`), as `transformer-zoo evaluate` does.
         max_accuracy_drop: the largest accepted fall of the score (0.01: one point of
             accuracy); None skips the measurement (the only way for a model without a
@@ -104,7 +103,8 @@ def quantize_onnx(
     if not isinstance(examples, int) or examples < 1:
         raise ValueError(f"`examples` must be a positive integer. Received: {examples!r}")
     if max_accuracy_drop is not None and task is None:
-        task = _config_task(config)
+        require_task(config)
+        task = run_task(config)
 
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
@@ -179,28 +179,20 @@ def require_task(config: RunConfig) -> None:
         )
 
 
-def _config_task(config: RunConfig):
-    """The task a run was trained on (its data, seed and example limit)."""
-    require_task(config)
-    from transformer_zoo.train.run_evaluation import run_task
-
-    return run_task(config)
-
-
 def compare_on_task(float_dir: str, int8_dir: str, task, examples: int) -> dict:
-    """Both directories' score on the first `examples` test examples of `task`, and the
-    seconds each took (served in turn, batches of 256, sorted by length)."""
-    test = task.test[:examples]
-    if not test:
-        raise ValueError("The task's test split is empty: nothing to measure on.")
-    result = {"examples": len(test)}
+    """Both directories' score on the first `examples` test examples of `task`
+    (`evaluation.evaluate`, the same scoring as `metrics.json`), and the seconds each took."""
+    result = {}
     for name, directory in (("float32", float_dir), ("int8", int8_dir)):
-        log.info("int8: scoring the %s model on %d test examples", name, len(test))
         served = load_onnx(directory)
-        started = time.perf_counter()
-        metric, score = task_score(served, test)
-        result[f"{name}_seconds"] = round(time.perf_counter() - started, 2)
-        result["metric"], result[name] = metric, round(score, 6)
+        log.info(
+            "int8: scoring the %s model on %d test examples", name, min(examples, len(task.test))
+        )
+        scores = evaluate(served, task, limit=examples)
+        result["metric"], score = primary_score(scores)
+        result[name] = round(score, 6)
+        result[f"{name}_seconds"] = scores["seconds"]
+        result["examples"] = scores["examples"]
     result["drop"] = round(result["float32"] - result["int8"], 6)
     log.info(
         "int8: %s %.4f against %.4f in float32 (a drop of %.4f)",
@@ -210,57 +202,3 @@ def compare_on_task(float_dir: str, int8_dir: str, task, examples: int) -> dict:
         result["drop"],
     )
     return result
-
-
-def task_score(served, examples) -> tuple[str, float]:
-    """`(metric name, score)` of a `ServedModel` on task examples (see the module doc)."""
-    from transformer_zoo.train.evaluation import accuracy, exact_match
-
-    if served.family == "encoder-only":
-        texts = [e.text for e in examples]
-        pairs = [e.text2 or "" for e in examples] if any(e.text2 for e in examples) else None
-        predicted = [r["label"] for r in served.classify(texts, pairs, batch_size=BATCH_SIZE)]
-        return "accuracy", accuracy(predicted, [e.label for e in examples])
-    if served.family == "encoder-decoder":
-        inputs, references = [e.source for e in examples], [e.target for e in examples]
-
-        def run(texts):
-            return served.translate(texts)
-    elif any(e.prompt for e in examples):
-        inputs, references = [e.prompt for e in examples], [e.completion for e in examples]
-
-        def run(texts):
-            longest = max(len(prompt_ids(served.tokenizer, t)) for t in texts)
-            return served.generate(texts, max(1, min(64, served.max_length - longest)))
-    else:
-        return "next_token_accuracy", _next_token_accuracy(served, examples)
-    predictions = [""] * len(inputs)
-    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
-    for start in range(0, len(order), BATCH_SIZE):
-        rows = order[start : start + BATCH_SIZE]
-        for i, text in zip(rows, run([inputs[i] for i in rows]), strict=True):
-            predictions[i] = text
-    return "exact_match", exact_match(predictions, references)
-
-
-def _next_token_accuracy(served, examples) -> float:
-    """Teacher-forced: the share of next tokens the model ranks first, over each text's
-    tokens (one pass per text with an empty cache)."""
-    engine, hits, total = served.engine, 0, 0
-    for example in examples:
-        ids = prompt_ids(served.tokenizer, example.text, served.max_length)
-        if len(ids) < 2:
-            continue
-        tokens = np.asarray(ids, np.int64)[None]
-        feeds = {
-            "input_ids": tokens,
-            "attention_mask": np.ones_like(tokens),
-            "position_ids": np.arange(tokens.shape[1])[None],
-            **engine.empty_cache(1),
-        }
-        logits = served.runner.run("model", feeds, numpy_outputs=("logits",))["logits"]
-        hits += int((logits[0, :-1].argmax(-1) == tokens[0, 1:]).sum())
-        total += tokens.shape[1] - 1
-    if not total:
-        raise ValueError("No test text has two tokens: nothing to measure on.")
-    return hits / total

@@ -12,7 +12,7 @@ from transformer_zoo.export.quantize import (
     quantize_onnx,
     require_task,
 )
-from transformer_zoo.run import MODEL_FILE, check_run_files, load_run_config
+from transformer_zoo.run_directory import MODEL_FILE, check_run_files, load_run_config
 
 FORMATS = ("onnx", "saved_model")
 QUANTIZED_DIR = "int8"  # where `quantize="int8"` writes, inside `out_dir`
@@ -50,8 +50,8 @@ def export_run(
     """
     import keras
 
-    from transformer_zoo.export.onnx_export import export_onnx
-    from transformer_zoo.export.saved_model_export import export_saved_model
+    from transformer_zoo.export.onnx.export import export_onnx
+    from transformer_zoo.export.saved_model.export import export_saved_model
 
     run_dir, out_dir = os.fspath(run_dir), os.fspath(out_dir)
     unknown = [f for f in formats if f not in FORMATS]

@@ -15,7 +15,7 @@ import numpy as np
 
 from transformer_zoo.generation.alignment import positions
 from transformer_zoo.generation.graphs import Graph
-from transformer_zoo.run import ModelDimensions
+from transformer_zoo.run_directory import ModelDimensions
 
 BATCH_SIZES = (1, 3)
 LENGTHS = (2, 7)

@@ -26,7 +26,7 @@ import numpy as np
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.alignment import left_align, positions
 from transformer_zoo.generation.inputs import token_array
-from transformer_zoo.run import ModelDimensions
+from transformer_zoo.run_directory import ModelDimensions
 
 GENERATIVE_FAMILIES = ("decoder-only", "encoder-decoder")
 
@@ -114,28 +114,40 @@ class CachedEngine:
 
     # --- the search.Engine protocol ---------------------------------------------------
     def start(self, inputs: dict) -> tuple[np.ndarray, CachedState]:
+        tokens, where, state = self._begin(inputs, align=True)
+        return self._run(tokens, where, state)
+
+    def forward(self, inputs: dict) -> np.ndarray:
+        """Teacher forcing: (B, T, V) float32 logits at every position of whole sequences
+        (`inputs` as for `start`, any padding), one pass with an empty cache."""
+        tokens, where, state = self._begin(inputs, align=False)
+        return self._logits(tokens, where, state)[0]
+
+    def _begin(self, inputs: dict, align: bool):
+        """`(tokens, positions, state)` of the first pass; the encoder runs here."""
         if not isinstance(inputs, dict):
             raise InputError(f"`inputs` must be a dict. Received: {type(inputs).__name__}")
         prefix = "decoder_" if self.is_encoder_decoder else ""
-        ids, mask = self._ids(inputs, f"{prefix}token_ids", f"{prefix}padding_mask", True)
-        tokens, aligned = left_align(ids, mask)
-        where = positions(aligned)
-        state = CachedState(aligned, where[:, -1] + 1, self.empty_cache(len(ids)))
+        tokens, mask = self._ids(inputs, f"{prefix}token_ids", f"{prefix}padding_mask", True)
+        if align:
+            tokens, mask = left_align(tokens, mask)
+        where = positions(mask)
+        state = CachedState(mask, where[:, -1] + 1, self.empty_cache(len(tokens)))
         if self.is_encoder_decoder:
             source, source_mask = self._ids(
                 inputs, "encoder_token_ids", "encoder_padding_mask", False
             )
-            if len(source) != len(ids):
+            if len(source) != len(tokens):
                 raise InputError(
                     "The encoder and decoder inputs need the same batch size. Received: "
-                    f"{len(source)} and {len(ids)} rows."
+                    f"{len(source)} and {len(tokens)} rows."
                 )
             source_mask = source_mask.astype(np.int64)
             feeds = {"input_ids": source, "attention_mask": source_mask}
             encoded = self.runner.run("encoder", feeds, numpy_outputs=("last_hidden_state",))
             state.source_mask = source_mask
             state.cross = {past: encoded[present] for past, present in self.cross_names.items()}
-        return self._run(tokens, where, state)
+        return tokens, where, state
 
     def step(self, next_tokens: np.ndarray, state: CachedState) -> tuple[np.ndarray, CachedState]:
         next_tokens = np.asarray(next_tokens, np.int64).reshape(-1, 1)  # (B, 1)
@@ -167,7 +179,8 @@ class CachedEngine:
             inputs[ids_key], ids_key, vocabulary, self.dims.max_length, inputs.get(mask_key)
         )
 
-    def _run(self, tokens, where, state: CachedState) -> tuple[np.ndarray, CachedState]:
+    def _logits(self, tokens, where, state: CachedState):
+        """`(logits (B, T, V) float32, outputs)` of one pass of the step graph."""
         feeds = {
             "input_ids": tokens.astype(np.int64),
             "attention_mask": state.padding_mask.astype(np.int64),
@@ -178,6 +191,9 @@ class CachedEngine:
             feeds["encoder_attention_mask"] = state.source_mask
             feeds.update(state.cross)
         outputs = self.runner.run(self.graph, feeds, numpy_outputs=("logits",))
+        return np.asarray(outputs["logits"], np.float32), outputs
+
+    def _run(self, tokens, where, state: CachedState) -> tuple[np.ndarray, CachedState]:
+        logits, outputs = self._logits(tokens, where, state)
         cache = {past: outputs[present] for past, present in self.cache_names.items()}
-        logits = np.asarray(outputs["logits"][:, -1], np.float32)  # (B, V)
-        return logits, replace(state, cache=cache)
+        return logits[:, -1], replace(state, cache=cache)  # (B, V): each row's next token

@@ -14,7 +14,7 @@ import os
 
 from transformer_zoo.errors import ModelDirectoryError, first_line
 from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS, OnnxRunner
-from transformer_zoo.run import MODEL_FILE, ModelDimensions, RunConfig
+from transformer_zoo.run_directory import MODEL_FILE, ModelDimensions, RunConfig
 
 ENGINES = ("onnx", "keras", "saved_model")
 

@@ -7,7 +7,7 @@ from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.encoder_only import EncoderOnly
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
 from transformer_zoo.models.encoder_only_masked_lm import EncoderOnlyMaskedLM
-from transformer_zoo.run import ModelDimensions
+from transformer_zoo.run_directory import ModelDimensions
 
 ENCODER_ONLY_HEADS = (EncoderOnlyClassifier, EncoderOnlyMaskedLM)
 
@@ -62,3 +62,21 @@ def dimensions_of(model) -> ModelDimensions:
         use_pooler=core.use_pooler if encoder_only else False,
         num_classes=model.num_classes if isinstance(model, EncoderOnlyClassifier) else None,
     )
+
+
+def float32_copy(model):
+    """`model`'s architecture and weights in float32: what a model trained under a mixed
+    precision policy is saved and served as (its variables are float32 already; only the
+    compute dtype changes). The config's dtype policies are dropped, so every layer takes
+    float32 from its parent."""
+
+    def without_policies(config):
+        if isinstance(config, dict):
+            return {k: without_policies(v) for k, v in config.items() if k != "dtype"}
+        if isinstance(config, list):
+            return [without_policies(v) for v in config]
+        return config
+
+    copy = model.__class__.from_config(without_policies(model.get_config()))
+    copy.set_weights(model.get_weights())
+    return copy

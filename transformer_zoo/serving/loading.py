@@ -6,7 +6,7 @@ import os
 
 from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS
 from transformer_zoo.generation.runners import open_runner
-from transformer_zoo.run import load_run_config
+from transformer_zoo.run_directory import load_run_config
 from transformer_zoo.serving.served_model import ServedModel
 from transformer_zoo.text.files import load_tokenizers
 

@@ -20,7 +20,7 @@ from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search import SearchConfig, SearchResult
 from transformer_zoo.generation.search import generate as run_search
-from transformer_zoo.run import ModelDimensions, RunConfig
+from transformer_zoo.run_directory import ModelDimensions, RunConfig
 from transformer_zoo.serving.length_batches import length_batches
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids
 from transformer_zoo.text.wordpiece import WordPieceTokenizer

@@ -1,6 +1,6 @@
 """How text becomes model inputs: the one definition of the three input formats.
 
-The `tf.data` pipelines (`transformer_zoo.train.pipelines`) build the same ids in-graph,
+The `tf.data` pipelines (`transformer_zoo.data.pipelines`) build the same ids in-graph,
 and a test checks they agree, so that generation and serving, which use these
 functions, see exactly the tokens the model was trained on.
 
@@ -9,6 +9,8 @@ functions, see exactly the tokens the model was trained on.
 - Decoder-only prompt: `[bos] + pieces(prompt)`; the model continues with
   `pieces(completion) + [eos]`. Prompt and completion are encoded separately, so a
   piece never straddles the boundary between them.
+- Teacher forcing (`translation_example`, `language_model_example`): the decoder inputs
+  and the labels the loss covers, with label 0 where nothing is trained on.
 - Encoder-only pair: `[bos] + pieces(text) + [eos] (+ pieces(text2) + [eos])`, segment
   ids 0 up to the first `[eos]`, then 1; `[bos]` plays BERT's `[CLS]`, `[eos]` its
   `[SEP]`. Over-long pairs lose tokens from the end of the longer text first.
@@ -70,3 +72,41 @@ def pair_ids(
         ids += b + [EOS_ID]
         segments += [1] * (len(b) + 1)
     return ids, segments
+
+
+def translation_example(
+    source_tokenizer: Tokenizer,
+    target_tokenizer: Tokenizer,
+    source: str,
+    target: str,
+    max_source_length: int,
+    max_target_length: int,
+) -> tuple[list[int], list[int], list[int]]:
+    """`(encoder ids, decoder ids, labels)` of a translation pair, teacher-forced: the
+    decoder reads `[bos]` + target pieces and learns target pieces + `[eos]`, both cut to
+    `max_target_length` (a cut target keeps no `[eos]` label)."""
+    pieces = target_tokenizer.encode(target)
+    return (
+        source_ids(source_tokenizer, source, max_source_length),
+        ([BOS_ID] + pieces)[:max_target_length],
+        (pieces + [EOS_ID])[:max_target_length],
+    )
+
+
+def language_model_example(
+    tokenizer: Tokenizer,
+    prompt: str,
+    completion: str,
+    max_length: int,
+    completion_only_loss: bool = True,
+) -> tuple[list[int], list[int]]:
+    """`(inputs, labels)` of a decoder-only example: the sequence `[bos]` + prompt +
+    completion + `[eos]`, cut to `max_length + 1`, shifted by one; with
+    `completion_only_loss` the prompt's labels are 0 (the prompt is given at inference)."""
+    prompt_pieces = tokenizer.encode(prompt)
+    sequence = [BOS_ID] + prompt_pieces + tokenizer.encode(completion) + [EOS_ID]
+    sequence = sequence[: max_length + 1]
+    labels = sequence[1:]
+    if completion_only_loss:
+        labels = [0 if i < len(prompt_pieces) else token for i, token in enumerate(labels)]
+    return sequence[:-1], labels

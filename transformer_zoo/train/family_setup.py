@@ -11,22 +11,23 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from transformer_zoo.models import EncoderOnlyClassifier
-from transformer_zoo.models.presets import FAMILIES as MODEL_CLASSES
-from transformer_zoo.models.presets import PRESETS, preset_config, resolve_preset
-from transformer_zoo.text import Tokenizer, train_tokenizer
-from transformer_zoo.train.masked_accuracy import MaskedAccuracy
-from transformer_zoo.train.masked_sparse_categorical_crossentropy import (
-    MaskedSparseCategoricalCrossentropy,
-)
-from transformer_zoo.train.optimizers import adamw_cosine, paper_adam
-from transformer_zoo.train.perplexity import Perplexity
-from transformer_zoo.train.pipelines import (
+from transformer_zoo.data.pipelines import (
     classification_dataset,
     language_model_dataset,
     translation_dataset,
 )
-from transformer_zoo.train.task import Task
+from transformer_zoo.data.tasks import Task
+from transformer_zoo.models import EncoderOnlyClassifier
+from transformer_zoo.models.presets import FAMILIES as MODEL_CLASSES
+from transformer_zoo.models.presets import PRESETS, preset_config, resolve_preset
+from transformer_zoo.text import Tokenizer, train_tokenizer
+from transformer_zoo.train.recipe import (
+    MaskedAccuracy,
+    MaskedSparseCategoricalCrossentropy,
+    adamw_cosine,
+    paper_adam,
+    perplexity,
+)
 
 TASK_OF_FAMILY = {
     "encoder-decoder": "translation",
@@ -34,27 +35,6 @@ TASK_OF_FAMILY = {
     "encoder-only": "classification",
 }
 EVAL_BATCH_SIZE = 256
-
-
-def limit_task(task: Task, max_examples: int | None) -> Task:
-    """The task cut to `max_examples` training examples and a tenth as many (at least 8)
-    validation and test examples; unchanged for None."""
-    if max_examples is None:
-        return task
-    held_out = max(8, max_examples // 10)
-    train = task.train[:max_examples]
-    test = task.test[:held_out]
-    shared = task.shared_targets
-    if shared is not None:
-        targets = {e.target for e in train}
-        shared = {c: 0 for c in shared}
-        for example in test:
-            if example.target in targets:
-                shared[example.category] = shared.get(example.category, 0) + 1
-                shared["all"] += 1
-    return dataclasses.replace(
-        task, train=train, valid=task.valid[:held_out], test=test, shared_targets=shared
-    )
 
 
 def even_batches(data: tf.data.Dataset, replicas: int) -> tf.data.Dataset:
@@ -190,7 +170,7 @@ class FamilySetup:
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
             return loss, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
         loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
-        return loss, [MaskedAccuracy(), Perplexity()]
+        return loss, [MaskedAccuracy(), perplexity()]
 
     def optimizer(
         self,
@@ -201,7 +181,7 @@ class FamilySetup:
     ) -> keras.optimizers.Optimizer:
         """`"paper-adam"` (rate factor `learning_rate`, default 1) or `"adamw-cosine"`
         (peak `learning_rate`, default 1e-3, decaying to 0 at `total_steps`)."""
-        from transformer_zoo.train.train_config import DEFAULT_ADAMW_RATE
+        from transformer_zoo.train.config import DEFAULT_ADAMW_RATE
 
         if name == "paper-adam":
             width = self.backbone_config()["hidden_dim"]

@@ -20,19 +20,27 @@ from dataclasses import dataclass
 import keras
 import tensorflow as tf
 
-from transformer_zoo.run import MODEL_FILE, RunConfig, save_run_config
+from transformer_zoo import run_directory as rd
+from transformer_zoo.data.tasks import limit_task, load_task
+from transformer_zoo.evaluation.evaluate import evaluate
+from transformer_zoo.files import read_json, write_json
+from transformer_zoo.generation.keras_runner import KerasRunner
+from transformer_zoo.models.family import float32_copy
+from transformer_zoo.run_directory import MODEL_FILE, RunConfig, save_run_config
+from transformer_zoo.serving import ServedModel
 from transformer_zoo.text import load_tokenizers, save_tokenizers
 from transformer_zoo.train import distribution
-from transformer_zoo.train import run_directory as rd
-from transformer_zoo.train.atomic_backup_and_restore import backup_epoch
-from transformer_zoo.train.curves import plot_curves, read_history
-from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup, limit_task
-from transformer_zoo.train.fit_callbacks import backup_callback, fit_callbacks, make_optimizer
-from transformer_zoo.train.masked_lm_pretraining import pretrain_masked_lm
-from transformer_zoo.train.run_evaluation import evaluate_model
-from transformer_zoo.train.task import load_task
-from transformer_zoo.train.time_budget import TimeBudget
-from transformer_zoo.train.train_config import TrainConfig
+from transformer_zoo.train.callbacks.atomic_backup_and_restore import backup_epoch
+from transformer_zoo.train.callbacks.fit_callbacks import (
+    backup_callback,
+    fit_callbacks,
+    make_optimizer,
+)
+from transformer_zoo.train.callbacks.time_budget import TimeBudget
+from transformer_zoo.train.config import TrainConfig
+from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup
+from transformer_zoo.train.pretraining import pretrain_masked_lm
+from transformer_zoo.visualize.curves import plot_curves, read_history
 
 
 @dataclass
@@ -118,19 +126,6 @@ def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfi
     )
 
 
-def _float32_copy(setup: FamilySetup, model: keras.Model, dropout) -> keras.Model:
-    """The trained weights in a float32 model built outside any strategy: what is saved
-    and served (mixed-precision variables are float32 already; only compute changes)."""
-    policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    try:
-        copy = setup.build_model(dropout)
-    finally:
-        keras.config.set_dtype_policy(policy)
-    copy.set_weights(model.get_weights())
-    return copy
-
-
 def _save_model(model: keras.Model, out: str) -> None:
     partial = os.path.join(out, ".partial." + MODEL_FILE)
     model.save(partial)
@@ -152,7 +147,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
     prepared = config if isinstance(config, Prepared) else prepare(config)
     config, out, setup = prepared.config, prepared.write_dir, prepared.setup
     if prepared.state == rd.FINISHED:
-        metrics = rd.read_json(os.path.join(out, rd.METRICS_FILE))
+        metrics = read_json(os.path.join(out, rd.METRICS_FILE))
         history = read_history(os.path.join(out, rd.HISTORY_FILE))
         return TrainResult(out, history, metrics, already_finished=True)
     if verbose is None:
@@ -260,7 +255,7 @@ def _write_start(prepared: Prepared, model: keras.Model) -> None:
 
 def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> TrainResult:
     config, out, setup = prepared.config, prepared.write_dir, prepared.setup
-    serving = _float32_copy(setup, model, config.dropout)
+    serving = float32_copy(model)
     _save_model(serving, out)
     history = read_history(os.path.join(out, rd.HISTORY_FILE))
     summary["epochs"] = len(history)
@@ -270,8 +265,13 @@ def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> T
         title = f"{setup.family} {setup.preset} on {config.data}"
         plot_curves(history, os.path.join(out, rd.CURVES_FILE), title)
     metrics = {"training": summary}
+    run_config = _run_config(prepared, model, "finished")
     if config.evaluate:
-        metrics["test"] = evaluate_model(serving, setup)
-    rd.write_json(os.path.join(out, rd.METRICS_FILE), metrics)
-    save_run_config(out, _run_config(prepared, model, "finished"))
+        runner = KerasRunner(serving)
+        served = ServedModel(
+            run_config, runner.dims, runner, setup.tokenizer, setup.target_tokenizer
+        )
+        metrics["test"] = evaluate(served, setup.task)
+    write_json(os.path.join(out, rd.METRICS_FILE), metrics)
+    save_run_config(out, run_config)
     return TrainResult(out, history, metrics, resumed_from=resumed)

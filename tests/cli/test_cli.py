@@ -1,0 +1,52 @@
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import cli_error
+from transformer_zoo import __version__
+from transformer_zoo.cli import main
+
+
+def test_version_flag_prints_the_package_version():
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_zoo.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip() == f"transformer-zoo {__version__}"
+
+
+def test_unknown_command_exits_with_code_2(capsys):
+    try:
+        main(["no-such-command"])
+    except SystemExit as exit_:
+        assert exit_.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["train"],
+        ["train", "--family", "no-such-family"],
+        ["evaluate"],
+        ["export", "somewhere"],
+        ["generate", "x"],
+        ["translate", "--model"],
+        ["embed", "--model", "m", "--batch-size", "x"],
+        ["classify", "--nonsense"],
+        ["import-hf"],
+        ["demo", "--seed", "x"],
+        ["demo", "--time-budget", "-5"],
+        ["attention", "run"],
+        ["describe"],
+        ["describe", "no-such-preset"],
+    ],
+)
+def test_every_misuse_ends_in_one_error_line_with_exit_code_2(capsys, argv):
+    line = cli_error(capsys, argv)
+    command = argv[0] if argv else ""
+    assert line.startswith(f"transformer-zoo {command}".strip())

@@ -1,0 +1,122 @@
+"""`transformer-zoo export|generate|translate|embed|classify`: inputs from arguments, a
+file or stdin; text or JSONL out; one-line errors with exit code 2."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from transformer_zoo.cli import main
+from transformer_zoo.generation import BeamSearch
+from transformer_zoo.run_directory import load_run_config
+from transformer_zoo.serving import load_onnx
+
+
+def _run(capsys, *argv, stdin=None, monkeypatch=None):
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_export_command_writes_both_formats_from_a_run_directory(
+    family_artifacts, tmp_path, capsys
+):
+    art = family_artifacts("encoder-only")
+    code, out, err = _run(capsys, "export", art.run_dir, "--format", "all", "--out", tmp_path)
+    assert code == 0
+    # The stages on stderr, the report alone on stdout.
+    assert "transformer-zoo export: model.onnx: converting with tf2onnx" in err
+    assert "saved_model: largest difference from the model" in err
+    report = json.loads(out)
+    assert report["onnx"]["model.onnx"]["max_abs_diff"] <= 1e-4
+    assert (tmp_path / "saved_model" / "saved_model.pb").is_file()
+    config = load_run_config(tmp_path)
+    assert config.label_names == art.config.label_names and config.seed == 0
+    assert {"onnx", "saved_model", "model"} <= set(config.export)
+    texts = ["dogs", "the cat"]
+    np.testing.assert_allclose(
+        load_onnx(tmp_path).embed(texts), load_onnx(art.export_dir).embed(texts)
+    )
+
+
+@pytest.mark.parametrize("engine", ["onnx", "saved_model", "keras"])
+def test_generate_prints_the_same_text_on_every_engine(family_artifacts, capsys, engine):
+    art = family_artifacts("decoder-only")
+    directory = art.run_dir if engine == "keras" else art.export_dir
+    argv = ["generate", "the cat", "dogs", "--model", directory, "--engine", engine]
+    code, out, _ = _run(capsys, *argv, "--max-new-tokens", 6)
+    assert code == 0
+    assert out.splitlines() == load_onnx(art.export_dir).generate(["the cat", "dogs"], 6)
+
+
+def test_translate_reads_a_file_and_writes_jsonl(family_artifacts, tmp_path, capsys):
+    art = family_artifacts("encoder-decoder")
+    sources = ["March 5, 2021", "on the fifth of March"]
+    (tmp_path / "in.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    argv = ["translate", "--model", art.export_dir, "--input", tmp_path / "in.txt"]
+    code, out, _ = _run(capsys, *argv, "--format", "jsonl", "--strategy", "beam", "--num-beams", 2)
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    expected = load_onnx(art.export_dir).translate(sources, search=BeamSearch(num_beams=2))
+    assert [r["input"] for r in rows] == sources
+    assert [r["translation"] for r in rows] == expected
+
+
+def test_embed_reads_stdin_and_writes_an_npy_file(family_artifacts, tmp_path, capsys, monkeypatch):
+    art = family_artifacts("encoder-only")
+    texts = ["dogs", "the cat sat", "", "a quick brown fox"]
+    out_file = tmp_path / "vectors.npy"
+    argv = ["embed", "--model", art.export_dir, "--output", out_file, "--batch-size", 3]
+    code, _, _ = _run(capsys, *argv, stdin="\n".join(texts) + "\n", monkeypatch=monkeypatch)
+    assert code == 0
+    vectors = np.load(out_file)
+    assert vectors.dtype == np.float32 and vectors.shape == (4, 32)
+    np.testing.assert_allclose(vectors, load_onnx(art.export_dir).embed(texts), atol=1e-6)
+
+
+def test_embed_keras_engine_on_a_wordpiece_run_directory(wordpiece_artifacts, tmp_path, capsys):
+    art = wordpiece_artifacts
+    (tmp_path / "in.txt").write_text("The cat sat.\ndogs\n", encoding="utf-8")
+    for engine, directory in (("keras", art.run_dir), ("onnx", art.export_dir)):
+        argv = ["embed", "--model", directory, "--input", tmp_path / "in.txt"]
+        code, _, _ = _run(capsys, *argv, "--output", tmp_path / f"{engine}.npy", "--engine", engine)
+        assert code == 0
+    np.testing.assert_allclose(
+        np.load(tmp_path / "keras.npy"), np.load(tmp_path / "onnx.npy"), atol=1e-5
+    )
+
+
+def test_classify_prints_labels_and_jsonl_probabilities(family_artifacts, capsys):
+    art = family_artifacts("encoder-only")
+    code, out, _ = _run(capsys, "classify", "dogs", "the cat", "--model", art.export_dir)
+    assert code == 0
+    labels = [line.split("\t")[0] for line in out.splitlines()]
+    assert len(labels) == 2 and set(labels) <= {"negative", "positive"}
+    code, out, _ = _run(capsys, "classify", "dogs", "--model", art.export_dir, "--format", "jsonl")
+    row = json.loads(out)
+    assert row["label"] == labels[0] and sum(row["probabilities"].values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["generate", "x", "--model", "{missing}"], "No such directory"),
+        (["translate", "x", "--model", "{decoder}"], "needs an encoder-decoder model"),
+        (["generate", "x", "--model", "{decoder}", "--max-new-tokens", "500"], "context"),
+        (["generate", "--model", "{decoder}", "--input", "{missing}"], "cannot read the input"),
+        (["generate", "x", "--model", "{decoder}", "--engine", "keras"], "lacks model.keras"),
+        (["embed", "x", "--model", "{decoder}", "--batch-size", "0"], "embed"),
+        (["export", "{missing}", "--out", "{missing}"], "no such run directory"),
+    ],
+)
+def test_bad_input_is_one_line_with_exit_code_2(family_artifacts, tmp_path, capsys, argv, message):
+    names = {
+        "missing": tmp_path / "missing",
+        "decoder": family_artifacts("decoder-only").export_dir,
+    }
+    code, _, err = _run(capsys, *[a.format(**names) for a in argv])
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and message in err

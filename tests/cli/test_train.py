@@ -1,0 +1,92 @@
+"""`transformer-zoo train` and `evaluate`: bad input ends in one error line, exit code 2.
+
+(The commands on a trained run are tested in tests/train/test_fit.py, with its runs.)"""
+
+import pytest
+
+from tests.helpers import cli_error
+from transformer_zoo.run_directory import RunConfig, save_run_config
+
+
+def _error(capsys, argv) -> str:
+    return cli_error(capsys, argv)
+
+
+TRAIN = ["train", "--family", "encoder-decoder"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train"], "the following arguments are required: --family"),
+        (["train", "--family", "rnn"], "invalid choice: 'rnn'"),
+        ([*TRAIN, "--epochs", "two"], "invalid int value: 'two'"),
+        ([*TRAIN, "--epochs", "0"], "`epochs` must be a positive integer"),
+        ([*TRAIN, "--batch-size", "-4"], "`batch_size` must be a positive integer"),
+        ([*TRAIN, "--dropout", "1.5"], "`dropout` must be in [0, 1)"),
+        ([*TRAIN, "--time-budget", "nan"], "`time_budget` must be a positive number"),
+        ([*TRAIN, "--precision", "int8"], "invalid choice: 'int8'"),
+        ([*TRAIN, "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        ([*TRAIN, "--pretrain-steps", "5"], "applies to the encoder-only family"),
+        (["evaluate"], "the following arguments are required: run_dir"),
+    ],
+)
+def test_bad_flags_give_one_line_and_exit_code_2(capsys, argv, message):
+    assert message in _error(capsys, argv)
+
+
+def test_unknown_preset_gives_one_line(capsys, tmp_path):
+    line = _error(capsys, [*TRAIN, "--preset", "huge", "--out", str(tmp_path / "r")])
+    assert "Unknown preset" in line and "'huge'" in line
+    line = _error(capsys, [*TRAIN, "--preset", "gpt2_small", "--out", str(tmp_path / "r")])
+    assert "is a decoder-only model" in line
+
+
+def test_unreadable_or_malformed_data_gives_one_line(capsys, tmp_path):
+    missing = tmp_path / "missing.tsv"
+    line = _error(capsys, [*TRAIN, "--data", str(missing), "--out", str(tmp_path / "r")])
+    assert str(missing) in line and "cannot read" in line
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("one\tuno\ntwo without a tab\n", encoding="utf-8")
+    line = _error(capsys, [*TRAIN, "--data", str(bad), "--out", str(tmp_path / "r")])
+    assert f"{bad}:2:" in line
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    line = _error(
+        capsys,
+        ["train", "--family", "decoder-only", "--data", str(empty), "--out", str(tmp_path / "r")],
+    )
+    assert "holds no examples" in line
+    line = _error(capsys, [*TRAIN, "--data", "builtin:nope", "--out", str(tmp_path / "r")])
+    assert "unknown built-in dataset" in line
+
+
+def test_an_out_holding_something_else_gives_one_line(capsys, tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert "is a file" in _error(capsys, [*TRAIN, "--out", str(a_file)])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert "holds no run" in _error(capsys, [*TRAIN, "--out", str(other)])
+    exported = tmp_path / "exported"
+    save_run_config(exported, RunConfig("encoder-decoder", "tiny", "translation"))
+    assert "did not write" in _error(capsys, [*TRAIN, "--out", str(exported)])
+    previous = tmp_path / "previous"
+    settings = {"family": "encoder-decoder", "preset": "tiny", "epochs": 9}
+    save_run_config(
+        previous, RunConfig("encoder-decoder", "tiny", "translation", extra={"train": settings})
+    )
+    line = _error(capsys, [*TRAIN, "--out", str(previous), "--epochs", "2"])
+    assert "holds a different run" in line and "epochs=9 there, 2 now" in line
+
+
+def test_multiworker_without_tf_config_gives_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    argv = [*TRAIN, "--strategy", "multiworker", "--out", str(tmp_path / "r")]
+    assert "needs TF_CONFIG" in _error(capsys, argv)
+
+
+def test_evaluate_of_a_directory_that_is_not_a_run_gives_one_line(capsys, tmp_path):
+    assert "no such run directory" in _error(capsys, ["evaluate", str(tmp_path / "none")])
+    assert "holds no config.json" in _error(capsys, ["evaluate", str(tmp_path)])

@@ -1,0 +1,71 @@
+"""Masked-LM batches: BERT's 15% / 80-10-10 corruption, never on padding or specials."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from transformer_zoo.data.masked_lm import masked_lm_dataset
+from transformer_zoo.text.formats import pair_ids
+
+SPECIALS = (0, 2, 3, 4)
+
+
+def _batches(dataset):
+    return [({k: v.numpy() for k, v in x.items()}, y.numpy(), w.numpy()) for x, y, w in dataset]
+
+
+@pytest.fixture(scope="module")
+def texts(dates):
+    return [(p.source, p.target) for p in dates.pairs("train")[:1500]]
+
+
+def test_masking_corrupts_about_15_percent_of_ordinary_tokens_as_bert_does(texts, shared_tokenizer):
+    picked = ordinary = to_mask = kept = 0
+    originals = Counter()
+    for inputs, labels, weights in _batches(masked_lm_dataset(texts, shared_tokenizer, 64)):
+        np.testing.assert_array_equal(weights, (labels != 0).astype(np.float32))
+        ids = inputs["token_ids"]
+        original = np.where(labels != 0, labels, ids)
+        np.testing.assert_array_equal(inputs["padding_mask"], original != 0)
+        chosen = labels != 0
+        assert not np.isin(labels[chosen], SPECIALS).any()  # specials are never picked
+        picked += chosen.sum()
+        ordinary += (~np.isin(original, SPECIALS)).sum()
+        to_mask += (ids[chosen] == 4).sum()
+        kept += (ids[chosen] == labels[chosen]).sum()
+        for row, segments in zip(original, inputs["segment_ids"], strict=True):
+            n = int((row != 0).sum())
+            originals[tuple(row[:n]), tuple(segments[:n])] += 1
+    # The uncorrupted sequences are the classification packing of the same texts.
+    expected = Counter(tuple(map(tuple, pair_ids(shared_tokenizer, a, b))) for a, b in texts)
+    assert originals == expected
+    assert abs(picked / ordinary - 0.15) < 0.01
+    assert abs(to_mask / picked - 0.8) < 0.03
+    assert abs(kept / picked - 0.1) < 0.03  # (a random replacement may also hit the original)
+
+
+def test_masks_are_drawn_anew_every_epoch_and_repeat_for_a_seed(texts, shared_tokenizer):
+    def epochs(seed, count):
+        dataset = masked_lm_dataset(texts[:200], shared_tokenizer, 50, seed=seed)
+        return [np.concatenate([y.ravel() for _, y, _ in _batches(dataset)]) for _ in range(count)]
+
+    first, second = epochs(5, 2)
+    assert not np.array_equal(first, second)
+    np.testing.assert_array_equal(epochs(5, 1)[0], first)
+
+
+def test_single_texts_are_packed_without_a_second_segment(shared_tokenizer):
+    (inputs, _, _) = _batches(
+        masked_lm_dataset(["March 5, 2021"], shared_tokenizer, mask_rate=0.01)
+    )[0]
+    ids, segments = pair_ids(shared_tokenizer, "March 5, 2021")
+    assert list(inputs["segment_ids"][0]) == segments == [0] * len(ids)
+
+
+def test_masked_lm_needs_a_mask_piece_and_a_sane_rate(texts, shared_tokenizer, monkeypatch):
+    with pytest.raises(ValueError, match="mask_rate"):
+        masked_lm_dataset(texts, shared_tokenizer, mask_rate=1.5)
+    monkeypatch.setattr(type(shared_tokenizer), "mask_id", property(lambda self: None))
+    with pytest.raises(ValueError, match="<mask>"):
+        masked_lm_dataset(texts, shared_tokenizer)

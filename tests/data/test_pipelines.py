@@ -1,0 +1,238 @@
+"""The tf.data pipelines: teacher forcing, loss masks, bucketing, truncation, packing,
+and agreement with `transformer_zoo.text.formats` (what generation and serving feed)."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from transformer_zoo.data import PromptCompletion
+from transformer_zoo.data.bucketing import bucket_boundaries
+from transformer_zoo.data.builtin.dates_zh import LABELS
+from transformer_zoo.data.pipelines import (
+    classification_dataset,
+    language_model_dataset,
+    translation_dataset,
+)
+from transformer_zoo.text.formats import pair_budget, pair_ids, prompt_ids, source_ids
+
+
+def _unpad(row) -> tuple:
+    row = list(np.asarray(row))
+    while row and row[-1] == 0:
+        row.pop()
+    return tuple(int(i) for i in row)
+
+
+def _batches(dataset):
+    return [
+        tuple(
+            {k: v.numpy() for k, v in part.items()} if isinstance(part, dict) else part.numpy()
+            for part in batch
+        )
+        for batch in dataset
+    ]
+
+
+def _check_masks(inputs, prefix=""):
+    ids = inputs[f"{prefix}token_ids"]
+    # int32 1/0, not bool: MirroredStrategy cannot aggregate boolean inputs.
+    assert inputs[f"{prefix}padding_mask"].dtype == np.int32
+    np.testing.assert_array_equal(inputs[f"{prefix}padding_mask"], ids != 0)
+    for row in ids:  # padding only at the end of a row
+        nonzero = np.flatnonzero(row)
+        assert len(nonzero) == 0 or nonzero[-1] == len(nonzero) - 1
+
+
+def test_translation_is_teacher_forced_and_matches_the_formats(
+    dates, source_tokenizer, target_tokenizer
+):
+    pairs = dates.pairs("valid")
+    got = Counter()
+    for inputs, labels, weights in _batches(
+        translation_dataset(pairs, source_tokenizer, target_tokenizer, 16)
+    ):
+        _check_masks(inputs, "encoder_")
+        _check_masks(inputs, "decoder_")
+        np.testing.assert_array_equal(weights, (labels != 0).astype(np.float32))
+        assert inputs["decoder_token_ids"].shape == labels.shape
+        for enc, dec, lab in zip(
+            inputs["encoder_token_ids"], inputs["decoder_token_ids"], labels, strict=True
+        ):
+            got[_unpad(enc), _unpad(dec), _unpad(lab)] += 1
+    expected = Counter()
+    for pair in pairs:
+        target = target_tokenizer.encode(pair.target)
+        expected[tuple(source_ids(source_tokenizer, pair.source)), (2, *target), (*target, 3)] += 1
+    assert got == expected
+
+
+def test_examples_of_similar_length_share_a_batch(dates, source_tokenizer, target_tokenizer):
+    edges = bucket_boundaries(128)
+    dataset = translation_dataset(dates.pairs("train"), source_tokenizer, target_tokenizer, 32)
+    for inputs, labels, _ in _batches(dataset):
+        lengths = np.maximum((inputs["encoder_token_ids"] != 0).sum(1), (labels != 0).sum(1))
+        assert len(set(np.searchsorted(edges, lengths, side="right"))) == 1
+        assert (
+            inputs["encoder_token_ids"].shape[1] == (inputs["encoder_token_ids"] != 0).sum(1).max()
+        )
+
+
+def test_pad_to_bucket_boundary_pads_to_the_bucket_edges(dates, source_tokenizer, target_tokenizer):
+    widths = {edge - 1 for edge in bucket_boundaries(64)}
+    dataset = translation_dataset(
+        dates.pairs("valid"),
+        source_tokenizer,
+        target_tokenizer,
+        8,
+        64,
+        64,
+        pad_to_bucket_boundary=True,
+    )
+    for inputs, labels, _ in _batches(dataset):
+        assert inputs["encoder_token_ids"].shape[1] in widths and labels.shape[1] in widths
+
+
+def test_truncation_respects_the_maximum_and_drops_the_cut_eos(
+    dates, source_tokenizer, target_tokenizer
+):
+    pairs = dates.pairs("valid")
+    dataset = translation_dataset(pairs, source_tokenizer, target_tokenizer, 16, 6, 5)
+    rows = 0
+    for inputs, labels, _ in _batches(dataset):
+        assert inputs["encoder_token_ids"].shape[1] <= 6 and labels.shape[1] <= 5
+        for enc in inputs["encoder_token_ids"]:
+            assert _unpad(enc)[-1] == 3
+            rows += 1
+    assert rows == len(pairs)
+    long_target = next(p for p in pairs if len(target_tokenizer.encode(p.target)) >= 5)
+    (inputs, labels, _) = _batches(
+        translation_dataset([long_target], source_tokenizer, target_tokenizer, 1, 6, 5)
+    )[0]
+    assert labels.shape == (1, 5) and 3 not in labels and labels[0, -1] != 0
+
+
+def test_shuffling_is_deterministic_for_a_seed_and_changes_every_epoch(
+    dates, source_tokenizer, target_tokenizer
+):
+    def epochs(seed, count):
+        dataset = translation_dataset(
+            dates.pairs("valid"), source_tokenizer, target_tokenizer, 8, shuffle=True, seed=seed
+        )
+        return [
+            [_unpad(r) for b in _batches(dataset) for r in b[0]["encoder_token_ids"]]
+            for _ in range(count)
+        ]
+
+    first, second = epochs(1, 2)
+    assert epochs(1, 1)[0] == first
+    assert first != second and sorted(first) == sorted(second)
+    assert epochs(2, 1)[0] != first
+
+
+def test_decoder_only_loss_covers_only_the_completion(dates, shared_tokenizer):
+    examples = dates.prompt_completions("valid")
+    got = Counter()
+    for inputs, labels, weights in _batches(language_model_dataset(examples, shared_tokenizer, 16)):
+        _check_masks(inputs)
+        np.testing.assert_array_equal(weights, (labels != 0).astype(np.float32))
+        for ids, lab in zip(inputs["token_ids"], labels, strict=True):
+            got[_unpad(ids), tuple(int(i) for i in lab[: len(_unpad(ids))])] += 1
+    expected = Counter()
+    for e in examples:
+        prompt, completion = (
+            shared_tokenizer.encode(e.prompt),
+            shared_tokenizer.encode(e.completion),
+        )
+        inputs = prompt_ids(shared_tokenizer, e.prompt) + completion
+        expected[tuple(inputs), (0,) * len(prompt) + (*completion, 3)] += 1
+    assert got == expected
+
+
+def test_decoder_only_can_train_on_the_prompt_too(dates, shared_tokenizer):
+    example = dates.prompt_completions("valid")[0]
+    dataset = language_model_dataset([example], shared_tokenizer, completion_only_loss=False)
+    (inputs, labels, _) = _batches(dataset)[0]
+    sequence = (
+        [2]
+        + shared_tokenizer.encode(example.prompt)
+        + shared_tokenizer.encode(example.completion)
+        + [3]
+    )
+    assert list(inputs["token_ids"][0]) == sequence[:-1] and list(labels[0]) == sequence[1:]
+
+
+def test_plain_text_trains_on_every_token_and_cut_away_completions_are_dropped(shared_tokenizer):
+    text = PromptCompletion("", "March 5, 2021")
+    (inputs, labels, weights) = _batches(language_model_dataset([text], shared_tokenizer))[0]
+    pieces = shared_tokenizer.encode(text.completion)
+    assert list(inputs["token_ids"][0]) == [2, *pieces] and list(labels[0]) == [*pieces, 3]
+    assert weights.all()
+    long_prompt = PromptCompletion("the fifth of March, 2021 =>", "2021年3月5日")
+    kept = [text, long_prompt]
+    batches = _batches(language_model_dataset(kept, shared_tokenizer, max_length=4))
+    assert sum(len(b[1]) for b in batches) == 1  # the long prompt left no completion
+
+
+def test_classification_packs_pairs_like_the_formats(dates, shared_tokenizer):
+    examples = dates.classification("valid")
+    got = Counter()
+    for inputs, labels in _batches(classification_dataset(examples, shared_tokenizer, LABELS, 32)):
+        _check_masks(inputs)
+        for ids, segments, label in zip(
+            inputs["token_ids"], inputs["segment_ids"], labels, strict=True
+        ):
+            n = len(_unpad(ids))
+            got[_unpad(ids), tuple(int(s) for s in segments[:n]), int(label)] += 1
+    expected = Counter()
+    for e in examples:
+        ids, segments = pair_ids(shared_tokenizer, e.text, e.text2)
+        expected[tuple(ids), tuple(segments), LABELS.index(e.label)] += 1
+    assert got == expected
+
+
+@pytest.mark.parametrize("max_length", [4, 7, 12])
+def test_long_texts_and_pairs_are_trimmed_like_the_formats(dates, shared_tokenizer, max_length):
+    examples = dates.classification("valid")[:40]
+    examples += [type(e)(e.label, e.text) for e in examples[:10]]  # single texts too
+    got = Counter()
+    for inputs, _ in _batches(
+        classification_dataset(examples, shared_tokenizer, LABELS, 8, max_length)
+    ):
+        assert inputs["token_ids"].shape[1] <= max_length
+        for ids, segments in zip(inputs["token_ids"], inputs["segment_ids"], strict=True):
+            n = len(_unpad(ids))
+            got[_unpad(ids), tuple(int(s) for s in segments[:n])] += 1
+    expected = Counter(
+        tuple(map(tuple, pair_ids(shared_tokenizer, e.text, e.text2, max_length))) for e in examples
+    )
+    assert got == expected
+
+
+def _pair_budget_by_removal(length_a, length_b, budget):
+    while length_a + length_b > budget:
+        if length_a > length_b:
+            length_a -= 1
+        else:
+            length_b -= 1
+    return length_a, length_b
+
+
+@given(st.integers(0, 60), st.integers(0, 60), st.integers(0, 80))
+def test_pair_budget_equals_trimming_the_longer_text_one_piece_at_a_time(a, b, budget):
+    assert pair_budget(a, b, budget) == _pair_budget_by_removal(a, b, budget)
+
+
+def test_unknown_labels_and_empty_inputs_are_rejected(dates, shared_tokenizer, source_tokenizer):
+    with pytest.raises(ValueError, match="not in `label_names`"):
+        classification_dataset(dates.classification("valid"), shared_tokenizer, ["correct"])
+    with pytest.raises(ValueError, match="empty"):
+        translation_dataset([], source_tokenizer, source_tokenizer)
+    with pytest.raises(ValueError, match="max_source_length"):
+        translation_dataset(
+            dates.pairs("valid"), source_tokenizer, source_tokenizer, max_source_length=1
+        )
+    with pytest.raises(ValueError, match="batch_size"):
+        language_model_dataset(dates.prompt_completions("valid"), shared_tokenizer, batch_size=0)

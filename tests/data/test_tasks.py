@@ -1,0 +1,38 @@
+"""`load_task("builtin:dates-zh", family)`: the shape per family and its tokenizers."""
+
+import pytest
+
+from transformer_zoo.data import ClassificationExample, PromptCompletion, TranslationPair, load_task
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return {
+        f: load_task("builtin:dates-zh", f)
+        for f in ("encoder-decoder", "decoder-only", "encoder-only")
+    }
+
+
+def test_each_family_gets_its_shape_of_the_same_sources(tasks):
+    pair = tasks["encoder-decoder"].test[0]
+    assert isinstance(pair, TranslationPair)
+    prompt = tasks["decoder-only"].test[0]
+    assert isinstance(prompt, PromptCompletion)
+    assert (prompt.prompt, prompt.completion) == (f"{pair.source} =>", pair.target)
+    classified = tasks["encoder-only"].test[:2]
+    assert all(isinstance(e, ClassificationExample) and e.text == pair.source for e in classified)
+    assert tasks["encoder-only"].label_names == ("incorrect", "correct")
+    assert tasks["encoder-decoder"].shared_targets["all"] > 0
+
+
+def test_encoder_decoder_gets_separate_vocabularies_and_the_others_a_shared_one(tasks):
+    source, target = tasks["encoder-decoder"].fit_tokenizers()
+    assert source is not target
+    # 500 is a soft limit: the English side has fewer distinct words than that.
+    assert source.vocabulary_size <= 500
+    unknown = [e.source for e in tasks["encoder-decoder"].test if 1 in source.encode(e.source)]
+    assert not unknown  # every character of the test sources occurs in training
+    # The Chinese target is character-level: every piece is one character (or "▁").
+    assert all(len(target.id_to_piece(i)) == 1 for i in range(5, target.vocabulary_size))
+    shared, same = tasks["decoder-only"].fit_tokenizers(vocabulary_size=300)
+    assert shared is same and shared.encode("2021年3月5日").count(1) == 0

@@ -1,0 +1,118 @@
+"""User data files: the three readers, one-line errors naming file and line, and the
+split of a file into train/valid/test."""
+
+import pytest
+
+from transformer_zoo.data import (
+    ClassificationExample,
+    DataError,
+    PromptCompletion,
+    TranslationPair,
+    load_task,
+    read_classification_tsv,
+    read_text,
+    read_translation_tsv,
+)
+
+
+def _write(tmp_path, content, name="data.txt"):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return path
+
+
+def test_plain_text_lines_are_examples_and_blank_lines_are_skipped(tmp_path):
+    path = _write(tmp_path, "\ufeffFirst line.\n\n  \nSecond\tline, with a tab.\r\nThird")
+    assert read_text(path) == [
+        PromptCompletion("", "First line."),
+        PromptCompletion("", "Second\tline, with a tab."),
+        PromptCompletion("", "Third"),
+    ]
+
+
+def test_translation_tsv_reads_source_and_target(tmp_path):
+    path = _write(tmp_path, "March 5, 2021\t2021年3月5日\nnoon\t中午十二点\n")
+    assert read_translation_tsv(path) == [
+        TranslationPair("March 5, 2021", "2021年3月5日"),
+        TranslationPair("noon", "中午十二点"),
+    ]
+
+
+def test_classification_tsv_reads_single_texts_and_pairs(tmp_path):
+    path = _write(tmp_path, "pos\tgreat film\nneg\tnoon\t中午十二点\n")
+    assert read_classification_tsv(path) == [
+        ClassificationExample("pos", "great film"),
+        ClassificationExample("neg", "noon", "中午十二点"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "reader, content, line, match",
+    [
+        (read_translation_tsv, "a\tb\nonly one field\n", 2, "found 1"),
+        (read_translation_tsv, "a\tb\n\na\tb\tc\n", 3, "found 3"),
+        (read_translation_tsv, "a\t \n", 1, "field 2 is empty"),
+        (read_classification_tsv, "pos\tok\nlabel only\n", 2, "label<TAB>text"),
+        (read_classification_tsv, "pos\ta\tb\tc\n", 1, "found 4"),
+        (read_classification_tsv, "\tno label\n", 1, "field 1 is empty"),
+    ],
+)
+def test_malformed_lines_name_the_file_and_line(tmp_path, reader, content, line, match):
+    path = _write(tmp_path, content)
+    with pytest.raises(DataError, match=match) as error:
+        reader(path)
+    assert str(error.value).startswith(f"{path}:{line}: ")
+    assert "\n" not in str(error.value) and error.value.line == line
+    assert isinstance(error.value, ValueError)
+
+
+def test_invalid_utf8_names_its_line(tmp_path):
+    path = _write(tmp_path, b"fine\nalso fine\n\xff\xfe broken\n")
+    with pytest.raises(DataError, match=r":3: the line is not valid UTF-8"):
+        read_text(path)
+
+
+@pytest.mark.parametrize("reader", [read_text, read_translation_tsv, read_classification_tsv])
+@pytest.mark.parametrize("content", ["", "\n \n\t\n"])
+def test_empty_files_are_rejected(tmp_path, reader, content):
+    with pytest.raises(DataError, match="no examples"):
+        reader(_write(tmp_path, content))
+
+
+def test_unreadable_paths_give_one_line_errors(tmp_path):
+    with pytest.raises(DataError, match="cannot read the file") as error:
+        read_text(tmp_path / "missing.txt")
+    assert "\n" not in str(error.value)
+    with pytest.raises(DataError, match="cannot read the file"):
+        read_text(tmp_path)  # a directory
+
+
+def test_a_file_task_splits_deterministically_without_sharing_inputs(tmp_path):
+    lines = [f"source {i % 150}\ttarget {i}" for i in range(200)]  # repeated sources
+    path = _write(tmp_path, "\n".join(lines), "pairs.tsv")
+    task = load_task(str(path), "encoder-decoder", seed=1)
+    assert len(task.train) + len(task.valid) + len(task.test) == 200
+    assert len({e.source for e in task.test}) == len({e.source for e in task.valid}) == 8
+    sources = [{e.source for e in split} for split in (task.train, task.valid, task.test)]
+    assert (
+        not sources[0] & sources[1] and not sources[0] & sources[2] and not sources[1] & sources[2]
+    )
+    assert load_task(str(path), "encoder-decoder", seed=1) == task
+    assert load_task(str(path), "encoder-decoder", seed=2).test != task.test
+
+
+def test_a_classification_file_task_lists_its_labels(tmp_path):
+    path = _write(tmp_path, "".join(f"{'pos' if i % 3 else 'neg'}\ttext {i}\n" for i in range(40)))
+    task = load_task(str(path), "encoder-only")
+    assert task.label_names == ("neg", "pos")
+    source, target = task.fit_tokenizers(vocabulary_size=40)
+    assert source is target
+
+
+def test_too_small_files_unknown_builtins_and_families_are_rejected(tmp_path):
+    with pytest.raises(DataError, match="at least 3"):
+        load_task(str(_write(tmp_path, "one\ntwo\none\n")), "decoder-only")
+    with pytest.raises(DataError, match="unknown built-in dataset; available: builtin:dates-zh"):
+        load_task("builtin:nope", "decoder-only")
+    with pytest.raises(ValueError, match="family"):
+        load_task("builtin:dates-zh", "encoder-decoder-only")

@@ -1,0 +1,57 @@
+"""The run directory contract: `RunConfig` round-trips and malformed directories fail clearly."""
+
+import json
+
+import pytest
+
+from transformer_zoo.run_directory import RunConfig, RunError, load_run_config, save_run_config
+
+
+def test_config_round_trips_through_the_directory(tmp_path):
+    cfg = RunConfig(
+        family="encoder-only",
+        preset="tiny",
+        task="classification",
+        special_ids={"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4},
+        tokenizer="vocab.txt",
+        max_length=64,
+        label_names=["no", "yes"],
+        data="builtin:dates-zh",
+        seed=7,
+        extra={"epochs": 3},
+    )
+    save_run_config(tmp_path, cfg)
+    assert load_run_config(tmp_path) == cfg
+    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[1, 2]",
+        json.dumps({"family": "decoder-only", "preset": "tiny"}),
+        json.dumps({"family": "rnn", "preset": "tiny", "task": "language-model"}),
+        json.dumps({"family": "decoder-only", "preset": "tiny", "task": "translation"}),
+        json.dumps({"family": "decoder-only", "preset": "tiny", "task": "language-model", "x": 1}),
+        json.dumps({"family": "encoder-only", "preset": "t", "task": "classification"}),
+        json.dumps(
+            {"family": "decoder-only", "preset": "t", "task": "language-model", "max_length": "9"}
+        ),
+    ],
+)
+def test_malformed_config_raises_run_error(tmp_path, content):
+    (tmp_path / "config.json").write_text(content)
+    with pytest.raises(RunError):
+        load_run_config(tmp_path)
+
+
+def test_missing_directory_or_config_raises_run_error(tmp_path):
+    with pytest.raises(RunError, match="No such directory"):
+        load_run_config(tmp_path / "absent")
+    with pytest.raises(RunError, match="config.json"):
+        load_run_config(tmp_path)
+
+
+def test_run_error_is_a_value_error():
+    assert issubclass(RunError, ValueError)

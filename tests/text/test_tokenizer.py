@@ -1,0 +1,196 @@
+"""The SentencePiece tokenizer: special ids, files, and identical ids in-graph
+(keras-hub / TensorFlow Text) and without TensorFlow (sentencepiece)."""
+
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+from transformer_zoo.data.bucketing import in_graph_tokenizer, tokenize_columns
+from transformer_zoo.text import (
+    TARGET_TOKENIZER_FILE,
+    TOKENIZER_FILE,
+    Tokenizer,
+    load_tokenizers,
+    save_tokenizers,
+    train_tokenizer,
+)
+from transformer_zoo.text.tokenizer import HAN
+
+# Chinese outside the training text, accents precomposed and combining, full-width forms
+# that NFKC normalizes, an emoji, whitespace runs and the empty string.
+TRICKY_TEXTS = [
+    "北京欢迎你，二〇二一年三月五日。",
+    "Café naïve résumé Ångström façade",
+    "Cafe\u0301 nai\u0308ve",
+    "ＡＢＣ１２３（全角）",
+    "Ça coûte 1 234,56 € — déjà vu 🙂",
+    "  two   spaces  ",
+    "",
+    "下午三点十五分 quarter past three",
+]
+
+
+def _graph_ids(tokenizer, texts):
+    """Ids from the keras-hub tokenizer inside a `tf.function`, and the same through the
+    pipelines' `tf.data` tokenization step (which must agree)."""
+    ragged = tf.function(in_graph_tokenizer(tokenizer))(tf.constant(texts))
+    ids = [list(row) for row in ragged.to_list()]
+    data = tokenize_columns({"text": texts}, {"text": tokenizer})
+    assert [list(e["text"].numpy()) for e in data] == ids
+    return ids
+
+
+def test_special_ids_are_pad_0_unk_1_bos_2_eos_3_mask_4(shared_tokenizer):
+    assert shared_tokenizer.special_ids == {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4}
+    pieces = [shared_tokenizer.id_to_piece(i) for i in range(5)]
+    assert pieces == ["<pad>", "<unk>", "<s>", "</s>", "<mask>"]
+
+
+def test_in_graph_and_sentencepiece_ids_are_identical_on_the_builtin_data(
+    dates, source_tokenizer, target_tokenizer, shared_tokenizer
+):
+    pairs = dates.pairs("test") + dates.pairs("valid")
+    for tokenizer, texts in [
+        (source_tokenizer, [p.source for p in pairs]),
+        (target_tokenizer, [p.target for p in pairs]),
+        (shared_tokenizer, [p.source for p in pairs] + [p.target for p in pairs]),
+    ]:
+        assert _graph_ids(tokenizer, texts) == tokenizer.encode(texts)
+
+
+@pytest.mark.parametrize("name", ["source", "target", "shared"])
+def test_in_graph_and_sentencepiece_ids_are_identical_on_chinese_and_accented_text(name, request):
+    tokenizer = request.getfixturevalue(f"{name}_tokenizer")
+    assert _graph_ids(tokenizer, TRICKY_TEXTS) == tokenizer.encode(TRICKY_TEXTS)
+
+
+def test_ids_match_a_tokenizer_trained_on_chinese_and_accented_text():
+    texts = TRICKY_TEXTS * 3 + ["Crème brûlée à la française", "我们明天下午三点见面"]
+    tokenizer = train_tokenizer(texts, 60)
+    assert _graph_ids(tokenizer, texts) == tokenizer.encode(texts)
+    assert all(1 not in ids for ids in tokenizer.encode(texts))  # full character coverage
+
+
+def test_full_character_coverage_keeps_every_training_character(dates, target_tokenizer):
+    targets = [p.target for p in dates.pairs("train")]
+    characters = set("".join(targets))
+    assert all(target_tokenizer.piece_to_id(c) > 4 for c in characters)
+    assert all(1 not in ids for ids in target_tokenizer.encode(targets))
+
+
+def test_decode_inverts_encode_and_stops_at_eos(dates, source_tokenizer, target_tokenizer):
+    for pair in dates.pairs("valid"):
+        assert source_tokenizer.decode(source_tokenizer.encode(pair.source)) == pair.source
+        ids = target_tokenizer.encode(pair.target, add_bos=True, add_eos=True)
+        assert ids[0] == 2 and ids[-1] == 3
+        assert target_tokenizer.decode(ids + [5, 6, 0, 0]) == pair.target
+    with pytest.raises(ValueError, match="lie in"):
+        target_tokenizer.decode([target_tokenizer.vocabulary_size])
+
+
+def test_training_is_deterministic(dates):
+    texts = [p.source for p in dates.pairs("train")]
+    assert train_tokenizer(texts, 200).proto == train_tokenizer(texts, 200).proto
+
+
+def test_small_corpus_gives_fewer_pieces_instead_of_an_error():
+    tokenizer = train_tokenizer(["abc abd"], 1000)
+    assert 5 < tokenizer.vocabulary_size < 1000
+
+
+def test_split_digits_makes_every_digit_one_piece(source_tokenizer):
+    pieces = [source_tokenizer.id_to_piece(i) for i in source_tokenizer.encode("2021-03-05 1,234")]
+    assert all(len(p.strip("▁")) == 1 for p in pieces if any(c.isdigit() for c in p))
+
+
+def test_saved_file_loads_to_the_same_ids_and_leaves_no_temporary(tmp_path, shared_tokenizer):
+    path = tmp_path / TOKENIZER_FILE
+    shared_tokenizer.save(path)
+    assert os.listdir(tmp_path) == [TOKENIZER_FILE]
+    loaded = Tokenizer.load(path)
+    assert loaded.encode(TRICKY_TEXTS) == shared_tokenizer.encode(TRICKY_TEXTS)
+    # The file is a plain SentencePiece model: the library reads it directly.
+    processor = spm.SentencePieceProcessor(model_file=str(path))
+    assert processor.encode(TRICKY_TEXTS) == shared_tokenizer.encode(TRICKY_TEXTS)
+
+
+def test_tokenizer_files_are_shared_or_separate(tmp_path, source_tokenizer, target_tokenizer):
+    save_tokenizers(tmp_path, source_tokenizer, target_tokenizer)
+    assert sorted(os.listdir(tmp_path)) == sorted([TOKENIZER_FILE, TARGET_TOKENIZER_FILE])
+    source, target = load_tokenizers(tmp_path)
+    assert (source.proto, target.proto) == (source_tokenizer.proto, target_tokenizer.proto)
+    save_tokenizers(tmp_path, source_tokenizer)  # now shared: the stale target file goes
+    assert os.listdir(tmp_path) == [TOKENIZER_FILE]
+    source, target = load_tokenizers(tmp_path)
+    assert source is target
+
+
+def test_a_model_with_other_special_ids_is_rejected():
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["hello world"] * 10),
+        model_writer=model,
+        vocab_size=12,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match="special ids"):
+        Tokenizer(model.getvalue())
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"vocabulary_size": 3}, "vocabulary_size"),
+        ({"vocabulary_size": 50, "model_type": "bytes"}, "model_type"),
+        ({"vocabulary_size": 50, "character_coverage": 0}, "character_coverage"),
+    ],
+)
+def test_bad_training_arguments_are_rejected(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        train_tokenizer(["some text"], **kwargs)
+
+
+def test_empty_training_text_is_rejected():
+    with pytest.raises(ValueError, match="no non-empty"):
+        train_tokenizer(["", "  "], 50)
+
+
+def test_text_package_imports_neither_tensorflow_nor_keras():
+    code = (
+        "import sys, transformer_zoo.text, transformer_zoo.text.formats; "
+        "bad = [m for m in ('tensorflow', 'keras') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_mask_id_is_none_without_a_mask_piece():
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["hello world"] * 10),
+        model_writer=model,
+        vocab_size=12,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
+    )
+    assert Tokenizer(model.getvalue()).mask_id is None
+    assert np.asarray(Tokenizer(model.getvalue()).encode("hello")).dtype.kind == "i"
+
+
+def test_every_han_character_is_a_piece_of_its_own(dates, shared_tokenizer):
+    pieces = [shared_tokenizer.id_to_piece(i) for i in range(shared_tokenizer.vocabulary_size)]
+    assert all(len(HAN.findall(p)) <= 1 for p in pieces)
+    target = dates.pairs("test")[0].target
+    encoded = [shared_tokenizer.id_to_piece(i) for i in shared_tokenizer.encode(target)]
+    assert "".join(encoded).lstrip("▁") == target and all(len(p.lstrip("▁")) <= 1 for p in encoded)
+    merged = train_tokenizer([p.target for p in dates.pairs("train")] * 3, 300, split_han=False)
+    assert any(len(HAN.findall(merged.id_to_piece(i))) > 1 for i in range(merged.vocabulary_size))

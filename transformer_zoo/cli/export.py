@@ -1,0 +1,109 @@
+"""`transformer-zoo export RUN_DIR --format onnx|saved_model|all --out DIR [--quantize int8]`.
+
+The stages of the export (conversion, node counts, sizes, the largest difference from the
+model, the int8 scores) go to stderr through the `transformer_zoo.export` logger; the
+report is one JSON line on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from transformer_zoo.cli.parsing import UsageError, fraction_or_none, positive_int
+
+
+def register(commands) -> None:
+    """Adds `export` to `commands` (an argparse subparsers object)."""
+    export = commands.add_parser("export", help="export a run directory to ONNX/SavedModel")
+    export.add_argument("run_dir", help="a run directory (model.keras, config.json, tokenizer)")
+    export.add_argument("--format", choices=("onnx", "saved_model", "all"), default="all")
+    export.add_argument("--out", required=True, help="the export directory to write")
+    export.add_argument(
+        "--no-fuse-layer-norm",
+        action="store_true",
+        help="keep tf2onnx's 13-node LayerNorm expansions (for measurement)",
+    )
+    export.add_argument(
+        "--no-simplify",
+        action="store_true",
+        help="skip the graph rewrites (one MatMul per Dense, fused QKV, Where), to measure them",
+    )
+    export.add_argument("--opset", type=int, default=17, choices=(17, 18))
+    export.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="also write OUT/int8/: the ONNX export with int8 weights, scored on the run's task",
+    )
+    export.add_argument(
+        "--max-accuracy-drop",
+        type=fraction_or_none,
+        default=0.01,
+        help="refuse the int8 copy if its test score falls by more (0-1, default 0.01; "
+        "'none': do not measure)",
+    )
+    export.add_argument(
+        "--quantize-examples",
+        type=positive_int,
+        default=1000,
+        help="test examples the int8 measurement uses (default 1000)",
+    )
+    export.set_defaults(handler=_export)
+
+
+class _StageHandler(logging.StreamHandler):
+    """Writes to the `sys.stderr` of the moment (tests and callers may replace it)."""
+
+    def emit(self, record):
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def _show_stages(logger: str, prefix: str) -> None:
+    """Prints the INFO messages of `logger` (the stages of long work) on stderr: the
+    `sys.stderr` of the moment of each message, and one handler however often called."""
+    target = logging.getLogger(logger)
+    target.handlers = [h for h in target.handlers if not isinstance(h, _StageHandler)]
+    handler = _StageHandler()
+    handler.setFormatter(logging.Formatter(f"{prefix}: %(message)s"))
+    target.addHandler(handler)
+    target.setLevel(logging.INFO)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from transformer_zoo.run_directory import RunError
+
+    formats = ("onnx", "saved_model") if args.format == "all" else (args.format,)
+    if not os.path.isdir(args.run_dir):
+        raise UsageError(f"no such run directory: {args.run_dir}")
+    from transformer_zoo.export.quantize import QuantizationError
+    from transformer_zoo.export.run_export import export_run
+    from transformer_zoo.export.validation import ExportError
+
+    options = {
+        "fuse_layer_norm": not args.no_fuse_layer_norm,
+        "simplify": not args.no_simplify,
+        "opset": args.opset,
+        "quantize": args.quantize,
+        "max_accuracy_drop": args.max_accuracy_drop,
+        "quantize_examples": args.quantize_examples,
+    }
+    _show_stages("transformer_zoo.export", "transformer-zoo export")
+    try:
+        report = export_run(args.run_dir, args.out, formats, **options)
+    except (RunError, ValueError) as error:
+        raise UsageError.from_error(error) from None
+    except QuantizationError as error:
+        print(
+            f"transformer-zoo export: int8 refused ({error}) The float32 export is in {args.out}.",
+            file=sys.stderr,
+        )
+        return 1
+    except ExportError as error:
+        print(f"transformer-zoo export: export failed validation: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(report))
+    return 0

@@ -1,0 +1,189 @@
+"""The serving commands of `transformer-zoo`: generate, translate, embed, classify.
+
+`transformer_zoo.cli` registers them with `register(commands)`. Inputs come from the arguments, from
+`--input FILE` (one per line; `-` is stdin), or from stdin; results are printed as text
+or, with `--format jsonl`, one JSON object per input. Bad input is reported in one
+line with exit code 2 (`UsageError`). TensorFlow is imported only by the engines that
+need it (`--engine keras|saved_model`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from transformer_zoo.cli.parsing import UsageError
+from transformer_zoo.errors import first_line
+
+
+def register(commands) -> None:
+    """Adds generate, translate, embed and classify to `commands` (argparse subparsers)."""
+    for name, help_, handler in (
+        ("generate", "continue text prompts (decoder-only)", _generate),
+        ("translate", "translate texts (encoder-decoder)", _translate),
+        ("embed", "sentence embeddings (encoder-only)", _embed),
+        ("classify", "classify texts (encoder-only classifier)", _classify),
+    ):
+        parser = commands.add_parser(name, help=help_)
+        _serving_arguments(parser)
+        if name in ("generate", "translate"):
+            _search_arguments(parser, name)
+        if name in ("embed", "classify"):
+            parser.add_argument("--batch-size", type=int, default=32)
+        if name == "embed":
+            parser.add_argument("--output", help="write a float32 (N, D) .npy file instead")
+        if name == "classify":
+            parser.add_argument(
+                "--pairs", action="store_true", help="each input is 'text<TAB>second text'"
+            )
+        parser.set_defaults(handler=handler)
+
+
+def _serving_arguments(parser) -> None:
+    parser.add_argument("texts", nargs="*", help="inputs (default: --input or stdin)")
+    parser.add_argument("--model", required=True, help="an exported or a run directory")
+    parser.add_argument("--engine", choices=("onnx", "keras", "saved_model"), default="onnx")
+    parser.add_argument("--input", help="a file with one input per line ('-': stdin)")
+    parser.add_argument("--format", choices=("text", "jsonl"), default="text")
+    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser.add_argument(
+        "--no-spinning",
+        action="store_true",
+        help="idle onnxruntime threads sleep instead of busy-waiting (for shared cores)",
+    )
+
+
+def _search_arguments(parser, name: str) -> None:
+    parser.add_argument("--max-new-tokens", type=int, default=32 if name == "generate" else None)
+    parser.add_argument("--strategy", choices=("greedy", "sample", "beam"), default="greedy")
+    parser.add_argument("--num-beams", type=int, default=4)
+    parser.add_argument("--length-penalty", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--seed", type=int)
+
+
+def _read_inputs(args) -> list[str]:
+    if args.texts and args.input:
+        raise UsageError("give inputs as arguments or with --input, not both")
+    if args.texts:
+        return list(args.texts)
+    try:
+        if args.input and args.input != "-":
+            with open(args.input, encoding="utf-8", newline="") as file:
+                text = file.read()
+        else:
+            if args.input is None and sys.stdin.isatty():
+                raise UsageError("no input: give texts, --input FILE, or pipe them to stdin")
+            stream = getattr(sys.stdin, "buffer", None)  # bytes: no newline translation
+            text = stream.read().decode("utf-8") if stream is not None else sys.stdin.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read the input: {first_line(error)}") from None
+    # One input per "\n" (a CRLF file's "\r" goes with it). Not str.splitlines, which also
+    # splits at \r, \x1c-\x1e, \x85 and U+2028/9; leading and trailing spaces are kept.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    if text.endswith("\n") or not text:
+        lines.pop()
+    if not lines:
+        raise UsageError("the input holds no line")
+    return lines
+
+
+def _load(args):
+    from transformer_zoo.serving import load_served_model
+
+    if args.threads < 0:
+        raise UsageError(f"--threads must be ≥ 0, got {args.threads}")
+    try:
+        return load_served_model(args.model, args.engine, args.threads, not args.no_spinning)
+    except ValueError as error:  # RunError, ModelDirectoryError
+        raise UsageError.from_error(error) from None
+
+
+def _serve(args, call):
+    """Loads the model, reads the inputs and runs `call(model, inputs)`; input errors
+    (all ValueErrors: InputError, bad search arguments) become one-line usage errors."""
+    inputs = _read_inputs(args)
+    model = _load(args)
+    try:
+        return inputs, call(model, inputs)
+    except ValueError as error:
+        raise UsageError.from_error(error) from None
+
+
+def _search(args):
+    """The search strategy value of the parsed flags."""
+    from transformer_zoo.generation.search import BeamSearch, Greedy, Sampling
+
+    if args.strategy == "beam":
+        return BeamSearch(args.num_beams, args.length_penalty)
+    if args.strategy == "sample":
+        return Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    return Greedy()
+
+
+def _print_texts(args, inputs, outputs, key: str) -> int:
+    for text, output in zip(inputs, outputs, strict=True):
+        if args.format == "jsonl":
+            print(json.dumps({"input": text, key: output}, ensure_ascii=False))
+        else:
+            print(output)
+    return 0
+
+
+def _generate(args) -> int:
+    inputs, outputs = _serve(args, lambda m, xs: m.generate(xs, args.max_new_tokens, _search(args)))
+    return _print_texts(args, inputs, outputs, "generated")
+
+
+def _translate(args) -> int:
+    inputs, outputs = _serve(
+        args, lambda m, xs: m.translate(xs, args.max_new_tokens, _search(args))
+    )
+    return _print_texts(args, inputs, outputs, "translation")
+
+
+def _embed(args) -> int:
+    import numpy as np
+
+    inputs, vectors = _serve(args, lambda m, xs: m.embed(xs, batch_size=args.batch_size))
+    if args.output:
+        try:
+            np.save(args.output, vectors.astype(np.float32))
+        except OSError as error:
+            raise UsageError(f"cannot write {args.output}: {first_line(error)}") from None
+        print(
+            f"wrote {vectors.shape[0]}×{vectors.shape[1]} embeddings to {args.output}",
+            file=sys.stderr,
+        )
+        return 0
+    for text, vector in zip(inputs, vectors, strict=True):
+        if args.format == "jsonl":
+            print(
+                json.dumps(
+                    {"input": text, "embedding": [float(v) for v in vector]}, ensure_ascii=False
+                )
+            )
+        else:
+            print(" ".join(f"{v:.6g}" for v in vector))
+    return 0
+
+
+def _classify(args) -> int:
+    def call(model, lines):
+        if not args.pairs:
+            return model.classify(lines, batch_size=args.batch_size)
+        split = [line.split("\t", 1) for line in lines]
+        if any(len(parts) != 2 for parts in split):
+            raise UsageError("--pairs needs 'text<TAB>second text' on every line")
+        first, second = zip(*split, strict=True)
+        return model.classify(list(first), list(second), batch_size=args.batch_size)
+
+    inputs, results = _serve(args, call)
+    for text, result in zip(inputs, results, strict=True):
+        if args.format == "jsonl":
+            print(json.dumps({"input": text, **result}, ensure_ascii=False))
+        else:
+            print(f"{result['label']}\t{result['score']:.4f}")
+    return 0

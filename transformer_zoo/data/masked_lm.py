@@ -1,0 +1,120 @@
+"""Masked-LM pretraining batches for `EncoderOnlyMaskedLM` (BERT's recipe, Devlin et al. 2019)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from transformer_zoo.data.bucketing import batch_by_length
+from transformer_zoo.data.pipelines import AUTOTUNE, packed_pairs, padding_mask
+from transformer_zoo.text import Tokenizer
+from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+def mask_tokens(
+    token_ids: tf.Tensor,
+    seed: tf.Tensor,
+    mask_id: int,
+    vocabulary_size: int,
+    mask_rate: float = 0.15,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """BERT's corruption: pick `mask_rate` of the ordinary tokens; of those, 80% become
+    `<mask>`, 10% a random ordinary token, 10% stay.
+
+    Args:
+        token_ids: (B, T) ids, 0 = padding.
+        seed: (2,) integer seed of the stateless random ops.
+        mask_id: the `<mask>` id.
+        vocabulary_size: V; random replacements are drawn from ids above `mask_id`.
+        mask_rate: the share of ordinary tokens to predict.
+
+    Returns:
+        The corrupted (B, T) ids and (B, T) labels: the original id where a token was
+        picked, else 0 (not trained on).
+    """
+    special = [PAD_ID, BOS_ID, EOS_ID, mask_id]
+    ordinary = tf.reduce_all(tf.not_equal(token_ids[..., None], special), axis=-1)
+    shape = tf.shape(token_ids)
+    pick, how = (tf.random.stateless_uniform(shape, seed + offset) for offset in (0, 1))
+    picked = ordinary & (pick < mask_rate)
+    random_ids = tf.random.stateless_uniform(
+        shape, seed + 2, minval=mask_id + 1, maxval=vocabulary_size, dtype=token_ids.dtype
+    )
+    corrupted = tf.where(picked & (how < 0.8), tf.cast(mask_id, token_ids.dtype), token_ids)
+    corrupted = tf.where(picked & (how >= 0.8) & (how < 0.9), random_ids, corrupted)
+    return corrupted, tf.where(picked, token_ids, tf.zeros_like(token_ids))
+
+
+def masked_lm_dataset(
+    texts: Sequence,
+    tokenizer: Tokenizer,
+    batch_size: int = 64,
+    max_length: int = 128,
+    mask_rate: float = 0.15,
+    shuffle: bool = False,
+    seed: int = 0,
+    **batching,
+) -> tf.data.Dataset:
+    """Masked-LM batches over texts or text pairs, packed as for classification.
+
+    Masks are drawn anew every epoch (deterministically for `seed`), after padding,
+    so padding and special tokens are never picked.
+
+    Args:
+        texts: plain strings or `(text, text2)` tuples (e.g. the built-in task's
+            English and Chinese sides).
+        tokenizer: the shared tokenizer; it needs a `<mask>` id.
+        batch_size: examples per batch.
+        max_length: the encoder's maximum.
+        mask_rate: the share of ordinary tokens to predict.
+        shuffle: reshuffle every epoch.
+        seed: seed of the shuffle and of the masks.
+        **batching: `drop_remainder`, `pad_to_bucket_boundary`.
+
+    Returns:
+        A dataset of `({"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)},
+        labels (B, T), sample_weight (B, T))`; labels are 0 where nothing is predicted.
+    """
+    if tokenizer.mask_id is None:
+        raise ValueError(
+            "Masked-LM needs a tokenizer with a `<mask>` piece (train_tokenizer adds one)."
+        )
+    if tokenizer.vocabulary_size <= tokenizer.mask_id + 1:
+        raise ValueError(f"The vocabulary has no ordinary tokens: {tokenizer!r}")
+    if not 0.0 < mask_rate < 1.0:
+        raise ValueError(f"`mask_rate` must be in (0, 1). Received: mask_rate={mask_rate}")
+    if len(texts) == 0:
+        raise ValueError("`texts` is empty: a pipeline needs at least one example.")
+    data = batch_by_length(
+        packed_pairs(texts, tokenizer, max_length),
+        lambda e: tf.shape(e["token_ids"])[0],
+        batch_size,
+        max_length,
+        shuffle_buffer=len(texts) if shuffle else 0,
+        seed=seed,
+        **batching,
+    )
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+
+    def to_keras(batch, random):
+        ids = batch["token_ids"]
+        corrupted, labels = mask_tokens(
+            ids,
+            tf.stack([random, tf.cast(seed, tf.int64)]),
+            tokenizer.mask_id,
+            tokenizer.vocabulary_size,
+            mask_rate,
+        )
+        inputs = {
+            "token_ids": corrupted,
+            "padding_mask": padding_mask(ids),
+            "segment_ids": batch["segment_ids"],
+        }
+        return inputs, labels, tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
+
+    return (
+        tf.data.Dataset.zip(data, seeds)
+        .map(to_keras, num_parallel_calls=AUTOTUNE)
+        .prefetch(AUTOTUNE)
+    )

@@ -1,0 +1,253 @@
+"""`tf.data` pipelines, one per model family: tokenize in-graph, truncate to the model's
+maximum, bucket by length, pad each batch with 0, prefetch.
+
+Every pipeline yields Keras-ready `(inputs, labels, sample_weight)` batches whose input
+keys match the models; padding masks are `token_ids != 0` as int32 1/0. Label id 0 marks a position
+that is not trained on (padding, or a prompt token), and `sample_weight` is
+`labels != 0`, so padding stays out of the loss whether the loss reads the labels
+(`MaskedSparseCategoricalCrossentropy`) or the weights (any Keras loss). The token layout
+is the one of `transformer_zoo.text.formats`, which generation and serving use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from transformer_zoo.data.bucketing import batch_by_length, tokenize_columns
+from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TranslationPair
+from transformer_zoo.text import Tokenizer
+from transformer_zoo.text.formats import pair_budget
+from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def _check(examples: Sequence, max_lengths: dict[str, int], minimum: int = 2) -> None:
+    if len(examples) == 0:
+        raise ValueError("`examples` is empty: a pipeline needs at least one example.")
+    for name, value in max_lengths.items():
+        if not isinstance(value, int) or value < minimum:
+            raise ValueError(f"`{name}` must be an integer ≥ {minimum}. Received: {name}={value!r}")
+
+
+def _length(ids: tf.Tensor) -> tf.Tensor:
+    return tf.shape(ids, out_type=tf.int32)[0]
+
+
+def _weights(labels: tf.Tensor) -> tf.Tensor:
+    return tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
+
+
+def padding_mask(token_ids: tf.Tensor) -> tf.Tensor:
+    """1 for tokens, 0 for padding, as int32: `tf.distribute.MirroredStrategy` fails on
+    boolean inputs (its AddN has no bool kernel), and the models cast masks to bool."""
+    return tf.cast(tf.not_equal(token_ids, PAD_ID), tf.int32)
+
+
+def translation_dataset(
+    pairs: Sequence[TranslationPair],
+    source_tokenizer: Tokenizer,
+    target_tokenizer: Tokenizer,
+    batch_size: int = 64,
+    max_source_length: int = 128,
+    max_target_length: int = 128,
+    shuffle: bool = False,
+    seed: int = 0,
+    **batching,
+) -> tf.data.Dataset:
+    """Teacher-forced translation batches for `EncoderDecoder`.
+
+    Encoder inputs are the source pieces + `<eos>`; decoder inputs are `<bos>` + the
+    target pieces (the targets shifted right); labels are the target pieces + `<eos>`.
+
+    Args:
+        pairs: the examples.
+        source_tokenizer: tokenizer of the sources.
+        target_tokenizer: tokenizer of the targets (may be `source_tokenizer`).
+        batch_size: examples per batch.
+        max_source_length: the encoder's maximum; longer sources are cut.
+        max_target_length: the decoder's maximum; longer targets are cut, and then
+            have no `<eos>` label.
+        shuffle: reshuffle every epoch (deterministically for `seed`).
+        seed: the shuffle seed.
+        **batching: `drop_remainder`, `pad_to_bucket_boundary` (see `batch_by_length`).
+
+    Returns:
+        A dataset of `({"encoder_token_ids": (B, S), "encoder_padding_mask": (B, S),
+        "decoder_token_ids": (B, T), "decoder_padding_mask": (B, T)}, labels (B, T),
+        sample_weight (B, T))`.
+    """
+    _check(pairs, {"max_source_length": max_source_length, "max_target_length": max_target_length})
+    data = tokenize_columns(
+        {"source": [p.source for p in pairs], "target": [p.target for p in pairs]},
+        {"source": source_tokenizer, "target": target_tokenizer},
+    )
+
+    def example(ids):
+        # Cut after adding <bos>/<eos>: a cut target keeps no <eos> label, so the model
+        # is never taught to stop where the real target goes on.
+        target = ids["target"]
+        return {
+            "encoder_token_ids": tf.concat([ids["source"][: max_source_length - 1], [EOS_ID]], 0),
+            "decoder_token_ids": tf.concat([[BOS_ID], target], 0)[:max_target_length],
+            "labels": tf.concat([target, [EOS_ID]], 0)[:max_target_length],
+        }
+
+    def to_keras(batch):
+        inputs = {}
+        for side in ("encoder", "decoder"):
+            ids = batch[f"{side}_token_ids"]
+            inputs[f"{side}_token_ids"] = ids
+            inputs[f"{side}_padding_mask"] = padding_mask(ids)
+        return inputs, batch["labels"], _weights(batch["labels"])
+
+    data = batch_by_length(
+        data.map(example, num_parallel_calls=AUTOTUNE),
+        lambda e: tf.maximum(_length(e["encoder_token_ids"]), _length(e["labels"])),
+        batch_size,
+        max(max_source_length, max_target_length),
+        shuffle_buffer=len(pairs) if shuffle else 0,
+        seed=seed,
+        **batching,
+    )
+    return data.map(to_keras, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+
+
+def language_model_dataset(
+    examples: Sequence[PromptCompletion],
+    tokenizer: Tokenizer,
+    batch_size: int = 64,
+    max_length: int = 256,
+    completion_only_loss: bool = True,
+    shuffle: bool = False,
+    seed: int = 0,
+    **batching,
+) -> tf.data.Dataset:
+    """Next-token batches for `DecoderOnly`.
+
+    The sequence is `<bos>` + prompt pieces + completion pieces + `<eos>`, cut to
+    `max_length + 1` tokens; inputs are all but its last token, labels all but its
+    first. With `completion_only_loss` (the default) the loss covers only the
+    completion and its `<eos>`: the prompt is given at inference, so learning to
+    write it is wasted capacity. Plain text (empty prompts) trains on every token.
+    Examples whose completion was cut away entirely are dropped.
+
+    Returns:
+        A dataset of `({"token_ids": (B, T), "padding_mask": (B, T)}, labels (B, T),
+        sample_weight (B, T))`.
+    """
+    _check(examples, {"max_length": max_length}, minimum=1)
+    data = tokenize_columns(
+        {"prompt": [e.prompt for e in examples], "completion": [e.completion for e in examples]},
+        {"prompt": tokenizer, "completion": tokenizer},
+    )
+
+    def example(ids):
+        sequence = tf.concat([[BOS_ID], ids["prompt"], ids["completion"], [EOS_ID]], 0)
+        sequence = sequence[: max_length + 1]
+        labels = sequence[1:]
+        if completion_only_loss:
+            # labels[i] is token i + 1 of the sequence: a prompt token while i < len(prompt).
+            in_completion = tf.range(_length(labels)) >= _length(ids["prompt"])
+            labels = tf.where(in_completion, labels, tf.zeros_like(labels))
+        return {"token_ids": sequence[:-1], "labels": labels}
+
+    def to_keras(batch):
+        ids = batch["token_ids"]
+        inputs = {"token_ids": ids, "padding_mask": padding_mask(ids)}
+        return inputs, batch["labels"], _weights(batch["labels"])
+
+    data = data.map(example, num_parallel_calls=AUTOTUNE).filter(
+        lambda e: tf.reduce_any(tf.not_equal(e["labels"], PAD_ID))
+    )
+    data = batch_by_length(
+        data,
+        lambda e: _length(e["token_ids"]),
+        batch_size,
+        max_length,
+        shuffle_buffer=len(examples) if shuffle else 0,
+        seed=seed,
+        **batching,
+    )
+    return data.map(to_keras, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+
+
+def packed_pairs(texts: Sequence, tokenizer: Tokenizer, max_length: int) -> tf.data.Dataset:
+    """`{"token_ids", "segment_ids"}` per text or text pair, as `formats.pair_ids` packs them.
+
+    Args:
+        texts: `(text, text2 or None)` tuples or plain strings.
+        tokenizer: the shared tokenizer.
+        max_length: the longest packed sequence.
+    """
+    pairs = [(t, None) if isinstance(t, str) else tuple(t) for t in texts]
+    data = tokenize_columns(
+        {"a": [a for a, _ in pairs], "b": [b or "" for _, b in pairs]},
+        {"a": tokenizer, "b": tokenizer},
+    )
+    has_pair = tf.data.Dataset.from_tensor_slices([b is not None for _, b in pairs])
+
+    def pack(ids, pair):
+        second = tf.cast(pair, tf.int32)  # one more <eos> for a pair
+        keep_a, keep_b = pair_budget(
+            _length(ids["a"]), _length(ids["b"]), max_length - 2 - second, tf.minimum, tf.maximum
+        )
+        token_ids = tf.concat(
+            [[BOS_ID], ids["a"][:keep_a], [EOS_ID], ids["b"][:keep_b], tf.fill([second], EOS_ID)], 0
+        )
+        segment_ids = tf.concat(
+            [tf.zeros([keep_a + 2], tf.int32), tf.ones([keep_b + second], tf.int32)], 0
+        )
+        return {"token_ids": token_ids, "segment_ids": segment_ids}
+
+    return tf.data.Dataset.zip(data, has_pair).map(pack, num_parallel_calls=AUTOTUNE)
+
+
+def classification_dataset(
+    examples: Sequence[ClassificationExample],
+    tokenizer: Tokenizer,
+    label_names: Sequence[str],
+    batch_size: int = 64,
+    max_length: int = 128,
+    shuffle: bool = False,
+    seed: int = 0,
+    **batching,
+) -> tf.data.Dataset:
+    """Text or text-pair classification batches for `EncoderOnly` (with a classifier head).
+
+    Returns:
+        A dataset of `({"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)},
+        labels (B,))`: label ids are positions in `label_names`.
+    """
+    _check(examples, {"max_length": max_length}, minimum=3)
+    index = {name: i for i, name in enumerate(label_names)}
+    unknown = sorted({e.label for e in examples} - set(index))
+    if unknown:
+        raise ValueError(f"Labels {unknown} are not in `label_names`={list(label_names)}.")
+    data = packed_pairs([(e.text, e.text2) for e in examples], tokenizer, max_length)
+    labels = tf.data.Dataset.from_tensor_slices(
+        tf.constant([index[e.label] for e in examples], tf.int32)
+    )
+    data = tf.data.Dataset.zip(data, labels).map(lambda e, label: {**e, "label": label})
+
+    def to_keras(batch):
+        ids = batch["token_ids"]
+        inputs = {
+            "token_ids": ids,
+            "padding_mask": padding_mask(ids),
+            "segment_ids": batch["segment_ids"],
+        }
+        return inputs, batch["label"]
+
+    data = batch_by_length(
+        data,
+        lambda e: _length(e["token_ids"]),
+        batch_size,
+        max_length,
+        shuffle_buffer=len(examples) if shuffle else 0,
+        seed=seed,
+        **batching,
+    )
+    return data.map(to_keras, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)

@@ -1,0 +1,202 @@
+"""A task: the train/valid/test examples of one family, from `builtin:NAME` or a file.
+
+`load_task("builtin:dates-zh", "encoder-decoder")` gives translation pairs,
+`"decoder-only"` prompt/completion text and `"encoder-only"` pair classification;
+a file path is read by the family's reader (`user_data`) and split 90/5/5, keeping
+examples with the same input in one split.
+
+Tokenizers per family (`Task.fit_tokenizers`):
+- encoder-decoder: separate source and target vocabularies (`tokenizer.model`,
+  `target_tokenizer.model`); each side keeps a small vocabulary of its own language,
+  and the Chinese target of `dates-zh` is character-level;
+- decoder-only and encoder-only: one shared vocabulary (`tokenizer.model`), since both
+  languages flow through one embedding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+
+from transformer_zoo.data.builtin.dates_zh import LABELS, DatesZh
+from transformer_zoo.data.examples import ClassificationExample, PromptCompletion
+from transformer_zoo.data.user_files import (
+    DataError,
+    read_classification_tsv,
+    read_text,
+    read_translation_tsv,
+)
+from transformer_zoo.errors import RunError
+from transformer_zoo.run_directory import FAMILIES
+from transformer_zoo.text import Tokenizer, train_tokenizer
+
+BUILTIN = {"dates-zh": DatesZh}
+HELD_OUT_FRACTION = 0.05  # of a user file, for each of valid and test
+# Vocabulary sizes (soft limits) and model types per task kind.
+BUILTIN_TOKENIZERS = {
+    "vocabulary_size": 500,
+    "target_vocabulary_size": 100,
+    "target_model_type": "char",
+}
+USER_TOKENIZERS = {
+    "vocabulary_size": 8000,
+    "target_vocabulary_size": 8000,
+    "target_model_type": "unigram",
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    """The examples of one family, split, with what training needs to know about them.
+
+    Attributes:
+        data: the data spec it came from (`builtin:dates-zh` or a path).
+        family: `"encoder-decoder"`, `"decoder-only"` or `"encoder-only"`.
+        train, valid, test: the examples (`TranslationPair`, `PromptCompletion` or
+            `ClassificationExample`).
+        label_names: classification label names; a label's id is its position.
+        tokenizer_options: default vocabulary sizes and target model type.
+        shared_targets: built-in translation tasks: per category, how many test
+            targets also occur as training targets.
+    """
+
+    data: str
+    family: str
+    train: list
+    valid: list
+    test: list
+    label_names: tuple[str, ...] = ()
+    tokenizer_options: dict = field(default_factory=dict)
+    shared_targets: dict[str, int] | None = None
+
+    def fit_tokenizers(
+        self, vocabulary_size: int | None = None, target_vocabulary_size: int | None = None
+    ) -> tuple[Tokenizer, Tokenizer]:
+        """`(tokenizer, target_tokenizer)` trained on the training split; the same
+        object for the shared-vocabulary families."""
+        options = self.tokenizer_options
+        size = vocabulary_size or options["vocabulary_size"]
+        if self.family == "encoder-decoder":
+            source = train_tokenizer([e.source for e in self.train], size)
+            target = train_tokenizer(
+                [e.target for e in self.train],
+                target_vocabulary_size or options["target_vocabulary_size"],
+                model_type=options["target_model_type"],
+            )
+            return source, target
+        if self.family == "decoder-only":
+            texts = [e.prompt for e in self.train] + [e.completion for e in self.train]
+        else:
+            texts = [e.text for e in self.train] + [e.text2 for e in self.train if e.text2]
+        shared = train_tokenizer(texts, size)
+        return shared, shared
+
+
+def _check_family(family: str) -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"`family` must be one of {FAMILIES}. Received: family={family!r}")
+
+
+def _builtin_task(spec: str, family: str, seed: int) -> Task:
+    name = spec.removeprefix("builtin:")
+    if name not in BUILTIN:
+        raise DataError(
+            spec,
+            f"unknown built-in dataset; available: {', '.join(f'builtin:{n}' for n in BUILTIN)}",
+        )
+    source = BUILTIN[name](seed=seed)
+    shape = {
+        "encoder-decoder": source.pairs,
+        "decoder-only": source.prompt_completions,
+        "encoder-only": source.classification,
+    }[family]
+    return Task(
+        spec,
+        family,
+        *(shape(split) for split in ("train", "valid", "test")),
+        label_names=LABELS if family == "encoder-only" else (),
+        tokenizer_options=dict(BUILTIN_TOKENIZERS),
+        shared_targets=source.shared_target_count("test") if family == "encoder-decoder" else None,
+    )
+
+
+def _input_key(example) -> str | tuple:
+    """What must not straddle splits: the model's input."""
+    if isinstance(example, ClassificationExample):
+        return (example.text, example.text2)
+    if isinstance(example, PromptCompletion):
+        return example.text
+    return example.source
+
+
+def _file_task(path: str, family: str, seed: int) -> Task:
+    reader = {
+        "encoder-decoder": read_translation_tsv,
+        "decoder-only": read_text,
+        "encoder-only": read_classification_tsv,
+    }[family]
+    examples = reader(path)
+    groups: dict = {}
+    for example in examples:
+        groups.setdefault(_input_key(example), []).append(example)
+    keys = list(groups)
+    if len(keys) < 3:
+        raise DataError(path, f"needs at least 3 distinct examples to split; found {len(keys)}")
+    random.Random(seed).shuffle(keys)
+    held_out = max(1, round(HELD_OUT_FRACTION * len(keys)))
+    splits = [keys[:held_out], keys[held_out : 2 * held_out], keys[2 * held_out :]]
+    test, valid, train = ([e for k in part for e in groups[k]] for part in splits)
+    labels = tuple(sorted({e.label for e in examples})) if family == "encoder-only" else ()
+    return Task(path, family, train, valid, test, labels, dict(USER_TOKENIZERS))
+
+
+def limit_task(task: Task, max_examples: int | None) -> Task:
+    """The task cut to `max_examples` training examples and a tenth as many (at least 8)
+    validation and test examples; unchanged for None."""
+    if max_examples is None:
+        return task
+    held_out = max(8, max_examples // 10)
+    train = task.train[:max_examples]
+    test = task.test[:held_out]
+    shared = task.shared_targets
+    if shared is not None:
+        targets = {e.target for e in train}
+        shared = {c: 0 for c in shared}
+        for example in test:
+            if example.target in targets:
+                shared[example.category] = shared.get(example.category, 0) + 1
+                shared["all"] += 1
+    return dataclasses.replace(
+        task, train=train, valid=task.valid[:held_out], test=test, shared_targets=shared
+    )
+
+
+def load_task(data: str, family: str, seed: int = 0) -> Task:
+    """The task of `data` (`builtin:NAME` or a file path) shaped for `family`.
+
+    Raises:
+        DataError: unknown built-in name, unreadable, malformed or empty file.
+        ValueError: unknown family.
+    """
+    _check_family(family)
+    if data.startswith("builtin:"):
+        return _builtin_task(data, family, seed)
+    return _file_task(data, family, seed)
+
+
+def run_task(config) -> Task:
+    """The task a run was trained on, as its `RunConfig` names it: data, seed and the
+    `train` example limit.
+
+    Raises:
+        RunError: the config names no data (an imported checkpoint).
+        DataError: the data is unreadable.
+    """
+    if not config.data:
+        raise RunError(
+            "This model names no task (config.json has no `data`): it was not trained "
+            "here, so there is no test split to score it on."
+        )
+    task = load_task(config.data, config.family, seed=config.seed or 0)
+    return limit_task(task, (config.extra.get("train") or {}).get("max_examples"))

@@ -1,0 +1,13 @@
+"""Evaluation: the metrics (exact match, BLEU, accuracy, perplexity, per category) and the
+one evaluation of a model on a task split, used by `train`, `evaluate`, `export --quantize`
+and the benchmarks."""
+
+from transformer_zoo.evaluation.metrics import (
+    accuracy,
+    bleu,
+    corpus_perplexity,
+    exact_match,
+    per_category,
+)
+
+__all__ = ["accuracy", "bleu", "corpus_perplexity", "exact_match", "per_category"]

@@ -1,0 +1,234 @@
+"""The one evaluation of a model on a task split, for every engine: what `metrics.json`,
+`transformer-zoo evaluate`, `export --quantize` and the benchmarks report.
+
+The model is a `ServedModel` (the Keras model through `KerasRunner`, a SavedModel, or the
+ONNX files), so every engine is scored by the same code on the same inputs:
+
+- encoder-decoder: greedy translation of every source (each may run to 2 × its length + 16
+  tokens, within the context; all stop at `<eos>`) → exact match and BLEU (sacreBLEU; its
+  Chinese tokenizer when the targets are Chinese), per category; and teacher-forced
+  token accuracy and perplexity of the references;
+- decoder-only: greedy completion of every prompt (at most 64 tokens) → exact match and
+  BLEU of the completions when the examples have prompts; token accuracy and perplexity
+  over the tokens the loss covers (the completion and its `<eos>`, or every token of
+  plain text);
+- encoder-only: classification accuracy, per category.
+
+Inputs are cut to the model's maximum length as the training pipelines cut them
+(`transformer_zoo.text.formats`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+
+from transformer_zoo.evaluation.metrics import accuracy, bleu, exact_match, per_category
+from transformer_zoo.generation.search import log_softmax
+from transformer_zoo.text.formats import (
+    language_model_example,
+    prompt_ids,
+    source_ids,
+    translation_example,
+)
+
+BATCH_SIZE = 256
+COMPLETION_TOKENS = 64  # the most tokens a decoder-only completion may take
+CJK = re.compile(r"[\u3400-\u9fff]")
+ERRORS_PER_CATEGORY = 5
+
+
+def evaluate(served, task, split: str = "test", limit: int | None = None, samples: int = 5) -> dict:
+    """The metrics of `served` on a split of `task` (see the module docstring).
+
+    Args:
+        served: a `ServedModel` of the task's family.
+        task: the `Task` (`transformer_zoo.data.load_task`).
+        split: `"test"` or `"valid"`.
+        limit: score only the first this many examples.
+        samples: how many example predictions to include.
+
+    Returns:
+        A JSON-ready dict: `split`, `examples`, the family's scores (per category where
+        the examples have categories), `samples` (the first predictions), `errors` (a
+        few wrong predictions per category) and `seconds`.
+
+    Raises:
+        ValueError: an unknown or empty split, or a model of another family.
+    """
+    if split not in ("test", "valid"):
+        raise ValueError(f"`split` must be 'test' or 'valid'. Received: split={split!r}")
+    if served.family != task.family:
+        raise ValueError(f"A {served.family} model cannot be scored on a {task.family} task.")
+    started = time.perf_counter()
+    examples = list(getattr(task, split))[:limit]
+    if not examples:
+        raise ValueError(f"The {split} split is empty: nothing to evaluate.")
+    categories = [e.category or "all" for e in examples]
+    result: dict = {"split": split, "examples": len(examples)}
+    inputs, references = _inputs_and_references(examples)
+    predictions = predict(served, examples)
+    if task.family == "encoder-only":
+        result["accuracy"] = per_category(accuracy, predictions, references, categories)
+    else:
+        if predictions is not None:
+            result.update(_text_scores(predictions, references, categories))
+        result.update(_token_scores(served, examples))
+    if predictions is not None:
+        rows = list(zip(inputs, references, predictions, categories, strict=True))
+        result["samples"] = [
+            {"input": i, "reference": r, "prediction": p} for i, r, p, _ in rows[:samples]
+        ]
+        result["errors"] = _errors(rows)
+    result["seconds"] = round(time.perf_counter() - started, 2)
+    return result
+
+
+def predict(served, examples) -> list[str] | None:
+    """What the evaluation scores, in input order: translations, completions of the
+    prompts (None for plain text, which has none), or class labels."""
+    if served.family == "encoder-decoder":
+        return _translate(served, [e.source for e in examples])
+    if served.family == "decoder-only":
+        prompts = [e.prompt for e in examples]
+        return _complete(served, prompts) if any(prompts) else None
+    return _classify(served, examples)
+
+
+def _inputs_and_references(examples) -> tuple[list[str], list[str]]:
+    first = examples[0]
+    if hasattr(first, "source"):
+        return [e.source for e in examples], [e.target for e in examples]
+    if hasattr(first, "prompt"):
+        return [e.prompt for e in examples], [e.completion for e in examples]
+    inputs = [e.text if e.text2 is None else f"{e.text}\t{e.text2}" for e in examples]
+    return inputs, [e.label for e in examples]
+
+
+def primary_score(result: dict) -> tuple[str, float]:
+    """`(metric name, overall score)` of an `evaluate` result: exact match for generated
+    text, else accuracy, else token accuracy (plain-text language models)."""
+    for name in ("exact_match", "accuracy"):
+        if name in result:
+            return name, result[name]["all"]
+    return "token_accuracy", result["token_accuracy"]
+
+
+def _by_length(rows: list[list[int]]):
+    """Index batches of rows of similar length (sorted), so that a batch pads little."""
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    for start in range(0, len(order), BATCH_SIZE):
+        yield order[start : start + BATCH_SIZE]
+
+
+def _translate(served, sources: list[str]) -> list[str]:
+    rows = [source_ids(served.tokenizer, s, served.max_length) for s in sources]
+    context = served.dims.max_length
+    texts = [""] * len(rows)
+    for batch in _by_length(rows):
+        caps = [min(context - 1, 2 * len(rows[i]) + 16) for i in batch]
+        result = served.translate_ids([rows[i] for i in batch], max(caps))
+        for i, tokens, cap in zip(batch, result.tokens, caps, strict=True):
+            texts[i] = served.target_tokenizer.decode(tokens[:cap])
+    return texts
+
+
+def _complete(served, prompts: list[str]) -> list[str]:
+    rows = [prompt_ids(served.tokenizer, p, served.max_length) for p in prompts]
+    context = served.dims.max_length
+    texts = [""] * len(rows)
+    for batch in _by_length(rows):
+        room = min(COMPLETION_TOKENS, context - max(len(rows[i]) for i in batch))
+        if room < 1:
+            continue  # prompts that fill the context leave nothing to complete
+        result = served.generate_ids([rows[i] for i in batch], room)
+        for i, tokens in zip(batch, result.tokens, strict=True):
+            texts[i] = served.tokenizer.decode(tokens)
+    return texts
+
+
+def _classify(served, examples) -> list[str]:
+    texts = [e.text for e in examples]
+    pairs = [e.text2 or "" for e in examples] if any(e.text2 for e in examples) else None
+    return [r["label"] for r in served.classify(texts, pairs, batch_size=BATCH_SIZE)]
+
+
+def _token_scores(served, examples) -> dict[str, float]:
+    """Teacher-forced token accuracy and perplexity (no label smoothing) over the label
+    tokens the training loss covers."""
+    length = served.max_length
+    if served.family == "encoder-decoder":
+        rows = [
+            translation_example(
+                served.tokenizer, served.target_tokenizer, e.source, e.target, length, length
+            )
+            for e in examples
+        ]
+    else:
+        rows = [
+            language_model_example(served.tokenizer, e.prompt, e.completion, length)
+            for e in examples
+        ]
+    hits, nll, count = 0, 0.0, 0
+    for batch in _by_length([row[-1] for row in rows]):
+        *inputs, labels = (_padded([rows[i][j] for i in batch]) for j in range(len(rows[0])))
+        if served.family == "encoder-decoder":
+            feeds = {"encoder_token_ids": inputs[0], "decoder_token_ids": inputs[1]}
+        else:
+            feeds = {"token_ids": inputs[0]}
+        logp = log_softmax(served.engine.forward(feeds))  # (B, T, V)
+        picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+        scored = labels != 0
+        hits += int((logp.argmax(-1) == labels)[scored].sum())
+        nll -= float(picked[scored].sum())
+        count += int(scored.sum())
+    if not count:
+        raise ValueError("No example has a token to score.")
+    return {"token_accuracy": hits / count, "perplexity": float(np.exp(nll / count))}
+
+
+def _padded(rows: list[list[int]]) -> np.ndarray:
+    out = np.zeros((len(rows), max(map(len, rows))), np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
+
+def _text_scores(predictions, references, categories) -> dict:
+    tokenize = "zh" if any(CJK.search(r) for r in references) else "13a"
+
+    def corpus_bleu(p, r):
+        return bleu(p, r, tokenize=tokenize)
+
+    return {
+        "exact_match": per_category(exact_match, predictions, references, categories),
+        "bleu": per_category(corpus_bleu, predictions, references, categories),
+    }
+
+
+def _errors(rows) -> dict[str, list[dict]]:
+    """The first few wrong predictions of each category."""
+    errors: dict[str, list[dict]] = {}
+    for given, reference, prediction, category in rows:
+        wrong = errors.setdefault(category, [])
+        if prediction.strip() != reference.strip() and len(wrong) < ERRORS_PER_CATEGORY:
+            wrong.append({"input": given, "reference": reference, "prediction": prediction})
+    return {category: wrong for category, wrong in errors.items() if wrong}
+
+
+def evaluate_directory(directory: str, split: str = "test", engine: str = "keras") -> dict:
+    """Recomputes the evaluation of a run (or exported) directory on the task its
+    `config.json` names (data, seed, example limit), with `engine` (`"keras"` reads the
+    run's `model.keras`; `"onnx"` and `"saved_model"` an export).
+
+    Raises:
+        RunError / DataError / ModelDirectoryError (ValueErrors): not a trained run or
+            an export of one, or its data is unreadable.
+    """
+    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.serving import load_served_model
+
+    served = load_served_model(directory, engine)
+    return evaluate(served, run_task(served.config), split)

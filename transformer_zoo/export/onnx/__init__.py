@@ -1,0 +1,2 @@
+"""ONNX export: tf2onnx conversion of the step graphs (`export`), our graph rewrites
+(`rewrites`, `layer_norm`) and onnxruntime-genai's config (`genai_config`)."""

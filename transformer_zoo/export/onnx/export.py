@@ -1,0 +1,171 @@
+"""`export_onnx`: a model (ours, trained or built in user code) → a self-describing ONNX
+directory that `transformer_zoo.serving` and onnxruntime-genai can serve.
+
+Each graph of `generation.graphs.step_graphs` is converted by `tf2onnx.convert.from_function`
+(opset 17), rewritten by `layer_norm` (one `LayerNormalization` node per LayerNorm, which
+tf2onnx expands into 13 nodes), checked by `onnx.checker`, loaded in onnxruntime and
+compared with the TensorFlow function (`validation`); any failure raises `ExportError`
+and leaves no half-written model file behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+
+import onnx
+
+from transformer_zoo.errors import ModelDirectoryError
+from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
+from transformer_zoo.export.onnx import layer_norm, rewrites
+from transformer_zoo.export.onnx.genai_config import write_genai_config
+from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
+from transformer_zoo.generation.graphs import Graph, step_graphs
+from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS, make_session
+from transformer_zoo.models.family import dimensions_of
+from transformer_zoo.run_directory import ModelDimensions, RunConfig
+from transformer_zoo.text import Tokenizer
+from transformer_zoo.text.wordpiece import WordPieceTokenizer
+
+OPSET = 17  # LayerNormalization needs 17; tf2onnx 1.17 supports up to 18
+log = logging.getLogger(__name__)  # stages of an export; `transformer-zoo export` shows them
+
+
+def convert_graph(
+    graph: Graph, opset: int = OPSET, fuse_layer_norm: bool = True, simplify: bool = True
+):
+    """tf2onnx's conversion of one graph, LayerNorms fused and the graph simplified
+    (`export.onnx.rewrites`). Returns `(ModelProto, info)`."""
+    import tf2onnx
+
+    if opset < 17:
+        raise ValueError(f"`opset` must be 17 or 18. Received: opset={opset}")
+    started = time.perf_counter()
+    proto, _ = tf2onnx.convert.from_function(
+        graph.function, input_signature=graph.inputs, opset=opset
+    )
+    fused = 0
+    if fuse_layer_norm:
+        proto, fused = layer_norm.fuse_layer_norm(proto)
+    applied = {}
+    if simplify:
+        proto, applied = rewrites.simplify(proto)
+    names = [i.name for i in proto.graph.input], [o.name for o in proto.graph.output]
+    expected = [s.name for s in graph.inputs], graph.outputs
+    if sorted(names[0]) != sorted(expected[0]) or sorted(names[1]) != sorted(expected[1]):
+        raise ExportError(f"tf2onnx named the I/O of {graph.file} {names}, expected {expected}.")
+    info = {
+        "seconds": round(time.perf_counter() - started, 2),
+        "fused_layer_norms": fused,
+        "nodes": len(proto.graph.node),
+        "rewrites": applied,
+    }
+    return proto, info
+
+
+def validate_onnx_file(path: str, graph: Graph, dims: ModelDimensions, atol: float = ATOL) -> float:
+    """onnx.checker, an onnxruntime session, and the comparison with TensorFlow."""
+    try:
+        onnx.checker.check_model(path, full_check=True)
+    except Exception as error:
+        raise ExportError(f"onnx.checker rejects {os.path.basename(path)}: {error}") from error
+    try:
+        session = make_session(path, DEFAULT_THREADS)
+    except ModelDirectoryError as error:
+        raise ExportError(f"onnxruntime cannot load the export: {error}") from error
+    outputs = [o.name for o in session.get_outputs()]
+
+    def run(feeds):
+        return dict(zip(outputs, session.run(outputs, feeds), strict=True))
+
+    return compare_graph(graph, dims, run, os.path.basename(path), atol)
+
+
+def export_onnx(
+    model,
+    out_dir: str | os.PathLike,
+    tokenizer: Tokenizer | WordPieceTokenizer | None = None,
+    target_tokenizer: Tokenizer | None = None,
+    config: RunConfig | None = None,
+    opset: int = OPSET,
+    fuse_layer_norm: bool = True,
+    simplify: bool = True,
+    validate: bool = True,
+    atol: float = ATOL,
+    intra_op_num_threads: int = DEFAULT_THREADS,
+    tokenizer_dir: str | None = None,
+) -> dict:
+    """Exports `model` to ONNX files with Optimum's names in `out_dir`.
+
+    Args:
+        model: a `DecoderOnly`, `EncoderDecoder`, `EncoderOnly`, `EncoderOnlyClassifier`
+            or `EncoderOnlyMaskedLM`.
+        out_dir: the directory to write (created if needed): the `.onnx` files,
+            `config.json`, the tokenizer files, and `genai_config.json` for decoder-only.
+        tokenizer: the (source) `Tokenizer` or `WordPieceTokenizer`, written next to the
+            model; None exports a model that serves token ids only.
+        target_tokenizer: an encoder-decoder's separate target `Tokenizer`.
+        config: the run's `RunConfig`; None makes one (preset "custom", default task).
+        opset: ONNX opset, 17 or 18.
+        fuse_layer_norm: rewrite tf2onnx's LayerNorm expansions as single nodes (False
+            only to measure the difference).
+        simplify: apply `rewrites` (one MatMul per Dense, fused QKV, `Where`,
+            common subexpressions); False only to measure the difference.
+        validate: compare every graph with the model (always on, except to measure).
+        atol: the largest absolute difference validation accepts.
+        intra_op_num_threads: written into `genai_config.json`'s session options.
+        tokenizer_dir: copy the tokenizer files from this run directory instead.
+
+    Returns:
+        A report: per graph file, conversion seconds, fused LayerNorms, file size and the
+        largest difference from the model.
+
+    Raises:
+        ExportError: a graph failed to convert, load or match the model.
+    """
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    config = make_config(model, config, tokenizer, target_tokenizer)
+    dims = dimensions_of(model)
+    report, entries = {}, {}
+    for graph in step_graphs(model):
+        log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
+        proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
+        path = os.path.join(out_dir, graph.file)
+        fd, temporary = tempfile.mkstemp(dir=out_dir, prefix=".export-", suffix=".onnx")
+        os.close(fd)
+        try:
+            onnx.save(proto, temporary)
+            if validate:
+                info["max_abs_diff"] = validate_onnx_file(temporary, graph, dims, atol)
+            os.replace(temporary, path)
+        finally:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+        info["bytes"] = os.path.getsize(path)
+        report[graph.file] = info
+        log.info(
+            "%s: %d nodes, %.1f MB, largest difference from the model %s",
+            graph.file,
+            info["nodes"],
+            info["bytes"] / 1e6,
+            f"{info['max_abs_diff']:.1e}" if "max_abs_diff" in info else "not checked",
+        )
+        entries[graph.name] = {
+            "file": graph.file,
+            "inputs": [spec.name for spec in graph.inputs],
+            "outputs": graph.outputs,
+        }
+    has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)
+    entry = {
+        "opset": opset,
+        "fused_layer_norm": fuse_layer_norm,
+        "simplified": simplify,
+        "graphs": entries,
+    }
+    update_export_config(out_dir, config, "onnx", entry, dims, has_tokenizer)
+    if config.family == "decoder-only":
+        write_genai_config(out_dir, dims, config.special_ids, intra_op_num_threads)
+    return report

@@ -1,0 +1,178 @@
+"""`export_saved_model`: a model → a TensorFlow SavedModel in a self-describing directory.
+
+Signatures (inputs int64, names as in the ONNX graphs):
+
+- `serving_default`: decoder-only `input_ids`, `attention_mask` → `logits` (B, S, V);
+  encoder-decoder adds `decoder_input_ids`, `decoder_attention_mask` → `logits` (B, T, V);
+  encoder-only: the ONNX `model` graph (`last_hidden_state`, `pooler_output`/`logits`).
+- `generate` (generative families): `input_ids`, `attention_mask` (right or left padded)
+  and `max_new_tokens` (int32 scalar) → `tokens` (B, N): in-graph greedy decoding with
+  the KV cache (`in_graph_greedy`); an encoder-decoder's target starts from BOS.
+- `decoder_step` (and `encoder` for an encoder-decoder): the cached graphs of
+  `generation.graphs.step_graphs`, with the ONNX files' inputs and outputs, so that the same
+  engine (`CachedEngine`) decodes with any strategy on the SavedModel too.
+
+The reloaded SavedModel is compared with the model like an ONNX export.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+
+import keras
+import tensorflow as tf
+import tensorflow.experimental.numpy as tnp
+
+from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
+from transformer_zoo.export.saved_model.in_graph_greedy import cached_greedy, check_budget
+from transformer_zoo.export.validation import ATOL, compare_graph
+from transformer_zoo.generation.alignment import left_align, positions
+from transformer_zoo.generation.graphs import INT, step_graphs
+from transformer_zoo.models.family import dimensions_of
+from transformer_zoo.run_directory import RunConfig
+
+SAVED_MODEL_DIR = "saved_model"
+log = logging.getLogger(__name__)  # stages of an export; `transformer-zoo export` shows them
+# Which signature holds each graph of `step_graphs`.
+GRAPH_SIGNATURES = {
+    "decoder-only": {"model": "decoder_step"},
+    "encoder-decoder": {"encoder": "encoder", "decoder": "decoder_step"},
+    "encoder-only": {"model": "serving_default"},
+}
+
+
+def _ids(name):
+    return tf.TensorSpec((None, None), INT, name=name)
+
+
+def _generative_signatures(model, family, special_ids) -> dict:
+    eos, pad, bos = special_ids.get("eos"), special_ids.get("pad", 0), special_ids.get("bos")
+    budget = tf.TensorSpec((), tf.int32, name="max_new_tokens")
+    if family == "decoder-only":
+
+        @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask")])
+        def serve(input_ids, attention_mask):
+            return {"logits": model({"token_ids": input_ids, "padding_mask": attention_mask})}
+
+        @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask"), budget])
+        def generate(input_ids, attention_mask, max_new_tokens):
+            ids, mask = left_align(input_ids, tf.cast(attention_mask, tf.bool), tnp)
+            with tf.control_dependencies(
+                check_budget(tf.shape(ids)[1], max_new_tokens, model.max_length)
+            ):
+                where = positions(mask, tnp)
+            cache = model.initial_cache(tf.shape(ids)[0])
+            logits, cache = model.step(ids, cache, mask, where)
+            args = (logits, cache, mask, where, max_new_tokens, eos, pad)
+            return {"tokens": cached_greedy(model, *args)}
+
+        return {"serving_default": serve, "generate": generate}
+
+    @tf.function(
+        input_signature=[
+            _ids("input_ids"),
+            _ids("attention_mask"),
+            _ids("decoder_input_ids"),
+            _ids("decoder_attention_mask"),
+        ]
+    )
+    def serve(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask):
+        inputs = {
+            "encoder_token_ids": input_ids,
+            "encoder_padding_mask": attention_mask,
+            "decoder_token_ids": decoder_input_ids,
+            "decoder_padding_mask": decoder_attention_mask,
+        }
+        return {"logits": model(inputs)}
+
+    @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask"), budget])
+    def generate(input_ids, attention_mask, max_new_tokens):
+        source_mask = tf.cast(attention_mask, tf.bool)
+        with tf.control_dependencies(check_budget(1, max_new_tokens, model.max_length)):
+            memory = model.encode(input_ids, source_mask)
+        cache = model.initial_cache(memory, source_mask)
+        batch = tf.shape(input_ids)[0]
+        start = tf.fill([batch, 1], tf.constant(bos, INT))
+        mask = tf.ones([batch, 1], tf.bool)
+        where = tf.zeros([batch, 1], INT)
+        logits, cache = model.step(start, cache, mask, where)
+        args = (logits, cache, mask, where, max_new_tokens, eos, pad)
+        return {"tokens": cached_greedy(model, *args)}
+
+    return {"serving_default": serve, "generate": generate}
+
+
+def export_saved_model(
+    model,
+    out_dir: str | os.PathLike,
+    tokenizer=None,
+    target_tokenizer=None,
+    config: RunConfig | None = None,
+    validate: bool = True,
+    atol: float = ATOL,
+    tokenizer_dir: str | None = None,
+) -> dict:
+    """Writes `out_dir/saved_model/` (see the module docstring for its signatures), the
+    tokenizer files and `config.json`.
+
+    Args:
+        model: a model of any family (as for `export_onnx`).
+        out_dir: the export directory; an ONNX export may share it.
+        tokenizer, target_tokenizer, config, tokenizer_dir: as for `export_onnx`.
+        validate: reload the SavedModel and compare its graph signatures with the model.
+        atol: the largest absolute difference validation accepts.
+
+    Returns:
+        A report: the signatures written and the largest difference from the model.
+    """
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    config = make_config(model, config, tokenizer, target_tokenizer)
+    dims = dimensions_of(model)
+    graphs = step_graphs(model)
+    names = GRAPH_SIGNATURES[config.family]
+    signatures = {names[g.name]: g.function for g in graphs}
+    if config.family != "encoder-only":
+        signatures.update(_generative_signatures(model, config.family, config.special_ids))
+    # Keras' ExportArchive, not a bare tf.Module: its variables restore in TF1-style
+    # sessions too, which `saved_model_cli run` uses.
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    for name, function in signatures.items():
+        archive.add_endpoint(name, function)
+    target = os.path.join(out_dir, SAVED_MODEL_DIR)
+    staging = tempfile.mkdtemp(dir=out_dir, prefix=".saved_model-")
+    try:
+        log.info("saved_model: writing %d signatures", len(signatures))
+        archive.write_out(staging, verbose=False)
+        worst = 0.0
+        if validate:
+            log.info("saved_model: reloading it to compare with the model")
+            loaded = tf.saved_model.load(staging)
+            for graph in graphs:
+                function = loaded.signatures[names[graph.name]]
+
+                def run(feeds, function=function):
+                    outputs = function(**{k: tf.constant(v) for k, v in feeds.items()})
+                    return {k: v.numpy() for k, v in outputs.items()}
+
+                label = f"SavedModel signature {names[graph.name]!r}"
+                worst = max(worst, compare_graph(graph, dims, run, label, atol))
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+    has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)
+    entry = {
+        "directory": SAVED_MODEL_DIR,
+        "signatures": sorted(signatures),
+        "graphs": {graph: name for graph, name in names.items()},
+    }
+    update_export_config(out_dir, config, "saved_model", entry, dims, has_tokenizer)
+    log.info("saved_model: largest difference from the model %.1e", worst)
+    return {"signatures": sorted(signatures), "max_abs_diff": worst}

@@ -1,0 +1,91 @@
+"""Masked-LM pretraining of an encoder-only backbone before its classifier trains
+(BERT's recipe, Devlin et al. 2019, on the task's own text)."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import tensorflow as tf
+
+from transformer_zoo.data.masked_lm import masked_lm_dataset
+from transformer_zoo.models import EncoderOnly, EncoderOnlyMaskedLM
+from transformer_zoo.train.distribution import fit_scope
+from transformer_zoo.train.family_setup import FamilySetup, even_batches
+from transformer_zoo.train.recipe.masked_accuracy import MaskedAccuracy
+from transformer_zoo.train.recipe.masked_sparse_categorical_crossentropy import (
+    MaskedSparseCategoricalCrossentropy,
+)
+from transformer_zoo.train.recipe.optimizers import adamw_cosine
+
+PRETRAIN_RATE = 1e-3  # AdamW peak, cosine to 0 (benchmarks/dates_zh_baseline.py)
+
+
+def pretraining_texts(setup: FamilySetup) -> list:
+    """The (text, text2) pairs to pretrain on: the correct pairs of a task that labels
+    pairs "correct"/"incorrect" (near misses would teach wrong pairings), else all."""
+    pairs = [(e.text, e.text2) for e in setup.task.train if e.label == "correct"]
+    return pairs or [(e.text, e.text2) for e in setup.task.train]
+
+
+def pretrain_masked_lm(
+    backbone: EncoderOnly,
+    setup: FamilySetup,
+    steps: int,
+    batch_size: int,
+    warmup_steps: int,
+    strategy: tf.distribute.Strategy,
+    seed: int = 0,
+    steps_per_execution: int = 1,
+    verbose: int = 2,
+) -> dict:
+    """Trains `backbone` (in place) to predict masked tokens for `steps` steps.
+
+    Args:
+        backbone: the classifier's `EncoderOnly`, built in `strategy`'s scope.
+        setup: the task and its shared tokenizer (which has a `<mask>` piece).
+        steps: optimizer steps.
+        batch_size: examples per step.
+        warmup_steps: steps of linear warmup (at most a fifth of `steps`).
+        strategy: the run's distribution strategy.
+        seed: the shuffle and masking seed.
+        steps_per_execution: train steps per `tf.function` call.
+        verbose: Keras verbosity.
+
+    Returns:
+        `{"steps", "seconds", "masked_accuracy"}` of the pretraining.
+    """
+    data = masked_lm_dataset(
+        pretraining_texts(setup),
+        setup.tokenizer,
+        batch_size=batch_size,
+        max_length=backbone.max_length,
+        shuffle=True,
+        seed=seed,
+    )
+    if strategy.num_replicas_in_sync > 1:
+        data = even_batches(data, strategy.num_replicas_in_sync)
+    with strategy.scope():
+        model = EncoderOnlyMaskedLM(backbone)
+        model.compile(
+            optimizer=adamw_cosine(
+                PRETRAIN_RATE, max(steps, 2), warmup_steps=min(warmup_steps, steps // 5)
+            ),
+            loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.0),
+            metrics=[MaskedAccuracy()],
+            steps_per_execution=steps_per_execution,
+        )
+        model.optimizer.build(model.trainable_variables)
+    started = time.perf_counter()
+    print(f"Masked-LM pretraining of the encoder: {steps} steps.", flush=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*`shuffle=True` was passed")
+        # The pooler serves the classifier only; masked-LM gives it no gradient.
+        warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
+        with fit_scope(model, strategy):
+            history = model.fit(data.repeat(), steps_per_epoch=steps, epochs=1, verbose=verbose)
+    return {
+        "steps": steps,
+        "seconds": round(time.perf_counter() - started, 1),
+        "masked_accuracy": round(float(history.history["masked_accuracy"][-1]), 4),
+    }

@@ -1,0 +1,104 @@
+"""Attention pictures of a trained translation run: what `transformer-zoo attention` draws.
+
+- `attention.png`: cross-attention of the last decoder layer, one panel per head, source
+  tokens (columns) against the generated target tokens (rows; row t is the step that
+  produced token t).
+- `causal_mask.png`: the first decoder layer's masked self-attention (head 1): scores
+  where a position may look, −∞ above the diagonal.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from transformer_zoo.visualize.plots import plot_attention_heads, plot_causal_mask
+
+
+def _piece(tokenizer, token_id: int, special: dict) -> str:
+    names = {v: f"<{k}>" for k, v in special.items() if v is not None}
+    if token_id in names:
+        return names[token_id]
+    return tokenizer.id_to_piece(int(token_id)).replace("▁", "_")
+
+
+def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict, text: str,
+                   out_dir: str, max_new_tokens: int = 48) -> dict:  # fmt: skip
+    """Translate `text` greedily with `model` (an `EncoderDecoder`) and draw both pictures.
+
+    Returns:
+        `{"translation", "attention", "causal_mask"}`: the text and the two PNG paths.
+    """
+    from transformer_zoo.generation import generate
+    from transformer_zoo.models.attention_weights import attention_weights
+    from transformer_zoo.text import source_ids
+
+    if not text.strip():
+        raise ValueError("`text` is empty: give a sentence to translate.")
+    source = np.array([source_ids(source_tokenizer, text)], np.int32)
+    budget = min(max_new_tokens, model.max_length - 1)
+    result = generate(
+        model,
+        {"encoder_token_ids": source},
+        budget,
+        eos_id=special_ids["eos"],
+        decoder_start_id=special_ids["bos"],
+    )
+    # After EOS the search writes padding only: dropping it leaves the text up to EOS.
+    generated = [int(t) for t in result.tokens[0] if t != special_ids.get("pad", 0)]
+    decoder_inputs = np.array([[special_ids["bos"]] + generated[:-1]], np.int32)
+    weights = attention_weights(model, source, decoder_inputs)
+    source_labels = [_piece(source_tokenizer, t, special_ids) for t in source[0]]
+    produced = [_piece(target_tokenizer, t, special_ids) for t in generated]
+    inputs = [_piece(target_tokenizer, t, special_ids) for t in decoder_inputs[0]]
+    os.makedirs(out_dir, exist_ok=True)
+    attention = plot_attention_heads(
+        weights["cross"][-1][0],
+        source_labels,
+        produced,
+        os.path.join(out_dir, "attention.png"),
+        title=f"Cross-attention, last decoder layer: “{text.strip()}”",
+    )
+    with np.errstate(divide="ignore"):
+        log_weights = np.log(weights["self"][0][0, 0].astype(np.float64))
+    # The causal mask's −∞ are exact zeros after the softmax; anything else is a real score.
+    log_weights[np.triu(np.ones_like(log_weights, bool), k=1)] = -np.inf
+    causal = plot_causal_mask(
+        log_weights,
+        inputs,
+        os.path.join(out_dir, "causal_mask.png"),
+        title="Masked self-attention: decoder layer 1, head 1",
+    )
+    translation = target_tokenizer.decode(generated)
+    return {"translation": translation, "attention": attention, "causal_mask": causal}
+
+
+def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, model=None) -> dict:
+    """`draw_attention` for the `model.keras` of a translation run directory (or `model`,
+    that file already loaded, e.g. by the Keras engine: no second load or trace)."""
+    import keras
+
+    from transformer_zoo.run_directory import MODEL_FILE, RunError, load_run_config
+    from transformer_zoo.text import load_tokenizers
+
+    config = load_run_config(run_dir)
+    if config.family != "encoder-decoder":
+        raise RunError(
+            f"{run_dir!r} holds a {config.family} model; attention pictures need an "
+            "encoder-decoder (translation) run."
+        )
+    if model is None:
+        path = os.path.join(run_dir, MODEL_FILE)
+        if not os.path.isfile(path):
+            raise RunError(f"{run_dir!r} lacks {MODEL_FILE}.")
+        model = keras.saving.load_model(path)
+    source_tokenizer, target_tokenizer = load_tokenizers(run_dir, config)
+    return draw_attention(
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        config.special_ids,
+        text,
+        out_dir or run_dir,
+    )
