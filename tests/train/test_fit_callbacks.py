@@ -9,12 +9,9 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_zoo.train.callbacks.atomic_backup_and_restore import (
-    AtomicBackupAndRestore,
-    backup_epoch,
-)
-from transformer_zoo.train.callbacks.atomic_model_checkpoint import AtomicModelCheckpoint
+from transformer_zoo.train.callbacks.backup import Backup, backup_epoch, restore_backup
 from transformer_zoo.train.callbacks.budgeted_cosine_decay import BudgetedCosineDecay
+from transformer_zoo.train.callbacks.checkpoint import Checkpoint
 from transformer_zoo.train.callbacks.nan_guard import NaNGuard, NaNLossError
 from transformer_zoo.train.callbacks.time_budget import TimeBudget
 
@@ -51,27 +48,35 @@ class _FailingSave(keras.callbacks.Callback):
 def test_checkpoint_interrupted_mid_write_keeps_the_previous_whole_file(tmp_path):
     path = tmp_path / "last.keras"
     model = _model()
-    model.fit(X, Y, epochs=1, verbose=0, callbacks=[AtomicModelCheckpoint(path)])
+    model.fit(X, Y, epochs=1, verbose=0, callbacks=[Checkpoint(path)])
     before = [w.copy() for w in keras.saving.load_model(path).get_weights()]
     with pytest.raises(OSError, match="disk full"):
-        model.fit(
-            X, Y, epochs=2, verbose=0, callbacks=[_FailingSave(0), AtomicModelCheckpoint(path)]
-        )
+        model.fit(X, Y, epochs=2, verbose=0, callbacks=[_FailingSave(0), Checkpoint(path)])
     # Keras' own ModelCheckpoint would have left the half-written file at `path`.
     for old, new in zip(before, keras.saving.load_model(path).get_weights(), strict=True):
         np.testing.assert_array_equal(old, new)
 
 
 def test_checkpoint_renames_the_finished_file_and_removes_stale_partials(tmp_path):
-    (tmp_path / ".partial.best.keras").write_bytes(b"left by a killed process")
-    callback = AtomicModelCheckpoint(tmp_path / "best.keras", monitor="loss", save_best_only=True)
+    (tmp_path / ".partial-left-by-a-kill").mkdir()
+    (tmp_path / ".partial-left-by-a-kill" / "best.keras").write_bytes(b"half a file")
+    callback = Checkpoint(tmp_path / "best.keras", monitor="loss")
     _model().fit(X, Y, epochs=2, verbose=0, callbacks=[callback])
     assert sorted(os.listdir(tmp_path)) == ["best.keras"]
     keras.saving.load_model(tmp_path / "best.keras")
 
 
+def test_checkpoint_with_a_monitor_keeps_the_lowest_value_only(tmp_path):
+    callback = Checkpoint(tmp_path / "best.keras", monitor="loss", initial_value_threshold=0.5)
+    callback.set_model(_model())
+    callback.on_epoch_end(0, {"loss": 0.7})
+    assert not (tmp_path / "best.keras").exists()  # not better than the resumed run's best
+    callback.on_epoch_end(1, {"loss": 0.4})
+    assert (tmp_path / "best.keras").exists() and callback.best == 0.4
+
+
 def test_checkpoint_with_an_epoch_placeholder_writes_one_file_per_epoch(tmp_path):
-    callback = AtomicModelCheckpoint(tmp_path / "model-{epoch:02d}.keras")
+    callback = Checkpoint(tmp_path / "model-{epoch:02d}.keras")
     _model().fit(X, Y, epochs=2, verbose=0, callbacks=[callback])
     assert sorted(os.listdir(tmp_path)) == ["model-01.keras", "model-02.keras"]
 
@@ -85,11 +90,14 @@ def test_backup_interrupted_mid_write_keeps_the_previous_backup(tmp_path):
             Y,
             epochs=3,
             verbose=0,
-            callbacks=[_FailingSave(1), AtomicBackupAndRestore(backup)],
+            callbacks=[_FailingSave(1), Backup(backup)],
         )
     assert backup_epoch(backup) == 1  # the backup of epoch 1, whole
     resumed = _model()
-    history = resumed.fit(X, Y, epochs=3, verbose=0, callbacks=[AtomicBackupAndRestore(backup)])
+    initial_epoch = restore_backup(backup, resumed)
+    history = resumed.fit(
+        X, Y, epochs=3, initial_epoch=initial_epoch, verbose=0, callbacks=[Backup(backup)]
+    )
     assert len(history.history["loss"]) == 2  # epochs 2 and 3 only
     assert not backup.exists()  # removed once training finished
 
@@ -110,15 +118,13 @@ def test_backup_restores_the_weights_and_the_optimizer_step(tmp_path):
             epochs=4,
             batch_size=16,
             verbose=0,
-            callbacks=[AtomicBackupAndRestore(backup), Stop()],
+            callbacks=[Backup(backup), Stop()],
         )
     weights, steps = model.get_weights(), int(model.optimizer.iterations)
     assert steps == 8 and json.loads((backup / "training_metadata.json").read_text())["epoch"] == 2
 
     restored = _model()
-    callback = AtomicBackupAndRestore(backup, delete_checkpoint=False)
-    callback.set_model(restored)
-    callback.on_train_begin()
+    assert restore_backup(backup, restored) == 2
     for a, b in zip(weights, restored.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
     assert int(restored.optimizer.iterations) == steps
@@ -137,7 +143,7 @@ class _Poison(keras.callbacks.Callback):
 def test_nan_guard_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path):
     last = tmp_path / "last.keras"
     model = _model()
-    callbacks = [_Poison(), NaNGuard(str(last)), AtomicModelCheckpoint(last)]
+    callbacks = [_Poison(), NaNGuard(str(last)), Checkpoint(last)]
     with pytest.raises(NaNLossError) as error:
         model.fit(X, Y, epochs=3, batch_size=16, verbose=0, callbacks=callbacks)
     message = str(error.value)

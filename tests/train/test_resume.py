@@ -81,4 +81,7 @@ def test_a_run_killed_mid_epoch_resumes_from_its_backup_and_finishes(tmp_path):
     steps_per_epoch = int(re.search(r"^(\d+)/\1 - ", log, re.M).group(1))
     assert metrics["steps"] == EPOCHS * steps_per_epoch  # the optimizer's step came back too
     assert not (out / "backup").exists()
-    assert not [n for _, _, files in os.walk(out) for n in files if n.startswith(".partial.")]
+    leftovers = [
+        n for _, dirs, files in os.walk(out) for n in dirs + files if n.startswith(".partial")
+    ]
+    assert not leftovers  # no staging folder (files.atomic_path) is left behind

@@ -30,16 +30,15 @@ scores) goes into the directory as `quantization.json`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
-import tempfile
 
 from transformer_zoo.data.tasks import run_task
-from transformer_zoo.errors import ModelDirectoryError
+from transformer_zoo.errors import ModelDirectoryError, first_line
 from transformer_zoo.evaluation.evaluate import evaluate, primary_score
 from transformer_zoo.export.validation import ExportError
+from transformer_zoo.files import atomic_path, write_json
 from transformer_zoo.generation.onnx_runner import make_session
 from transformer_zoo.run_directory import CONFIG_FILE, RunConfig, load_run_config, save_run_config
 from transformer_zoo.serving import load_onnx
@@ -106,10 +105,8 @@ def quantize_onnx(
         require_task(config)
         task = run_task(config)
 
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=".quantize-")
-    try:
+    with atomic_path(out_dir) as staging:  # nothing is written unless int8 passes
+        os.makedirs(staging)
         report = {"weights": "int8", "method": "quantize_dynamic", "per_channel": per_channel}
         files = {}
         for name in os.listdir(onnx_dir):
@@ -129,9 +126,8 @@ def quantize_onnx(
                         reduce_range=True,
                     )
                     make_session(target, 1)  # fails here, not when served
-                except Exception as error:
-                    message = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                    raise ExportError(f"Cannot quantize {name}: {message}") from None
+                except Exception as error:  # onnxruntime raises its own types
+                    raise ExportError(f"Cannot quantize {name}: {first_line(error)}") from None
                 finally:
                     root.setLevel(level)
                 files[name] = {"float32_bytes": os.path.getsize(source)}
@@ -157,15 +153,7 @@ def quantize_onnx(
                     f"examples: a drop of {report['drop']:.4f} > max_accuracy_drop="
                     f"{max_accuracy_drop}. Nothing was written."
                 )
-        with open(os.path.join(staging, REPORT_FILE), "w", encoding="utf-8") as file:
-            json.dump(report, file, indent=2)
-            file.write("\n")
-        if os.path.isdir(out_dir):
-            os.rmdir(out_dir)  # empty, checked above
-        os.replace(staging, out_dir)
-    finally:
-        if os.path.isdir(staging):
-            shutil.rmtree(staging)
+        write_json(os.path.join(staging, REPORT_FILE), report)
     return report
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 
-from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
     quantize_onnx,
     require_task,
 )
+from transformer_zoo.models.saving import load_run_model
 from transformer_zoo.run_directory import MODEL_FILE, check_run_files, load_run_config
 
 FORMATS = ("onnx", "saved_model")
@@ -48,7 +48,6 @@ def export_run(
         RunError / ModelDirectoryError: the run directory is missing or incomplete.
         QuantizationError: the int8 model scored too low (the float32 export is kept).
     """
-    import keras
 
     from transformer_zoo.export.onnx.export import export_onnx
     from transformer_zoo.export.saved_model.export import export_saved_model
@@ -67,11 +66,7 @@ def export_run(
     if quantize and max_accuracy_drop is not None:
         require_task(config)  # before the export, not after it
     check_run_files(run_dir, config, MODEL_FILE)
-    try:
-        model = keras.saving.load_model(os.path.join(run_dir, MODEL_FILE))
-    except Exception as error:
-        message = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ModelDirectoryError(f"Cannot load {run_dir}/{MODEL_FILE}: {message}") from None
+    model = load_run_model(run_dir)
     report = {}
     if "onnx" in formats:
         report["onnx"] = export_onnx(

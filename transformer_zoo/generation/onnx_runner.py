@@ -7,7 +7,7 @@ import os
 import numpy as np
 import onnxruntime as ort
 
-from transformer_zoo.errors import ModelDirectoryError
+from transformer_zoo.errors import ModelDirectoryError, first_line
 
 DEFAULT_THREADS = 2  # 2 intra-op threads decoded ~1.7x faster than 1 on a 2-core machine
 # onnxruntime's own default. Spinning workers decoded 10-20% faster on an idle machine
@@ -51,9 +51,8 @@ def make_session(
     try:
         return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own (non-ValueError) types
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
         raise ModelDirectoryError(
-            f"{path} is not a valid ONNX model that onnxruntime can load ({first_line})."
+            f"{path} is not a valid ONNX model that onnxruntime can load ({first_line(error)})."
         ) from None
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 
-from transformer_zoo.errors import ModelDirectoryError, first_line
+from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS, OnnxRunner
-from transformer_zoo.run_directory import MODEL_FILE, ModelDimensions, RunConfig
+from transformer_zoo.run_directory import ModelDimensions, RunConfig
 
 ENGINES = ("onnx", "keras", "saved_model")
 
@@ -60,16 +60,8 @@ def open_runner(
 
 
 def _keras_runner(directory: str):
-    path = os.path.join(directory, MODEL_FILE)
-    if not os.path.isfile(path):
-        raise ModelDirectoryError(f"{directory!r} lacks {MODEL_FILE} (the Keras engine needs it).")
-    import keras
-
     from transformer_zoo.generation.keras_runner import KerasRunner
+    from transformer_zoo.models.saving import load_run_model
 
-    try:
-        model = keras.saving.load_model(path)
-    except Exception as error:  # Keras raises many types for a damaged file
-        raise ModelDirectoryError(f"Cannot load {path}: {first_line(error)}") from None
-    runner = KerasRunner(model)
+    runner = KerasRunner(load_run_model(directory))
     return runner, runner.dims

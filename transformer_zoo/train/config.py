@@ -31,7 +31,6 @@ BUILTIN_FAMILY_DEFAULTS = {"encoder-only": {"learning_rate": 3e-4, "pretrain_ste
 # On user data: the paper's recipe with the preset's dropout, warmup shortened from the
 # paper's 4000 (for 100k-step runs) to suit runs of a few thousand steps.
 USER_DEFAULTS = {"epochs": 10, "optimizer": "paper-adam", "warmup_steps": 400}
-DEFAULT_ADAMW_RATE = 1e-3
 # Settings that do not change what is trained, so a rerun may change them freely.
 NOT_IDENTITY = ("out", "evaluate")
 

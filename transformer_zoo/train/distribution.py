@@ -15,7 +15,6 @@ gradients. The batch size is the global one.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 
@@ -91,47 +90,67 @@ def steps_per_execution(strategy_name: str, requested: int) -> int:
     return 1 if strategy_name == "multiworker" else requested
 
 
-def _multi_worker_mean(values, strategy, reduction, original):
-    """Keras' `reduce_per_replica`, with the multi-worker mean of scalar logs fixed."""
-    if reduction not in ("auto", "mean"):
-        return original(values, strategy, reduction)
-
-    def mean(value):
-        if isinstance(value, tf.distribute.DistributedValues):
-            return strategy.reduce("MEAN", value, axis=None)
-        return value
-
-    return tf.nest.map_structure(mean, values)
-
-
 @contextlib.contextmanager
 def fit_scope(model, strategy: tf.distribute.Strategy):
-    """Where `model.fit` runs: as is, except under `MultiWorkerMirroredStrategy`, where
-    two bugs of Keras 3.15's TensorFlow trainer are worked around for the call.
-
-    1. `fit` and `evaluate` begin by reducing the first batch across replicas
-       (`TensorFlowTrainer._maybe_symbolic_build`) to build the model symbolically; this
-       strategy's reduction takes one tensor, not a batch's nest of them. Keras skips
-       the step for a model without a strategy of its own, and builds lazily, as it
-       does without distribution; so the model's strategy is unset for the call and the
-       strategy entered as a scope, where `fit` finds it (`Model.distribute_strategy`
-       falls back on the current one).
-    2. The logged metrics are averaged over replicas with `strategy.reduce("MEAN", v,
-       axis=0)`, which fails on scalars; `reduce_per_replica` reduces them with
-       `axis=None` instead (the same mean, over the replicas).
-    """
+    """Where `model.fit` runs: as is, except under `MultiWorkerMirroredStrategy`, where two
+    bugs of Keras 3.15's TensorFlow trainer are worked around for the call (each in its
+    own function below; these two are the project's only uses of private Keras API)."""
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         yield
         return
-    from keras.src.backend.tensorflow import trainer as keras_trainer
+    with _build_lazily(model, strategy), _scalar_mean_reduction():
+        yield
 
-    original = keras_trainer.reduce_per_replica
+
+@contextlib.contextmanager
+def _build_lazily(model, strategy):
+    """Keras 3.15 bug: `fit` and `evaluate` begin by reducing the first batch across
+    replicas (`TensorFlowTrainer._maybe_symbolic_build`, keras/src/backend/tensorflow/
+    trainer.py) to build the model symbolically; `MultiWorkerMirroredStrategy.reduce`
+    takes one tensor, not a batch's nest of them, and fails. (No upstream issue found as
+    of Keras 3.15.1.)
+
+    Workaround: Keras skips that step for a model without a strategy of its own and builds
+    lazily, as it does without distribution. The model's private `_distribute_strategy`
+    is unset for the call and the strategy entered as a scope instead, where `fit` finds
+    it (`Model.distribute_strategy` falls back on the current one).
+    """
     own = model._distribute_strategy
     model._distribute_strategy = None
-    keras_trainer.reduce_per_replica = functools.partial(_multi_worker_mean, original=original)
     try:
         with strategy.scope():
             yield
     finally:
         model._distribute_strategy = own
+
+
+@contextlib.contextmanager
+def _scalar_mean_reduction():
+    """Keras 3.15 bug: the logged metrics are averaged over replicas with
+    `strategy.reduce("MEAN", value, axis=0)` (`reduce_per_replica` in keras/src/backend/
+    tensorflow/trainer.py), which fails on the scalars every metric logs under
+    `MultiWorkerMirroredStrategy`. (No upstream issue found as of Keras 3.15.1.)
+
+    Workaround: `reduce_per_replica` is replaced for the call by one that reduces with
+    `axis=None`: the same mean over the replicas.
+    """
+    from keras.src.backend.tensorflow import trainer as keras_trainer
+
+    original = keras_trainer.reduce_per_replica
+
+    def reduce(values, strategy, reduction):
+        if reduction not in ("auto", "mean"):
+            return original(values, strategy, reduction)
+
+        def mean(value):
+            if isinstance(value, tf.distribute.DistributedValues):
+                return strategy.reduce("MEAN", value, axis=None)
+            return value
+
+        return tf.nest.map_structure(mean, values)
+
+    keras_trainer.reduce_per_replica = reduce
+    try:
+        yield
+    finally:
         keras_trainer.reduce_per_replica = original

@@ -24,8 +24,6 @@ from transformer_zoo.text import Tokenizer, train_tokenizer
 from transformer_zoo.train.recipe import (
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
-    adamw_cosine,
-    paper_adam,
     perplexity,
 )
 
@@ -171,31 +169,6 @@ class FamilySetup:
             return loss, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
         loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
         return loss, [MaskedAccuracy(), perplexity()]
-
-    def optimizer(
-        self,
-        name: str,
-        warmup_steps: int,
-        learning_rate: float | None = None,
-        total_steps: int | None = None,
-    ) -> keras.optimizers.Optimizer:
-        """`"paper-adam"` (rate factor `learning_rate`, default 1) or `"adamw-cosine"`
-        (peak `learning_rate`, default 1e-3, decaying to 0 at `total_steps`)."""
-        from transformer_zoo.train.config import DEFAULT_ADAMW_RATE
-
-        if name == "paper-adam":
-            width = self.backbone_config()["hidden_dim"]
-            return paper_adam(width, warmup_steps=max(1, warmup_steps), scale=learning_rate or 1.0)
-        if total_steps is None:
-            raise ValueError("`total_steps` is needed for the adamw-cosine schedule.")
-        return adamw_cosine(
-            learning_rate or DEFAULT_ADAMW_RATE,
-            total_steps=max(total_steps, warmup_steps + 1),
-            warmup_steps=warmup_steps,
-        )
-
-    def backbone_config(self) -> dict:
-        return preset_config(self.preset, self.family)[2]
 
     @property
     def task_name(self) -> str:

@@ -23,23 +23,20 @@ import tensorflow as tf
 from transformer_zoo import run_directory as rd
 from transformer_zoo.data.tasks import limit_task, load_task
 from transformer_zoo.evaluation.evaluate import evaluate
-from transformer_zoo.files import read_json, write_json
+from transformer_zoo.files import atomic_path, read_json, write_json
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.models.family import float32_copy
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, save_run_config
 from transformer_zoo.serving import ServedModel
 from transformer_zoo.text import load_tokenizers, save_tokenizers
 from transformer_zoo.train import distribution
-from transformer_zoo.train.callbacks.atomic_backup_and_restore import backup_epoch
-from transformer_zoo.train.callbacks.fit_callbacks import (
-    backup_callback,
-    fit_callbacks,
-    make_optimizer,
-)
+from transformer_zoo.train.callbacks.backup import restore_backup
+from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.callbacks.time_budget import TimeBudget
 from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup
 from transformer_zoo.train.pretraining import pretrain_masked_lm
+from transformer_zoo.train.recipe.optimizers import make_optimizer
 from transformer_zoo.visualize.curves import plot_curves, read_history
 
 
@@ -127,9 +124,8 @@ def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfi
 
 
 def _save_model(model: keras.Model, out: str) -> None:
-    partial = os.path.join(out, ".partial." + MODEL_FILE)
-    model.save(partial)
-    os.replace(partial, os.path.join(out, MODEL_FILE))
+    with atomic_path(os.path.join(out, MODEL_FILE)) as temporary:
+        model.save(temporary)
 
 
 def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> TrainResult:
@@ -172,7 +168,14 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         total_steps = config.epochs * steps_per_epoch
         with strategy.scope():
             loss, metrics = setup.loss_and_metrics()
-            optimizer, schedule = make_optimizer(setup, config, total_steps)
+            optimizer, rate_callbacks = make_optimizer(
+                config.optimizer,
+                setup.backbone(model).hidden_dim,
+                total_steps,
+                config.warmup_steps,
+                config.learning_rate,
+                config.time_budget,
+            )
             model.compile(
                 optimizer=optimizer,
                 loss=loss,
@@ -187,7 +190,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
             model.optimizer.build(model.trainable_variables)
         if prepared.chief and prepared.state == rd.FRESH:
             _write_start(prepared, model)
-        resumed = backup_epoch(os.path.join(out, rd.BACKUP_DIR))
+        resumed = restore_backup(os.path.join(out, rd.BACKUP_DIR), model)
         best = rd.trim_history(os.path.join(out, rd.HISTORY_FILE), resumed or 0)
         if resumed is not None:
             print(f"Resuming {out} from its backup at epoch {resumed + 1}.", flush=True)
@@ -205,8 +208,14 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 verbose=verbose,
             )
         budget = TimeBudget(config.time_budget) if config.time_budget else None
-        all_callbacks = fit_callbacks(config, out, best if resumed else None, budget)
-        all_callbacks += [*schedule, *callbacks, backup_callback(config, out)]
+        all_callbacks = run_callbacks(
+            out,
+            best if resumed else None,
+            budget,
+            config.early_stopping_patience,
+            config.backup_every,
+            extra=[*rate_callbacks, *callbacks],
+        )
         valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE, replicas=replicas)
         started = time.perf_counter()
         load = os.getloadavg()[0]
@@ -221,6 +230,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                     train_data,
                     validation_data=valid_data,
                     epochs=config.epochs,
+                    initial_epoch=resumed or 0,
                     callbacks=all_callbacks,
                     verbose=verbose,
                 )

@@ -77,9 +77,8 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
 def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, model=None) -> dict:
     """`draw_attention` for the `model.keras` of a translation run directory (or `model`,
     that file already loaded, e.g. by the Keras engine: no second load or trace)."""
-    import keras
-
-    from transformer_zoo.run_directory import MODEL_FILE, RunError, load_run_config
+    from transformer_zoo.models.saving import load_run_model
+    from transformer_zoo.run_directory import RunError, load_run_config
     from transformer_zoo.text import load_tokenizers
 
     config = load_run_config(run_dir)
@@ -89,10 +88,7 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
             "encoder-decoder (translation) run."
         )
     if model is None:
-        path = os.path.join(run_dir, MODEL_FILE)
-        if not os.path.isfile(path):
-            raise RunError(f"{run_dir!r} lacks {MODEL_FILE}.")
-        model = keras.saving.load_model(path)
+        model = load_run_model(run_dir)
     source_tokenizer, target_tokenizer = load_tokenizers(run_dir, config)
     return draw_attention(
         model,

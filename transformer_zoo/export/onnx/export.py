@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 
 import onnx
@@ -22,6 +21,7 @@ from transformer_zoo.export.directory import make_config, update_export_config, 
 from transformer_zoo.export.onnx import layer_norm, rewrites
 from transformer_zoo.export.onnx.genai_config import write_genai_config
 from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
+from transformer_zoo.files import atomic_path
 from transformer_zoo.generation.graphs import Graph, step_graphs
 from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS, make_session
 from transformer_zoo.models.family import dimensions_of
@@ -134,16 +134,10 @@ def export_onnx(
         log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
         proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
         path = os.path.join(out_dir, graph.file)
-        fd, temporary = tempfile.mkstemp(dir=out_dir, prefix=".export-", suffix=".onnx")
-        os.close(fd)
-        try:
+        with atomic_path(path) as temporary:  # a file that fails validation is not kept
             onnx.save(proto, temporary)
             if validate:
                 info["max_abs_diff"] = validate_onnx_file(temporary, graph, dims, atol)
-            os.replace(temporary, path)
-        finally:
-            if os.path.exists(temporary):
-                os.remove(temporary)
         info["bytes"] = os.path.getsize(path)
         report[graph.file] = info
         log.info(

@@ -9,9 +9,9 @@ with Optimum's I/O names. Our graph grows its cache by concatenation, so
 
 from __future__ import annotations
 
-import json
 import os
 
+from transformer_zoo.files import write_json
 from transformer_zoo.run_directory import ModelDimensions
 
 GENAI_CONFIG_FILE = "genai_config.json"
@@ -77,7 +77,5 @@ def write_genai_config(
     out_dir: str, dims: ModelDimensions, special_ids: dict, threads: int = 2
 ) -> str:
     path = os.path.join(out_dir, GENAI_CONFIG_FILE)
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump(genai_config(dims, special_ids, threads), file, indent=2)
-        file.write("\n")
+    write_json(path, genai_config(dims, special_ids, threads))
     return path

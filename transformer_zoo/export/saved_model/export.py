@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 
 import keras
 import tensorflow as tf
@@ -29,6 +27,7 @@ import tensorflow.experimental.numpy as tnp
 from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
 from transformer_zoo.export.saved_model.in_graph_greedy import cached_greedy, check_budget
 from transformer_zoo.export.validation import ATOL, compare_graph
+from transformer_zoo.files import atomic_path
 from transformer_zoo.generation.alignment import left_align, positions
 from transformer_zoo.generation.graphs import INT, step_graphs
 from transformer_zoo.models.family import dimensions_of
@@ -143,9 +142,7 @@ def export_saved_model(
     archive.track(model)
     for name, function in signatures.items():
         archive.add_endpoint(name, function)
-    target = os.path.join(out_dir, SAVED_MODEL_DIR)
-    staging = tempfile.mkdtemp(dir=out_dir, prefix=".saved_model-")
-    try:
+    with atomic_path(os.path.join(out_dir, SAVED_MODEL_DIR)) as staging:
         log.info("saved_model: writing %d signatures", len(signatures))
         archive.write_out(staging, verbose=False)
         worst = 0.0
@@ -161,12 +158,6 @@ def export_saved_model(
 
                 label = f"SavedModel signature {names[graph.name]!r}"
                 worst = max(worst, compare_graph(graph, dims, run, label, atol))
-        if os.path.isdir(target):
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        if os.path.isdir(staging):
-            shutil.rmtree(staging)
     has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)
     entry = {
         "directory": SAVED_MODEL_DIR,

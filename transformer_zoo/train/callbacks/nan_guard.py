@@ -16,7 +16,7 @@ class NaNGuard(keras.callbacks.Callback):
     the batch and the last good checkpoint.
 
     It raises instead of setting `stop_training`: a graceful stop would still run the
-    epoch's end, where `ModelCheckpoint` and `BackupAndRestore` would overwrite the
+    epoch's end, where `Checkpoint` and `Backup` would overwrite the
     last good checkpoint and backup with NaN weights. Raising skips them, so both keep
     the state of the last finished epoch.
 

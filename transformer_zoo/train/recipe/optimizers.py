@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import keras
 
+from transformer_zoo.train.config import OPTIMIZERS
 from transformer_zoo.train.recipe.transformer_schedule import TransformerSchedule
 
 
@@ -59,3 +60,47 @@ def adamw_cosine(
         warmup_steps=warmup_steps,
     )
     return keras.optimizers.AdamW(learning_rate=schedule, weight_decay=weight_decay)
+
+
+DEFAULT_ADAMW_RATE = 1e-3
+ADAMW_WEIGHT_DECAY = 0.01
+
+
+def make_optimizer(
+    name: str,
+    d_model: int,
+    total_steps: int,
+    warmup_steps: int,
+    learning_rate: float | None = None,
+    time_budget: float | None = None,
+) -> tuple[keras.optimizers.Optimizer, list]:
+    """A run's optimizer, and the callbacks that drive its rate (if any).
+
+    Args:
+        name: `"paper-adam"` (the paper's Adam and schedule; `learning_rate` is a factor
+            on it, default 1) or `"adamw-cosine"` (AdamW, peak `learning_rate`, default
+            1e-3, warmup then a cosine to 0 at `total_steps`).
+        d_model: the model width D (the paper's schedule scales with D^-0.5).
+        total_steps: the run's planned optimizer steps.
+        warmup_steps: steps of warmup; adamw-cosine keeps at least 4/5 of a short run's
+            steps for the decay.
+        learning_rate: see `name`.
+        time_budget: with adamw-cosine, seconds after which the cosine must have reached
+            0 even if fewer steps ran (`BudgetedCosineDecay`, a callback).
+    """
+    if name not in OPTIMIZERS:
+        raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}. Received: {name!r}")
+    if name == "paper-adam":  # warmup is the schedule's peak; the schedule does not end
+        return paper_adam(d_model, max(1, warmup_steps), scale=learning_rate or 1.0), []
+    peak = learning_rate or DEFAULT_ADAMW_RATE
+    warmup = min(warmup_steps, total_steps // 5)
+    total = max(total_steps, warmup + 1)
+    if time_budget:
+        from transformer_zoo.train.callbacks.budgeted_cosine_decay import BudgetedCosineDecay
+
+        schedule = BudgetedCosineDecay(peak, total, warmup, seconds=time_budget)
+        optimizer = keras.optimizers.AdamW(
+            learning_rate=schedule.rate(0, 0.0), weight_decay=ADAMW_WEIGHT_DECAY
+        )
+        return optimizer, [schedule]
+    return adamw_cosine(peak, total, warmup, weight_decay=ADAMW_WEIGHT_DECAY), []

@@ -1,0 +1,60 @@
+"""The callbacks of a `train()` run, in the order an epoch's end needs them."""
+
+from __future__ import annotations
+
+import os
+
+import keras
+
+from transformer_zoo import run_directory as rd
+from transformer_zoo.train.callbacks.backup import Backup
+from transformer_zoo.train.callbacks.checkpoint import Checkpoint
+from transformer_zoo.train.callbacks.nan_guard import NaNGuard
+from transformer_zoo.train.callbacks.time_budget import TimeBudget
+
+
+def run_callbacks(
+    out: str,
+    resumed_best: float | None = None,
+    budget: TimeBudget | None = None,
+    early_stopping_patience: int | None = None,
+    backup_every: int | None = None,
+    extra=(),
+) -> list:
+    """NaN guard, time budget, CSV log, best and last checkpoints, TensorBoard, early
+    stopping, `extra` (e.g. the learning-rate callback) and the crash backup, writing into
+    the run directory `out`.
+
+    Order matters at an epoch's end: the CSV row and the checkpoints are written before
+    the backup, so a crash in between repeats the epoch instead of losing it.
+
+    Args:
+        out: the directory to write.
+        resumed_best: a resumed run's best validation loss so far (the best checkpoint
+            is replaced only by a better one).
+        budget: the run's `TimeBudget`, if any.
+        early_stopping_patience: stop after this many epochs without a better validation
+            loss; None: never.
+        backup_every: back up every this many steps; None: at every epoch's end.
+        extra: more callbacks, run before the backup.
+    """
+    checkpoints = os.path.join(out, rd.CHECKPOINT_DIR)
+    os.makedirs(checkpoints, exist_ok=True)
+    last = os.path.join(checkpoints, "last.keras")
+    callbacks = [NaNGuard(last)]
+    callbacks += [budget] if budget else []
+    callbacks += [
+        keras.callbacks.CSVLogger(os.path.join(out, rd.HISTORY_FILE), append=True),
+        Checkpoint(
+            os.path.join(checkpoints, "best.keras"),
+            monitor="val_loss",
+            initial_value_threshold=resumed_best,
+        ),
+        Checkpoint(last),
+        keras.callbacks.TensorBoard(os.path.join(out, rd.LOG_DIR), write_graph=False),
+    ]
+    if early_stopping_patience:
+        callbacks.append(keras.callbacks.EarlyStopping(patience=early_stopping_patience, verbose=1))
+    callbacks += list(extra)
+    callbacks.append(Backup(os.path.join(out, rd.BACKUP_DIR), save_freq=backup_every or "epoch"))
+    return callbacks
