@@ -151,3 +151,25 @@ def wordpiece_artifacts(tmp_path_factory):
     return types.SimpleNamespace(
         model=model, tokenizer=tokenizer, run_dir=run_dir, export_dir=export_dir
     )
+
+
+SMALL_RUN = dict(max_examples=96, epochs=2, batch_size=32, steps_per_execution=2)
+# decoder-only trains in test_distribution.py; its evaluation is tested in test_fit.py.
+TRAINED_TASKS = {"encoder-decoder": "translation", "encoder-only": "classification"}
+
+
+@pytest.fixture(scope="session")
+def trained_runs(tmp_path_factory):
+    """One small `train()` run per family of `TRAINED_TASKS` (about 25 s each)."""
+    from transformer_zoo.train.config import TrainConfig
+    from transformer_zoo.train.trainer import train
+
+    results = {}
+    for family in TRAINED_TASKS:
+        out = tmp_path_factory.mktemp("runs") / family
+        # A few masked-LM steps stand in for the 1,500 of the built-in default.
+        extra = {"pretrain_steps": 3} if family == "encoder-only" else {}
+        config = TrainConfig(family, out=str(out), **SMALL_RUN, **extra)
+        results[family] = train(config, verbose=0)
+    keras.config.set_dtype_policy("float32")
+    return results

@@ -22,5 +22,6 @@ from tests.artifacts import (  # noqa: E402,F401  (session fixtures shared by th
     family_artifacts,
     target_tokenizer,
     tokenizer,
+    trained_runs,
     wordpiece_artifacts,
 )

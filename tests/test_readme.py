@@ -9,7 +9,13 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def _param(index: int):
+    """The blocks that train on the built-in task take 15-30 s each: the slow set."""
+    trains = "load_task(" in BLOCKS[index] and ".fit(" in BLOCKS[index]
+    return pytest.param(index, marks=pytest.mark.slow) if trains else index
+
+
+@pytest.mark.parametrize("index", [_param(i) for i in range(len(BLOCKS))])
 def test_readme_python_example_runs(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {"__name__": "__readme__"})

@@ -3,18 +3,11 @@ import os
 import pytest
 
 from transformer_zoo.cli import main
-from transformer_zoo.train.config import TrainConfig
-from transformer_zoo.train.trainer import train
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("runs") / "ed")
-    config = TrainConfig(
-        "encoder-decoder", out=out, max_examples=96, epochs=1, batch_size=32, evaluate=False
-    )
-    train(config, verbose=0)
-    return out
+def run_dir(trained_runs):
+    return trained_runs["encoder-decoder"].run_dir
 
 
 def test_attention_command_draws_both_pictures(run_dir, tmp_path, capsys):

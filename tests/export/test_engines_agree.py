@@ -194,6 +194,7 @@ def test_translations_are_identical_on_keras_and_onnx(family_artifacts, strategy
         assert saved == onnx_model.translate(sources, 12)
 
 
+@pytest.mark.slow  # 35 s of training; the decoder-only in-graph loop is tested fast above
 def test_encoder_decoder_greedy_tokens_are_identical_on_keras_saved_model_and_onnx(tmp_path):
     """After 24 steps on a copy task, so that continuations vary and rows end at different
     steps: a wrong self- or cross-attention cache could not hide behind one repeated token

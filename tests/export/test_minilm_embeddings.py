@@ -2,8 +2,8 @@
 `transformer-zoo import-hf`, exported with `transformer-zoo export`, and served with
 `transformer-zoo embed`, reproduces the embeddings sentence-transformers computed
 (tests/data/README.md) with cosine ≥ 0.9999 for every sentence, through the Keras and
-the ONNX engines; and so does the imported model fed by keras-hub's in-graph WordPiece.
-No torch: the reference is stored.
+the ONNX engines (the ONNX export, 40 s of tf2onnx, is in the slow set). No torch: the
+reference is stored.
 
 The sentences include accented and other non-ASCII text, Chinese, one-character inputs,
 leading and trailing spaces, and one input over 256 tokens, which must be truncated as
@@ -24,13 +24,12 @@ COSINE = 0.9999
 
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):
-    """The run directory and its ONNX export, made once through the CLI (the export
-    takes most of this test's time: tf2onnx on 91 MB of weights)."""
+    """The run directory, imported once through the CLI; `minilm_export` adds its ONNX
+    export (tf2onnx on 91 MB of weights: 40 s, so the ONNX checks are in the slow set)."""
     checkpoint = minilm_dir()
     root = tmp_path_factory.mktemp("minilm")
     run_dir, export_dir = root / "run", root / "export"
     assert cli.main(["import-hf", str(checkpoint), "--out", str(run_dir)]) == 0
-    assert cli.main(["export", str(run_dir), "--format", "onnx", "--out", str(export_dir)]) == 0
     sentences, ids, reference = minilm_reference()
     # One sentence per line, exactly as recorded: split on "\n" only, nothing stripped.
     assert not any("\n" in s or "\r" in s for s in sentences)
@@ -47,6 +46,13 @@ def minilm(tmp_path_factory):
     )
 
 
+@pytest.fixture(scope="module")
+def minilm_export(minilm):
+    argv = ["export", str(minilm.run_dir), "--format", "onnx", "--out", str(minilm.export_dir)]
+    assert cli.main(argv) == 0
+    return minilm
+
+
 def test_the_reference_covers_the_required_inputs(minilm):
     sentences, ids = minilm.sentences, minilm.ids
     assert any(any("\u4e00" <= c <= "\u9fff" for c in s) for s in sentences)  # Chinese
@@ -60,13 +66,21 @@ def test_import_hf_writes_an_embedding_run(minilm):
     config = load_run_config(minilm.run_dir)
     assert (config.family, config.task, config.max_length) == ("encoder-only", "embedding", 256)
     assert config.extra["pooling"] == {"mode": "mean", "normalize": True}
-    exported = load_run_config(minilm.export_dir).export
+
+
+@pytest.mark.slow
+def test_the_export_keeps_the_checkpoint_positions_and_fuses_layer_norms(minilm_export):
+    exported = load_run_config(minilm_export.export_dir).export
     assert exported["model"]["max_length"] == 512  # max_position_embeddings
     assert exported["onnx"]["fused_layer_norm"]
 
 
-@pytest.mark.parametrize("engine, batch_size", [("onnx", 5), ("keras", 32)])
-def test_embed_reproduces_sentence_transformers(minilm, engine, batch_size):
+@pytest.mark.parametrize(
+    "engine, batch_size", [pytest.param("onnx", 5, marks=pytest.mark.slow), ("keras", 32)]
+)
+def test_embed_reproduces_sentence_transformers(request, minilm, engine, batch_size):
+    if engine == "onnx":
+        request.getfixturevalue("minilm_export")
     model_dir = minilm.export_dir if engine == "onnx" else minilm.run_dir
     output = minilm.root / f"{engine}.npy"
     argv = ["embed", "--model", str(model_dir), "--input", str(minilm.sentence_file)]

@@ -3,6 +3,8 @@
 import os
 import pathlib
 import subprocess
+
+import pytest
 import sys
 
 import numpy as np
@@ -21,6 +23,7 @@ def _cli(*args):
     return result.stdout
 
 
+@pytest.mark.slow  # 15 s of saved_model_cli; the signatures run in-process in test_engines_agree.py
 def test_saved_model_cli_shows_the_signatures_and_runs_generate(family_artifacts, tmp_path):
     art = family_artifacts("decoder-only")
     path = str(art.export_dir / "saved_model")

@@ -46,6 +46,7 @@ MIRRORED_VS_ONE_DEVICE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 40 s; even_batches is tested fast below
 def test_mirrored_over_two_cpu_devices_matches_one_devices_loss_curve(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", MIRRORED_VS_ONE_DEVICE, str(tmp_path)],
@@ -118,3 +119,27 @@ def test_tf_config_gives_the_worker_index_and_chief(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{not json")
     with pytest.raises(ValueError, match="TF_CONFIG is not valid JSON"):
         check_strategy("multiworker")
+
+
+def test_even_batches_cut_every_batch_to_a_multiple_of_the_replicas_and_drop_bool_masks():
+    import tensorflow as tf
+
+    from transformer_zoo.train.family_setup import even_batches
+
+    def batch(rows):
+        ids = tf.ones((rows, 3), tf.int32)
+        return {"token_ids": ids, "padding_mask": tf.ones((rows, 3), tf.bool)}, ids[:, 0]
+
+    data = tf.data.Dataset.from_generator(
+        lambda: (batch(n) for n in (5, 1, 4)),
+        output_signature=(
+            {
+                "token_ids": tf.TensorSpec((None, 3), tf.int32),
+                "padding_mask": tf.TensorSpec((None, 3), tf.bool),
+            },
+            tf.TensorSpec((None,), tf.int32),
+        ),
+    )
+    batches = list(even_batches(data, replicas=2))
+    assert [len(labels) for _, labels in batches] == [4, 4]  # 5 → 4, 1 dropped, 4 kept
+    assert all(set(inputs) == {"token_ids"} for inputs, _ in batches)

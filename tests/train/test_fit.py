@@ -8,6 +8,8 @@ import keras
 import numpy as np
 import pytest
 
+from tests.artifacts import SMALL_RUN as SMALL
+from tests.artifacts import TRAINED_TASKS as TASKS
 from transformer_zoo.evaluation.evaluate import evaluate_directory
 from transformer_zoo.run_directory import MODEL_FILE, RunError, check_run_files, load_run_config
 from transformer_zoo.train.callbacks.nan_guard import NaNLossError
@@ -15,22 +17,10 @@ from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.trainer import train
 from transformer_zoo.visualize.curves import read_history
 
-SMALL = dict(max_examples=96, epochs=2, batch_size=32, steps_per_execution=2)
-# decoder-only trains in test_distribution.py; its evaluation is tested below.
-TASKS = {"encoder-decoder": "translation", "encoder-only": "classification"}
-
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """One small run per family."""
-    results = {}
-    for family in TASKS:
-        out = tmp_path_factory.mktemp("runs") / family
-        # A few masked-LM steps stand in for the 1,500 of the built-in default.
-        extra = {"pretrain_steps": 3} if family == "encoder-only" else {}
-        results[family] = train(TrainConfig(family, out=str(out), **SMALL, **extra), verbose=0)
-    keras.config.set_dtype_policy("float32")
-    return results
+def runs(trained_runs):
+    return trained_runs
 
 
 @pytest.mark.parametrize("family", list(TASKS))

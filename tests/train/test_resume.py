@@ -11,6 +11,7 @@ import sys
 import time
 
 import keras
+import pytest
 
 import transformer_zoo.models  # noqa: F401  (registers the classes model.keras names)
 
@@ -51,6 +52,7 @@ def _backed_up_epoch(out) -> int:
         return 0
 
 
+@pytest.mark.slow  # 56 s; the backup and its restore are tested fast in test_fit_callbacks.py
 def test_a_run_killed_mid_epoch_resumes_from_its_backup_and_finishes(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
