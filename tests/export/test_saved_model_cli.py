@@ -3,11 +3,10 @@
 import os
 import pathlib
 import subprocess
-
-import pytest
 import sys
 
 import numpy as np
+import pytest
 
 from transformer_zoo.generation import generate
 
