@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: test demo lint bench clean
+.PHONY: test test-slow demo lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The long items (end-to-end training, the demo, large exports): about 10 minutes.
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
 
 demo: $(STAMP)
 	$(BIN)/transformer-zoo demo
