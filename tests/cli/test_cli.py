@@ -50,3 +50,13 @@ def test_every_misuse_ends_in_one_error_line_with_exit_code_2(capsys, argv):
     line = cli_error(capsys, argv)
     command = argv[0] if argv else ""
     assert line.startswith(f"transformer-zoo {command}".strip())
+
+
+def test_the_command_line_starts_without_tensorflow_or_onnxruntime():
+    """`--help` and argument errors come back at once: the handlers import the library."""
+    code = (
+        "import sys, transformer_zoo.cli as c; c.build_parser(); "
+        "print(sorted(m for m in ('tensorflow', 'keras', 'onnxruntime') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -14,13 +14,14 @@ import os
 import sys
 
 from transformer_zoo.cli.parsing import UsageError, fraction_or_none, positive_int
+from transformer_zoo.export import FORMATS
 
 
 def register(commands) -> None:
     """Adds `export` to `commands` (an argparse subparsers object)."""
     export = commands.add_parser("export", help="export a run directory to ONNX/SavedModel")
     export.add_argument("run_dir", help="a run directory (model.keras, config.json, tokenizer)")
-    export.add_argument("--format", choices=("onnx", "saved_model", "all"), default="all")
+    export.add_argument("--format", choices=(*FORMATS, "all"), default="all")
     export.add_argument("--out", required=True, help="the export directory to write")
     export.add_argument(
         "--no-fuse-layer-norm",
@@ -76,7 +77,7 @@ def _show_stages(logger: str, prefix: str) -> None:
 def _export(args: argparse.Namespace) -> int:
     from transformer_zoo.run_directory import RunError
 
-    formats = ("onnx", "saved_model") if args.format == "all" else (args.format,)
+    formats = FORMATS if args.format == "all" else (args.format,)
     if not os.path.isdir(args.run_dir):
         raise UsageError(f"no such run directory: {args.run_dir}")
     from transformer_zoo.export.quantize import QuantizationError

@@ -14,6 +14,8 @@ import sys
 
 from transformer_zoo.cli.parsing import UsageError
 from transformer_zoo.errors import first_line
+from transformer_zoo.files import atomic_path
+from transformer_zoo.generation import ENGINES, STRATEGIES
 
 
 def register(commands) -> None:
@@ -42,7 +44,7 @@ def register(commands) -> None:
 def _serving_arguments(parser) -> None:
     parser.add_argument("texts", nargs="*", help="inputs (default: --input or stdin)")
     parser.add_argument("--model", required=True, help="an exported or a run directory")
-    parser.add_argument("--engine", choices=("onnx", "keras", "saved_model"), default="onnx")
+    parser.add_argument("--engine", choices=ENGINES, default="onnx")
     parser.add_argument("--input", help="a file with one input per line ('-': stdin)")
     parser.add_argument("--format", choices=("text", "jsonl"), default="text")
     parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
@@ -55,7 +57,7 @@ def _serving_arguments(parser) -> None:
 
 def _search_arguments(parser, name: str) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32 if name == "generate" else None)
-    parser.add_argument("--strategy", choices=("greedy", "sample", "beam"), default="greedy")
+    parser.add_argument("--strategy", choices=tuple(STRATEGIES), default="greedy")
     parser.add_argument("--num-beams", type=int, default=4)
     parser.add_argument("--length-penalty", type=float, default=1.0)
     parser.add_argument("--temperature", type=float, default=1.0)
@@ -150,7 +152,8 @@ def _embed(args) -> int:
     inputs, vectors = _serve(args, lambda m, xs: m.embed(xs, batch_size=args.batch_size))
     if args.output:
         try:
-            np.save(args.output, vectors.astype(np.float32))
+            with atomic_path(args.output) as temporary, open(temporary, "wb") as file:
+                np.save(file, vectors.astype(np.float32))
         except OSError as error:
             raise UsageError(f"cannot write {args.output}: {first_line(error)}") from None
         print(

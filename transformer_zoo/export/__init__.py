@@ -6,6 +6,8 @@ first use. Serving the files is `transformer_zoo.serving`'s (no TensorFlow).
 
 from __future__ import annotations
 
+FORMATS = ("onnx", "saved_model")  # what `export_run` writes
+
 _LAZY = {
     "export_onnx": "transformer_zoo.export.onnx.export",
     "export_saved_model": "transformer_zoo.export.saved_model.export",
@@ -15,7 +17,7 @@ _LAZY = {
     "QuantizationError": "transformer_zoo.export.quantize",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["FORMATS", *sorted(_LAZY)]
 
 
 def __getattr__(name: str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from transformer_zoo.export import FORMATS
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
@@ -14,7 +15,6 @@ from transformer_zoo.export.quantize import (
 from transformer_zoo.models.saving import load_run_model
 from transformer_zoo.run_directory import MODEL_FILE, check_run_files, load_run_config
 
-FORMATS = ("onnx", "saved_model")
 QUANTIZED_DIR = "int8"  # where `quantize="int8"` writes, inside `out_dir`
 
 

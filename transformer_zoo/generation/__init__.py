@@ -14,7 +14,10 @@ does not import TensorFlow, so the TensorFlow-free serving runtime builds on it;
 Keras names below load TensorFlow on first use.
 """
 
-from transformer_zoo.generation.search import (
+# The engines a directory can be served with (`runners.open_runner`).
+ENGINES = ("onnx", "keras", "saved_model")
+
+from transformer_zoo.generation.search import (  # noqa: E402
     STRATEGIES,
     BeamSearch,
     Greedy,
@@ -29,7 +32,7 @@ _KERAS = {
     "UncachedEngine": "transformer_zoo.generation.reference",
 }
 
-__all__ = ["STRATEGIES", "BeamSearch", "Greedy", "Sampling", "SearchResult", *_KERAS]
+__all__ = ["ENGINES", "STRATEGIES", "BeamSearch", "Greedy", "Sampling", "SearchResult", *_KERAS]
 
 
 def __getattr__(name: str):

@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 
 from transformer_zoo.errors import ModelDirectoryError
+from transformer_zoo.generation import ENGINES
 from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS, OnnxRunner
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
-
-ENGINES = ("onnx", "keras", "saved_model")
 
 
 def open_runner(

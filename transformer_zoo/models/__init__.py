@@ -7,10 +7,16 @@ from transformer_zoo.models.encoder_only import EncoderOnly, mean_pool
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
 from transformer_zoo.models.encoder_only_masked_lm import EncoderOnlyMaskedLM
 from transformer_zoo.models.hf_bert.load import import_hf_bert
-from transformer_zoo.models.presets import FAMILIES, PRESETS, describe, from_preset, resolve_preset
+from transformer_zoo.models.presets import (
+    MODEL_CLASSES,
+    PRESETS,
+    describe,
+    from_preset,
+    resolve_preset,
+)
 
 __all__ = [
-    "FAMILIES",
+    "MODEL_CLASSES",
     "PRESETS",
     "DecoderOnly",
     "EncoderDecoder",

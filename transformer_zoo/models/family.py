@@ -7,7 +7,7 @@ from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.encoder_only import EncoderOnly
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
 from transformer_zoo.models.encoder_only_masked_lm import EncoderOnlyMaskedLM
-from transformer_zoo.run_directory import ModelDimensions
+from transformer_zoo.run_directory import FAMILY_TASKS, ModelDimensions
 
 ENCODER_ONLY_HEADS = (EncoderOnlyClassifier, EncoderOnlyMaskedLM)
 
@@ -32,9 +32,8 @@ def default_task(model) -> str:
         return "classification"
     if isinstance(model, EncoderOnlyMaskedLM):
         return "masked-lm"
-    return {"decoder-only": "language-model", "encoder-decoder": "translation"}.get(
-        family_of(model), "embedding"
-    )
+    family = family_of(model)
+    return "embedding" if family == "encoder-only" else FAMILY_TASKS[family][0]
 
 
 def backbone_of(model):

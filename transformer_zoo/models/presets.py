@@ -13,7 +13,8 @@ from transformer_zoo.models.decoder_only import DecoderOnly
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.encoder_only import EncoderOnly
 
-FAMILIES = {
+# The class of each family (`run_directory.FAMILIES` names them).
+MODEL_CLASSES = {
     "encoder-decoder": EncoderDecoder,
     "encoder-only": EncoderOnly,
     "decoder-only": DecoderOnly,
@@ -116,13 +117,15 @@ def resolve_preset(name: str, family: str | None = None) -> str:
     Raises:
         ValueError: an unknown name or family, or a family that contradicts the preset.
     """
-    if family is not None and family not in FAMILIES:
-        raise ValueError(f"`family` must be one of {tuple(FAMILIES)}. Received: family={family!r}")
+    if family is not None and family not in MODEL_CLASSES:
+        raise ValueError(
+            f"`family` must be one of {tuple(MODEL_CLASSES)}. Received: family={family!r}"
+        )
     if name == "tiny":
         if family is None:
             raise ValueError(
                 "The preset 'tiny' exists for every family: pass `family` "
-                f"({', '.join(FAMILIES)}) or a full name such as 'tiny_encoder_decoder'."
+                f"({', '.join(MODEL_CLASSES)}) or a full name such as 'tiny_encoder_decoder'."
             )
         name = "tiny_" + family.replace("-", "_")
     if name not in PRESETS:
@@ -140,7 +143,10 @@ def preset_config(name: str, family: str | None = None, **overrides) -> tuple[st
     """`(full name, family, constructor config)` of a preset with `overrides` applied."""
     name = resolve_preset(name, family)
     family = PRESETS[name]["family"]
-    accepted = set(inspect.signature(FAMILIES[family].__init__).parameters) - {"self", "kwargs"}
+    accepted = set(inspect.signature(MODEL_CLASSES[family].__init__).parameters) - {
+        "self",
+        "kwargs",
+    }
     unknown = sorted(set(overrides) - accepted - {"name", "dtype"})
     if unknown:
         raise ValueError(
@@ -168,13 +174,13 @@ def from_preset(name: str, family: str | None = None, **overrides):
     True
     """
     name, family, config = preset_config(name, family, **overrides)
-    return FAMILIES[family](**config)
+    return MODEL_CLASSES[family](**config)
 
 
 def describe(name: str, family: str | None = None) -> dict[str, Any]:
     """A JSON-ready summary of a preset, with the parameter count of the built model."""
     name, family, config = preset_config(name, family)
-    model = FAMILIES[family](**config)
+    model = MODEL_CLASSES[family](**config)
     return {
         "preset": name,
         "family": family,

@@ -17,7 +17,7 @@ def load_served_model(
     intra_op_num_threads: int = DEFAULT_THREADS,
     allow_spinning: bool = DEFAULT_SPINNING,
 ) -> ServedModel:
-    """Loads `directory` for serving with `engine` (`generation.runners.ENGINES`):
+    """Loads `directory` for serving with `engine` (`generation.ENGINES`):
     `"onnx"` (an exported directory, numpy + onnxruntime only), `"saved_model"` (its
     SavedModel) or `"keras"` (a run directory's `model.keras`); the last two need
     TensorFlow.

@@ -28,7 +28,7 @@ class Tokenizer:
 
     The same serialized model (`tokenizer.model`) feeds the in-graph
     `keras_hub.tokenizers.SentencePieceTokenizer` used by the `tf.data` pipelines
-    (`transformer_zoo.train.in_graph_tokenizer`); both produce identical ids.
+    (`transformer_zoo.data.bucketing.in_graph_tokenizer`); both produce identical ids.
 
     Args:
         proto: the serialized SentencePiece model (the bytes of `tokenizer.model`).

@@ -1,10 +1,10 @@
-"""BERT's uncased WordPiece tokenizer without TensorFlow, for the onnxruntime engine.
+"""BERT's uncased WordPiece tokenizer without TensorFlow, for serving and training alike.
 
 Built on the Rust `tokenizers` package from a plain `vocab.txt`, so that an exported model
 directory needs nothing else. It reproduces Hugging Face's `BertTokenizer(Fast)` (and so
 sentence-transformers): the same normaliser, pre-tokenizer, WordPiece model and
-`[CLS] … [SEP]` template. `transformer_zoo.train.wordpiece` is the in-graph twin; the tests
-hold both to the ids recorded from the reference implementation.
+`[CLS] … [SEP]` template; the tests hold it to the ids recorded from the reference
+implementation.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import os
 
 import tensorflow as tf
 
-STRATEGIES = ("default", "mirrored", "multiworker")
+from transformer_zoo.train.config import STRATEGIES
 
 
 def cluster_spec() -> dict | None:

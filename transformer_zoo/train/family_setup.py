@@ -18,8 +18,8 @@ from transformer_zoo.data.pipelines import (
 )
 from transformer_zoo.data.tasks import Task
 from transformer_zoo.models import EncoderOnlyClassifier
-from transformer_zoo.models.presets import FAMILIES as MODEL_CLASSES
-from transformer_zoo.models.presets import PRESETS, preset_config, resolve_preset
+from transformer_zoo.models.presets import MODEL_CLASSES, PRESETS, preset_config, resolve_preset
+from transformer_zoo.run_directory import FAMILY_TASKS
 from transformer_zoo.text import Tokenizer, train_tokenizer
 from transformer_zoo.train.recipe import (
     MaskedAccuracy,
@@ -27,11 +27,6 @@ from transformer_zoo.train.recipe import (
     perplexity,
 )
 
-TASK_OF_FAMILY = {
-    "encoder-decoder": "translation",
-    "decoder-only": "language-model",
-    "encoder-only": "classification",
-}
 EVAL_BATCH_SIZE = 256
 
 
@@ -172,4 +167,4 @@ class FamilySetup:
 
     @property
     def task_name(self) -> str:
-        return TASK_OF_FAMILY[self.family]
+        return FAMILY_TASKS[self.family][0]  # what `train` trains each family for

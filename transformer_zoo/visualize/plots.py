@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from transformer_zoo.files import atomic_path
+
 _FONT_FAMILY = None
 
 
@@ -99,7 +101,8 @@ def plot_attention_heads(
             ax.set_ylabel("generated target token")
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
     fig.suptitle(title, **font)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    with atomic_path(path) as temporary:
+        fig.savefig(temporary, dpi=110, bbox_inches="tight", format="png")
     plt.close(fig)
     return path
 
@@ -148,6 +151,7 @@ def plot_causal_mask(
     ax.set_ylabel("query position")
     fig.colorbar(image, ax=ax, shrink=0.8, label="masked score (log softmax)")
     ax.set_title(title, **font)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    with atomic_path(path) as temporary:
+        fig.savefig(temporary, dpi=110, bbox_inches="tight", format="png")
     plt.close(fig)
     return path
