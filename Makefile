@@ -4,7 +4,6 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
-export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: test test-slow demo lint bench clean
 

@@ -113,7 +113,7 @@ def cli_error(capsys, argv) -> str:
     from transformer_zoo.cli import main
 
     try:
-        code = main(argv)
+        code = main([str(a) for a in argv])
     except SystemExit as exit_:  # argparse's own errors
         code = exit_.code
     err = capsys.readouterr().err

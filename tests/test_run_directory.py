@@ -47,7 +47,7 @@ def test_malformed_config_raises_run_error(tmp_path, content):
 
 
 def test_missing_directory_or_config_raises_run_error(tmp_path):
-    with pytest.raises(RunError, match="No such directory"):
+    with pytest.raises(RunError, match="no such directory"):
         load_run_config(tmp_path / "absent")
     with pytest.raises(RunError, match="config.json"):
         load_run_config(tmp_path)

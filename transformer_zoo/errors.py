@@ -16,7 +16,21 @@ class ModelDirectoryError(RunError):
 
 
 class InputError(ValueError):
-    """An input has the wrong type, dtype, rank or values, or does not fit the model."""
+    """An input has the wrong type, dtype, rank or values, or does not fit the model.
+
+    Attributes:
+        index: the position (from 0) of the offending input in a batch of texts, when one
+            input is at fault; the command line turns it into a line number.
+    """
+
+    def __init__(self, message: str, index: int | None = None):
+        super().__init__(message)
+        self.index = index
+
+
+def with_article(noun: str) -> str:
+    """`noun` with its indefinite article: "an encoder-only", "a decoder-only"."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def first_line(error: BaseException) -> str:

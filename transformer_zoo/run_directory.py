@@ -38,10 +38,11 @@ import csv
 import dataclasses
 import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer_zoo.errors import RunError
+from transformer_zoo.errors import ModelDirectoryError, RunError, first_line
 from transformer_zoo.files import atomic_path, write_json
 
 CONFIG_FILE = "config.json"
@@ -274,7 +275,7 @@ def load_run_config(directory: str | os.PathLike) -> RunConfig:
         RunError: the directory or its config is missing, unreadable or malformed.
     """
     if not os.path.isdir(directory):
-        raise RunError(f"No such directory: {os.fspath(directory)!r}")
+        raise RunError(f"no such directory: {os.fspath(directory)}")
     path = os.path.join(directory, CONFIG_FILE)
     if not os.path.isfile(path):
         raise RunError(f"{os.fspath(directory)!r} holds no {CONFIG_FILE}; is it a run directory?")
@@ -333,6 +334,13 @@ def inspect_run_directory(out: str, identity: dict) -> str:
         )
     done = config.extra.get("status") == "finished"
     if done and all(os.path.isfile(os.path.join(out, f)) for f in (MODEL_FILE, METRICS_FILE)):
+        try:
+            check_model_file(os.path.join(out, MODEL_FILE))
+        except ModelDirectoryError as error:
+            raise RunError(
+                f"--out {out!r} holds this run, finished, but {error} Delete the directory "
+                "to train the run again."
+            ) from None
         return FINISHED
     return RESUME
 
@@ -354,3 +362,18 @@ def trim_history(path: str, epochs: int) -> float | None:
                 writer.writerows(kept)
     losses = [float(row["val_loss"]) for row in kept if row.get("val_loss")]
     return min(losses) if losses else None
+
+
+def check_model_file(path: str) -> None:
+    """Raises `ModelDirectoryError` unless `path` is a whole `.keras` archive (a zip whose
+    members all read back): a truncated or overwritten file is named as damaged, where
+    Keras would report it as "File not found"."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            broken = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise ModelDirectoryError(
+            f"{path} is damaged: not a whole .keras archive ({first_line(error)})."
+        ) from None
+    if broken is not None:
+        raise ModelDirectoryError(f"{path} is damaged: its member {broken} does not read back.")

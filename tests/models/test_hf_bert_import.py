@@ -167,7 +167,7 @@ def _fail(capsys, *argv):
 
 def test_bad_checkpoints_fail_in_one_line(tmp_path, capsys):
     out = tmp_path / "out"
-    assert "No such checkpoint directory" in _fail(capsys, tmp_path / "nowhere", "--out", out)
+    assert "no such directory" in _fail(capsys, tmp_path / "nowhere", "--out", out)
     (tmp_path / "empty").mkdir()
     assert "model.safetensors" in _fail(capsys, tmp_path / "empty", "--out", out)
 

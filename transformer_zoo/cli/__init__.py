@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 
 from transformer_zoo import __version__
+from transformer_zoo.architectures import preset_names
 from transformer_zoo.cli import demo, export, import_hf, serving, train
 from transformer_zoo.cli.parsing import UsageError
+from transformer_zoo.run_directory import FAMILIES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,9 +23,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Keras 3 model zoo of the Transformer family.",
     )
     parser.add_argument("--version", action="version", version=f"transformer-zoo {__version__}")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's start-up logs (quiet by default); give it before COMMAND",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     describe = commands.add_parser("describe", help="print a preset's architecture as JSON")
-    describe.add_argument("preset", help="preset name")
+    describe.add_argument(
+        "preset", choices=preset_names(), metavar="PRESET", help=", ".join(preset_names())
+    )
+    describe.add_argument("--family", choices=FAMILIES, help="the family of 'tiny'")
     describe.set_defaults(handler=_describe)
     train.register(commands)  # train, evaluate
     export.register(commands)  # export
@@ -35,21 +47,69 @@ def _describe(args: argparse.Namespace) -> int:
     from transformer_zoo.models.presets import describe
 
     try:
-        summary = describe(args.preset)
+        summary = describe(args.preset, args.family)
     except ValueError as error:
         raise UsageError.from_error(error) from None
     print(json.dumps(summary))
     return 0
 
 
+def _needs_tensorflow(args) -> bool:
+    """Whether the command loads TensorFlow: all but serving from ONNX files."""
+    return getattr(args, "engine", "keras") != "onnx"
+
+
+def _import_tensorflow_quietly() -> None:
+    """Imports TensorFlow and Keras with their start-up lines silenced: TensorFlow's logs
+    below FATAL, and the absl and CUDA-probe lines its libraries write straight to the
+    process's stderr while loading (six lines on every CPU machine, one of them an
+    `E0000 ... failed call to cuInit` error). `--verbose` shows them."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    sys.stderr.flush()
+    os.dup2(devnull, 2)
+    try:
+        import keras  # noqa: F401
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+class _WarningHandler(logging.Handler):
+    """The library's warnings (inputs cut to the model's length, ...) as one line each, on
+    the `sys.stderr` of the moment."""
+
+    def __init__(self, command: str):
+        super().__init__(logging.WARNING)
+        self.command = command
+
+    def emit(self, record):
+        print(f"transformer-zoo {self.command}: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_warnings(command: str) -> None:
+    library = logging.getLogger("transformer_zoo")
+    library.handlers = [h for h in library.handlers if not isinstance(h, _WarningHandler)]
+    library.addHandler(_WarningHandler(command))
+    library.propagate = False  # a root handler (tf2onnx sets one) would print it again
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _show_warnings(args.command)
+    if not args.verbose and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
+        _import_tensorflow_quietly()
     try:
         return args.handler(args) or 0
     except UsageError as error:
         print(f"transformer-zoo {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\ntransformer-zoo {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

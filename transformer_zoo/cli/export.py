@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 
 from transformer_zoo.cli.parsing import UsageError, fraction_or_none, positive_int
@@ -72,14 +71,13 @@ def _show_stages(logger: str, prefix: str) -> None:
     handler.setFormatter(logging.Formatter(f"{prefix}: %(message)s"))
     target.addHandler(handler)
     target.setLevel(logging.INFO)
+    target.propagate = False  # else a root handler (tf2onnx sets one) prints each line again
 
 
 def _export(args: argparse.Namespace) -> int:
     from transformer_zoo.run_directory import RunError
 
     formats = FORMATS if args.format == "all" else (args.format,)
-    if not os.path.isdir(args.run_dir):
-        raise UsageError(f"no such run directory: {args.run_dir}")
     from transformer_zoo.export.quantize import QuantizationError
     from transformer_zoo.export.run_export import export_run
     from transformer_zoo.export.validation import ExportError

@@ -10,10 +10,11 @@ need it (`--engine keras|saved_model`).
 from __future__ import annotations
 
 import json
+import os
 import sys
 
-from transformer_zoo.cli.parsing import UsageError
-from transformer_zoo.errors import first_line
+from transformer_zoo.cli.parsing import UsageError, positive_int
+from transformer_zoo.errors import InputError, first_line
 from transformer_zoo.files import atomic_path
 from transformer_zoo.generation import ENGINES, STRATEGIES
 
@@ -31,7 +32,7 @@ def register(commands) -> None:
         if name in ("generate", "translate"):
             _search_arguments(parser, name)
         if name in ("embed", "classify"):
-            parser.add_argument("--batch-size", type=int, default=32)
+            parser.add_argument("--batch-size", type=positive_int, default=32)
         if name == "embed":
             parser.add_argument("--output", help="write a float32 (N, D) .npy file instead")
         if name == "classify":
@@ -47,7 +48,12 @@ def _serving_arguments(parser) -> None:
     parser.add_argument("--engine", choices=ENGINES, default="onnx")
     parser.add_argument("--input", help="a file with one input per line ('-': stdin)")
     parser.add_argument("--format", choices=("text", "jsonl"), default="text")
-    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=2,
+        help="onnxruntime intra-op threads (default 2; at most the machine's cores)",
+    )
     parser.add_argument(
         "--no-spinning",
         action="store_true",
@@ -56,14 +62,28 @@ def _serving_arguments(parser) -> None:
 
 
 def _search_arguments(parser, name: str) -> None:
-    parser.add_argument("--max-new-tokens", type=int, default=32 if name == "generate" else None)
-    parser.add_argument("--strategy", choices=tuple(STRATEGIES), default="greedy")
-    parser.add_argument("--num-beams", type=int, default=4)
-    parser.add_argument("--length-penalty", type=float, default=1.0)
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--top-k", type=int)
-    parser.add_argument("--top-p", type=float)
-    parser.add_argument("--seed", type=int)
+    default = 32 if name == "generate" else None
+    parser.add_argument("--max-new-tokens", type=positive_int, default=default)
+    parser.add_argument(
+        "--strategy",
+        choices=tuple(STRATEGIES),
+        default="greedy",
+        help="greedy (default); sample takes --temperature --top-k --top-p --seed; beam "
+        "takes --num-beams --length-penalty (a flag of another strategy is an error)",
+    )
+    for flag, kind in SEARCH_FLAGS.items():
+        parser.add_argument(f"--{flag.replace('_', '-')}", type=kind)
+
+
+# The options of the search strategies, by their `generation.search` field names.
+SEARCH_FLAGS = {
+    "num_beams": int,
+    "length_penalty": float,
+    "temperature": float,
+    "top_k": int,
+    "top_p": float,
+    "seed": int,
+}
 
 
 def _read_inputs(args) -> list[str]:
@@ -95,34 +115,61 @@ def _read_inputs(args) -> list[str]:
 def _load(args):
     from transformer_zoo.serving import load_served_model
 
-    if args.threads < 0:
-        raise UsageError(f"--threads must be ≥ 0, got {args.threads}")
+    threads = args.threads
+    cores = os.cpu_count() or 1
+    if threads > cores:
+        print(
+            f"transformer-zoo {args.command}: warning: --threads {threads} is more than this "
+            f"machine's {cores} cores; using {cores}",
+            file=sys.stderr,
+        )
+        threads = cores
     try:
-        return load_served_model(args.model, args.engine, args.threads, not args.no_spinning)
+        return load_served_model(args.model, args.engine, threads, not args.no_spinning)
     except ValueError as error:  # RunError, ModelDirectoryError
         raise UsageError.from_error(error) from None
 
 
-def _serve(args, call):
+def _serve(args, call, skip_blank: bool = False, blank=None):
     """Loads the model, reads the inputs and runs `call(model, inputs)`; input errors
-    (all ValueErrors: InputError, bad search arguments) become one-line usage errors."""
+    (all ValueErrors: InputError, bad search arguments) become one-line usage errors, with
+    the line (or argument) of the input at fault.
+
+    With `skip_blank`, blank lines do not reach the model: their output is `blank`, so
+    that output line i still answers input line i.
+    """
     inputs = _read_inputs(args)
     model = _load(args)
+    rows = [i for i, text in enumerate(inputs) if not (skip_blank and not text.strip())]
     try:
-        return inputs, call(model, inputs)
+        results = call(model, [inputs[i] for i in rows]) if rows else []
+    except InputError as error:
+        if error.index is None:
+            raise UsageError.from_error(error) from None
+        where = "line" if args.input else "input"
+        raise UsageError(f"{where} {rows[error.index] + 1}: {first_line(error)}") from None
     except ValueError as error:
         raise UsageError.from_error(error) from None
+    outputs = [blank] * len(inputs)
+    for i, result in zip(rows, results, strict=True):
+        outputs[i] = result
+    return inputs, outputs
 
 
 def _search(args):
-    """The search strategy value of the parsed flags."""
-    from transformer_zoo.generation.search import BeamSearch, Greedy, Sampling
+    """The search strategy value of the parsed flags; a flag the strategy does not take is
+    refused (`search_config`), not ignored."""
+    from transformer_zoo.generation.search import search_config
 
-    if args.strategy == "beam":
-        return BeamSearch(args.num_beams, args.length_penalty)
-    if args.strategy == "sample":
-        return Sampling(args.temperature, args.top_k, args.top_p, args.seed)
-    return Greedy()
+    given = {name: getattr(args, name) for name in SEARCH_FLAGS if getattr(args, name) is not None}
+    return search_config(args.strategy, **given)
+
+
+def _checked_search(args):
+    try:
+        return _search(args)
+    except ValueError as error:  # a flag of another strategy, a bad value
+        raise UsageError.from_error(error) from None
 
 
 def _print_texts(args, inputs, outputs, key: str) -> int:
@@ -135,13 +182,17 @@ def _print_texts(args, inputs, outputs, key: str) -> int:
 
 
 def _generate(args) -> int:
-    inputs, outputs = _serve(args, lambda m, xs: m.generate(xs, args.max_new_tokens, _search(args)))
+    search = _checked_search(args)
+    inputs, outputs = _serve(
+        args, lambda m, xs: m.generate(xs, args.max_new_tokens, search), skip_blank=True, blank=""
+    )
     return _print_texts(args, inputs, outputs, "generated")
 
 
 def _translate(args) -> int:
+    search = _checked_search(args)
     inputs, outputs = _serve(
-        args, lambda m, xs: m.translate(xs, args.max_new_tokens, _search(args))
+        args, lambda m, xs: m.translate(xs, args.max_new_tokens, search), skip_blank=True, blank=""
     )
     return _print_texts(args, inputs, outputs, "translation")
 
@@ -149,7 +200,8 @@ def _translate(args) -> int:
 def _embed(args) -> int:
     import numpy as np
 
-    inputs, vectors = _serve(args, lambda m, xs: m.embed(xs, batch_size=args.batch_size))
+    inputs, rows = _serve(args, lambda m, xs: m.embed(xs, batch_size=args.batch_size))
+    vectors = np.asarray(rows, np.float32)
     if args.output:
         try:
             with atomic_path(args.output) as temporary, open(temporary, "wb") as file:

@@ -13,8 +13,9 @@ import json
 import os
 import sys
 
-from transformer_zoo.cli.parsing import UsageError
-from transformer_zoo.run_directory import FAMILIES
+from transformer_zoo.architectures import preset_names
+from transformer_zoo.cli.parsing import UsageError, positive_float
+from transformer_zoo.run_directory import BACKUP_DIR, FAMILIES
 from transformer_zoo.train.config import OPTIMIZERS, PRECISIONS, STRATEGIES
 
 
@@ -27,7 +28,13 @@ def register(commands) -> None:
         "command on the same --out resumes an interrupted run.",
     )
     train.add_argument("--family", required=True, choices=FAMILIES)
-    train.add_argument("--preset", default="tiny", help="a preset name, or 'tiny' (default)")
+    train.add_argument(
+        "--preset",
+        default="tiny",
+        choices=preset_names(),
+        metavar="PRESET",
+        help=f"the architecture: {', '.join(preset_names())} (default: tiny, sized to the family)",
+    )
     train.add_argument(
         "--data",
         default="builtin:dates-zh",
@@ -36,7 +43,13 @@ def register(commands) -> None:
     )
     train.add_argument("--out", help="the run directory (default runs/FAMILY-PRESET)")
     train.add_argument("--epochs", type=int, help="passes over the data (builtin: 4, files: 10)")
-    train.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop training after")
+    train.add_argument(
+        "--time-budget",
+        type=positive_float,
+        metavar="SECONDS",
+        help="stop model.fit after SECONDS (compilation included; the last epoch's "
+        "validation, the test evaluation and saving come after it)",
+    )
     train.add_argument("--batch-size", type=int, default=128)
     train.add_argument("--precision", choices=PRECISIONS, default="mixed_bfloat16")
     train.add_argument("--jit", action="store_true", help="compile the train step with XLA")
@@ -101,7 +114,6 @@ def config_from_args(args: argparse.Namespace):
 
 
 def _train(args: argparse.Namespace) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         config = config_from_args(args)
     except ValueError as error:
@@ -118,6 +130,16 @@ def _train(args: argparse.Namespace) -> int:
     except NaNLossError as error:
         print(f"transformer-zoo train: error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        from transformer_zoo.train.callbacks.backup import backup_epoch
+
+        epoch = (backup_epoch(os.path.join(config.out, BACKUP_DIR)) or 0) + 1
+        print(
+            f"\ntransformer-zoo train: interrupted; rerun the same command to resume from "
+            f"epoch {epoch}",
+            file=sys.stderr,
+        )
+        return 130
     if result.already_finished:
         print(f"{result.run_dir} already holds this run, finished; its metrics.json:")
     print(summary_line(result.run_dir, result.metrics))
@@ -143,16 +165,15 @@ def summary_line(run_dir: str, metrics: dict | None) -> str:
                 + (f" ({detail})" if detail else "")
             )
     if "bleu" in test:
-        parts.append(f"BLEU {test['bleu']['all']:.1f}")
+        parts.append(f"BLEU {test['bleu']['all']:.1f} ({test.get('bleu_tokenize', '13a')})")
+    if "chrf" in test:
+        parts.append(f"chrF {test['chrf']['all']:.1f}")
     if "perplexity" in test:
         parts.append(f"perplexity {test['perplexity']:.3f}")
     return f"{run_dir}: " + "; ".join(parts)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if not os.path.isdir(args.run_dir):
-        raise UsageError(f"no such run directory: {args.run_dir}")
     from transformer_zoo.evaluation.evaluate import evaluate_directory
     from transformer_zoo.files import read_json, write_json
     from transformer_zoo.run_directory import METRICS_FILE

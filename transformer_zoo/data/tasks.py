@@ -33,6 +33,10 @@ from transformer_zoo.text import Tokenizer, train_tokenizer
 
 BUILTIN = {"dates-zh": DatesZh}
 HELD_OUT_FRACTION = 0.05  # of a user file, for each of valid and test
+# A classification file whose labels are this many and this varied is taken for a file of
+# another family (its first column is text): refused, rather than a 3,000-class model.
+MAX_LABELS = 100
+LABEL_SHARE = 0.2
 # Vocabulary sizes (soft limits) and model types per task kind.
 BUILTIN_TOKENIZERS = {
     "vocabulary_size": 500,
@@ -148,6 +152,13 @@ def _file_task(path: str, family: str, seed: int) -> Task:
     splits = [keys[:held_out], keys[held_out : 2 * held_out], keys[2 * held_out :]]
     test, valid, train = ([e for k in part for e in groups[k]] for part in splits)
     labels = tuple(sorted({e.label for e in examples})) if family == "encoder-only" else ()
+    if len(labels) > MAX_LABELS and len(labels) > LABEL_SHARE * len(examples):
+        raise DataError(
+            path,
+            f"the label column (the first) holds {len(labels)} distinct values in "
+            f"{len(examples)} examples: that is text, not class labels. A translation file "
+            "(source<TAB>target) trains with --family encoder-decoder",
+        )
     return Task(path, family, train, valid, test, labels, dict(USER_TOKENIZERS))
 
 

@@ -5,9 +5,10 @@ and the benchmarks."""
 from transformer_zoo.evaluation.metrics import (
     accuracy,
     bleu,
+    chrf,
     corpus_perplexity,
     exact_match,
     per_category,
 )
 
-__all__ = ["accuracy", "bleu", "corpus_perplexity", "exact_match", "per_category"]
+__all__ = ["accuracy", "bleu", "chrf", "corpus_perplexity", "exact_match", "per_category"]

@@ -5,8 +5,9 @@ The model is a `ServedModel` (the Keras model through `KerasRunner`, a SavedMode
 ONNX files), so every engine is scored by the same code on the same inputs:
 
 - encoder-decoder: greedy translation of every source (each may run to 2 × its length + 16
-  tokens, within the context; all stop at `<eos>`) → exact match and BLEU (sacreBLEU; its
-  Chinese tokenizer when the targets are Chinese), per category; and teacher-forced
+  tokens, within the context; all stop at `<eos>`) → exact match, BLEU (sacreBLEU; its
+  Chinese tokenizer when the targets are Chinese, named in `bleu_tokenize`) and chrF, per
+  category; and teacher-forced
   token accuracy and perplexity of the references;
 - decoder-only: greedy completion of every prompt (at most 64 tokens) → exact match and
   BLEU of the completions when the examples have prompts; token accuracy and perplexity
@@ -25,7 +26,8 @@ import time
 
 import numpy as np
 
-from transformer_zoo.evaluation.metrics import accuracy, bleu, exact_match, per_category
+from transformer_zoo.errors import with_article
+from transformer_zoo.evaluation.metrics import accuracy, bleu, chrf, exact_match, per_category
 from transformer_zoo.generation.search import log_softmax
 from transformer_zoo.text.formats import (
     language_model_example,
@@ -61,7 +63,10 @@ def evaluate(served, task, split: str = "test", limit: int | None = None, sample
     if split not in ("test", "valid"):
         raise ValueError(f"`split` must be 'test' or 'valid'. Received: split={split!r}")
     if served.family != task.family:
-        raise ValueError(f"A {served.family} model cannot be scored on a {task.family} task.")
+        raise ValueError(
+            f"{with_article(served.family).capitalize()} model cannot be scored on "
+            f"{with_article(task.family)} task."
+        )
     started = time.perf_counter()
     examples = list(getattr(task, split))[:limit]
     if not examples:
@@ -205,6 +210,10 @@ def _text_scores(predictions, references, categories) -> dict:
     return {
         "exact_match": per_category(exact_match, predictions, references, categories),
         "bleu": per_category(corpus_bleu, predictions, references, categories),
+        # BLEU counts word 4-grams, which short targets (a date, a number) do not have:
+        # 0 at 100% exact match. chrF counts character n-grams.
+        "bleu_tokenize": tokenize,
+        "chrf": per_category(chrf, predictions, references, categories),
     }
 
 

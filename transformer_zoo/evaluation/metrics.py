@@ -1,4 +1,4 @@
-"""Evaluation of decoded outputs: exact match and BLEU for translation, accuracy for
+"""Evaluation of decoded outputs: exact match, BLEU and chrF for translation, accuracy for
 classification, perplexity for language modelling. No TensorFlow: plain Python lists in,
 floats out, so the ONNX side can use them too."""
 
@@ -34,6 +34,13 @@ def bleu(predictions: Sequence[str], references: Sequence[str], tokenize: str = 
     as sacreBLEU does for WMT Chinese targets."""
     _check_lengths(predictions, references)
     return sacrebleu.corpus_bleu(list(predictions), [list(references)], tokenize=tokenize).score
+
+
+def chrf(predictions: Sequence[str], references: Sequence[str]) -> float:
+    """Corpus chrF (0-100) from `sacrebleu`: the F-score of character n-grams up to 6.
+    Unlike BLEU it means something on short targets (a few digits) and in any script."""
+    _check_lengths(predictions, references)
+    return sacrebleu.corpus_chrf(list(predictions), [list(references)]).score
 
 
 def accuracy(predictions: Sequence, labels: Sequence) -> float:

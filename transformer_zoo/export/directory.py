@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from transformer_zoo.errors import with_article
 from transformer_zoo.models.family import default_task, dimensions_of, family_of
 from transformer_zoo.run_directory import (
     CONFIG_FILE,
@@ -43,16 +44,19 @@ def make_config(
     config: RunConfig | None = None,
     tokenizer: Tokenizer | WordPieceTokenizer | None = None,
     target_tokenizer: Tokenizer | None = None,
+    label_names=None,
 ) -> RunConfig:
     """The run config of `model`: `config` checked against it, or one made from scratch
-    (preset `"custom"`, the family's default task, the tokenizer's special ids)."""
+    (preset `"custom"`, the family's default task, the tokenizer's special ids, and a
+    classifier's `label_names`, "0", "1", ... when not given)."""
     family = family_of(model)
     if config is not None:
         if not isinstance(config, RunConfig):
             raise ValueError(f"`config` must be a RunConfig. Received: {type(config).__name__}")
         if config.family != family:
             raise ValueError(
-                f"`config` describes a {config.family} model but the model is {family}. "
+                f"`config` describes {with_article(config.family)} model but the model is "
+                f"{family}. "
                 f"Received: config.family={config.family!r}"
             )
         return RunConfig.from_dict(config.to_dict())  # a copy
@@ -73,8 +77,21 @@ def make_config(
         tokenizer=tokenizer_file,
         target_tokenizer=TARGET_TOKENIZER_FILE if separate else None,
         max_length=dims.max_length,
-        label_names=[str(i) for i in range(dims.num_classes)] if task == "classification" else None,
+        label_names=_label_names(label_names, dims.num_classes)
+        if task == "classification"
+        else None,
     )
+
+
+def _label_names(names, num_classes: int) -> list[str]:
+    if names is None:
+        return [str(i) for i in range(num_classes)]
+    names = [str(n) for n in names]
+    if len(names) != num_classes:
+        raise ValueError(
+            f"`label_names` needs one name per class: {len(names)} for {num_classes} classes."
+        )
+    return names
 
 
 def write_tokenizers(

@@ -60,9 +60,9 @@ def export_run(
         raise ValueError(f"`quantize` must be None or 'int8'. Received: quantize={quantize!r}")
     if quantize and "onnx" not in formats:
         raise ValueError("`quantize` needs the ONNX format: add 'onnx' to `formats`.")
+    config = load_run_config(run_dir)
     if os.path.abspath(run_dir) == os.path.abspath(out_dir):
         raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
-    config = load_run_config(run_dir)
     if quantize and max_accuracy_drop is not None:
         require_task(config)  # before the export, not after it
     check_run_files(run_dir, config, MODEL_FILE)

@@ -1,4 +1,4 @@
-"""Named architectures: the paper's, BERT's, GPT-2's, MiniLM's, and tiny CPU-sized ones.
+"""Building the named architectures (`transformer_zoo.architectures.PRESETS`).
 
 `from_preset(name, **overrides)` builds one (weights freshly initialized; nothing is
 downloaded). `"tiny"` names one tiny preset per family, so it needs `family=`.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from transformer_zoo.architectures import PRESETS, resolve_preset
+from transformer_zoo.errors import with_article
 from transformer_zoo.models.decoder_only import DecoderOnly
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.encoder_only import EncoderOnly
@@ -19,124 +21,6 @@ MODEL_CLASSES = {
     "encoder-only": EncoderOnly,
     "decoder-only": DecoderOnly,
 }
-
-_BERT = dict(max_length=512, type_vocabulary_size=2, dropout=0.1, layer_norm_epsilon=1e-12)
-_TINY = dict(num_heads=4, hidden_dim=128, intermediate_dim=512, dropout=0.1)
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "transformer_base": {
-        "family": "encoder-decoder",
-        "description": "The paper's base model (Table 3): N=6, d_model=512, d_ff=2048, h=8, "
-        "three-way tied embeddings over a shared 37,000-token vocabulary.",
-        "config": dict(
-            vocabulary_size=37000,
-            num_layers=6,
-            num_heads=8,
-            hidden_dim=512,
-            intermediate_dim=2048,
-            max_length=1024,
-            dropout=0.1,
-            tie_weights="all",
-        ),
-    },
-    "transformer_big": {
-        "family": "encoder-decoder",
-        "description": "The paper's big model (Table 3): N=6, d_model=1024, d_ff=4096, h=16.",
-        "config": dict(
-            vocabulary_size=37000,
-            num_layers=6,
-            num_heads=16,
-            hidden_dim=1024,
-            intermediate_dim=4096,
-            max_length=1024,
-            dropout=0.3,
-            tie_weights="all",
-        ),
-    },
-    "bert_base": {
-        "family": "encoder-only",
-        "description": "BERT-base (uncased): 12 layers, d 768, 12 heads, with pooler.",
-        "config": dict(
-            vocabulary_size=30522,
-            num_layers=12,
-            num_heads=12,
-            hidden_dim=768,
-            intermediate_dim=3072,
-            **_BERT,
-        ),
-    },
-    "minilm_l6": {
-        "family": "encoder-only",
-        "description": "all-MiniLM-L6-v2's architecture: BERT with 6 layers, d 384, 12 heads.",
-        "config": dict(
-            vocabulary_size=30522,
-            num_layers=6,
-            num_heads=12,
-            hidden_dim=384,
-            intermediate_dim=1536,
-            **_BERT,
-        ),
-    },
-    "gpt2_small": {
-        "family": "decoder-only",
-        "description": "GPT-2 small: 12 layers, d 768, 12 heads, context 1024, tied head.",
-        "config": dict(
-            vocabulary_size=50257,
-            num_layers=12,
-            num_heads=12,
-            hidden_dim=768,
-            intermediate_dim=3072,
-            max_length=1024,
-            dropout=0.1,
-        ),
-    },
-    "tiny_encoder_decoder": {
-        "family": "encoder-decoder",
-        "description": "CPU-sized translation model (about 1M parameters with 500-piece "
-        "vocabularies): d 128, 2+2 layers, 4 heads, d_ff 512.",
-        "config": dict(vocabulary_size=512, num_layers=2, max_length=128, **_TINY),
-    },
-    "tiny_encoder_only": {
-        "family": "encoder-only",
-        "description": "CPU-sized BERT: d 128, 2 layers, 4 heads, d_ff 512.",
-        "config": dict(
-            vocabulary_size=512, num_layers=2, max_length=128, type_vocabulary_size=2, **_TINY
-        ),
-    },
-    "tiny_decoder_only": {
-        "family": "decoder-only",
-        "description": "CPU-sized GPT: d 128, 2 layers, 4 heads, d_ff 512, context 256.",
-        "config": dict(vocabulary_size=512, num_layers=2, max_length=256, **_TINY),
-    },
-}
-
-
-def resolve_preset(name: str, family: str | None = None) -> str:
-    """The full preset name: `"tiny"` + a family gives e.g. `"tiny_encoder_decoder"`.
-
-    Raises:
-        ValueError: an unknown name or family, or a family that contradicts the preset.
-    """
-    if family is not None and family not in MODEL_CLASSES:
-        raise ValueError(
-            f"`family` must be one of {tuple(MODEL_CLASSES)}. Received: family={family!r}"
-        )
-    if name == "tiny":
-        if family is None:
-            raise ValueError(
-                "The preset 'tiny' exists for every family: pass `family` "
-                f"({', '.join(MODEL_CLASSES)}) or a full name such as 'tiny_encoder_decoder'."
-            )
-        name = "tiny_" + family.replace("-", "_")
-    if name not in PRESETS:
-        raise ValueError(
-            f"Unknown preset. Choose one of {sorted(PRESETS)} or 'tiny'. Received: {name!r}"
-        )
-    if family is not None and PRESETS[name]["family"] != family:
-        raise ValueError(
-            f"The preset {name!r} is a {PRESETS[name]['family']} model. Received: family={family!r}"
-        )
-    return name
 
 
 def preset_config(name: str, family: str | None = None, **overrides) -> tuple[str, str, dict]:
@@ -150,7 +34,8 @@ def preset_config(name: str, family: str | None = None, **overrides) -> tuple[st
     unknown = sorted(set(overrides) - accepted - {"name", "dtype"})
     if unknown:
         raise ValueError(
-            f"Unknown overrides for a {family} model: {unknown}. Accepted: {sorted(accepted)}"
+            f"Unknown overrides for {with_article(family)} model: {unknown}. "
+            f"Accepted: {sorted(accepted)}"
         )
     return name, family, {**PRESETS[name]["config"], **overrides}
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 
 from transformer_zoo.errors import ModelDirectoryError, first_line
-from transformer_zoo.run_directory import MODEL_FILE
+from transformer_zoo.run_directory import MODEL_FILE, check_model_file
 
 
 def load_run_model(directory: str | os.PathLike, compile: bool = False):
     """The Keras model of `directory/model.keras` (the classes register on import).
 
     Raises:
-        ModelDirectoryError: the file is missing, or Keras cannot load it (truncated,
-            corrupted, or written by an incompatible version).
+        ModelDirectoryError: the file is missing, damaged (truncated, corrupted), or
+            Keras cannot load it (written by an incompatible version).
     """
     import keras
 
@@ -22,6 +22,7 @@ def load_run_model(directory: str | os.PathLike, compile: bool = False):
     path = os.path.join(os.fspath(directory), MODEL_FILE)
     if not os.path.isfile(path):
         raise ModelDirectoryError(f"{os.fspath(directory)!r} lacks {MODEL_FILE}.")
+    check_model_file(path)
     try:
         return keras.saving.load_model(path, compile=compile)
     except Exception as error:  # Keras raises many types for a damaged file

@@ -11,11 +11,12 @@ truncated to `max_length`, as in training and as sentence-transformers does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
-from transformer_zoo.errors import InputError
+from transformer_zoo.errors import InputError, with_article
 from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search import SearchConfig, SearchResult
@@ -24,6 +25,8 @@ from transformer_zoo.run_directory import ModelDimensions, RunConfig
 from transformer_zoo.serving.length_batches import length_batches
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
+
+log = logging.getLogger(__name__)  # truncation warnings; the command line shows them
 
 
 class ServedModel:
@@ -86,6 +89,10 @@ class ServedModel:
         """Continue text prompts; returns the generated text of each (prompt excluded)."""
         self._need("decoder-only", "generate")
         ids = [prompt_ids(self._tokenizer(), text) for text in _texts(prompts)]
+        context = self.dims.max_length
+        _check_lengths(
+            ids, context - 1, "prompt", f"leaves no room in the context of {context} tokens"
+        )
         result = self.generate_ids(ids, max_new_tokens, search=search)
         return [self.tokenizer.decode(row) for row in result.tokens]
 
@@ -120,6 +127,9 @@ class ServedModel:
         """Translate texts; returns one translation per source."""
         self._need("encoder-decoder", "translate")
         ids = [source_ids(self._tokenizer(), text) for text in _texts(sources)]
+        _check_lengths(
+            ids, self.max_length, "source", f"is longer than the model's {self.max_length}"
+        )
         result = self.translate_ids(ids, max_new_tokens, search=search)
         return [self.target_tokenizer.decode(row) for row in result.tokens]
 
@@ -199,11 +209,15 @@ class ServedModel:
         if isinstance(tokenizer, WordPieceTokenizer):
             if text_pairs is not None:
                 raise InputError("Text pairs need a SentencePiece model; this one uses vocab.txt.")
+            _warn_truncated(tokenizer.lengths(texts), self.max_length)
             rows = tokenizer.encode_ids(texts, max_length=self.max_length)
             return [(ids, [0] * len(ids)) for ids in rows]
         pairs = [None] * len(texts) if text_pairs is None else list(text_pairs)
+        rows = [pair_ids(tokenizer, a, b) for a, b in zip(texts, pairs, strict=True)]
+        _warn_truncated([len(ids) for ids, _ in rows], self.max_length)
         return [
-            pair_ids(tokenizer, a, b, self.max_length) for a, b in zip(texts, pairs, strict=True)
+            pair_ids(tokenizer, a, b, self.max_length) if len(row[0]) > self.max_length else row
+            for a, b, row in zip(texts, pairs, rows, strict=True)
         ]
 
     def _encoder_feeds(self, encoded: list[tuple[list[int], list[int]]]) -> dict:
@@ -224,7 +238,9 @@ class ServedModel:
     # --- helpers ------------------------------------------------------------------------
     def _need(self, family: str, what: str) -> None:
         if self.family != family:
-            raise InputError(f"`{what}` needs an {family} model; this one is {self.family}.")
+            raise InputError(
+                f"`{what}` needs {with_article(family)} model; this one is {self.family}."
+            )
 
     def _tokenizer(self):
         if self.tokenizer is None:
@@ -254,6 +270,27 @@ def _texts(texts) -> list[str]:
             f"Inputs must be strings. Received: {type(bad[0]).__name__} {bad[0]!r:.40}"
         )
     return texts
+
+
+def _check_lengths(rows: list[list[int]], limit: int, what: str, problem: str) -> None:
+    """Raises `InputError` naming the first input whose ids are longer than `limit`."""
+    for index, row in enumerate(rows):
+        if len(row) > limit:
+            raise InputError(f"the {what} is {len(row)} tokens long and {problem}", index)
+
+
+def _warn_truncated(lengths: list[int], limit: int) -> None:
+    """Logs one warning for the inputs longer than `limit` tokens, which were cut."""
+    cut = [i for i, n in enumerate(lengths) if n > limit]
+    if cut:
+        shown = ", ".join(str(i + 1) for i in cut[:5]) + (", ..." if len(cut) > 5 else "")
+        log.warning(
+            "%d of %d inputs were longer than the model's %d tokens and were cut to it (inputs %s)",
+            len(cut),
+            len(lengths),
+            limit,
+            shown,
+        )
 
 
 def _check_batch_size(batch_size) -> None:

@@ -175,6 +175,11 @@ class WordPieceTokenizer:
             row if len(row) <= max_length else row[: max_length - 1] + [self.sep_id] for row in ids
         ]
 
+    def lengths(self, texts: Sequence[str]) -> list[int]:
+        """The untruncated length of each text's `[CLS] … [SEP]` ids."""
+        _check_texts(texts)
+        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+
     def encode(
         self, texts: Sequence[str], max_length: int | None = None, pad_to_max_length: bool = False
     ) -> dict[str, np.ndarray]:

@@ -20,7 +20,8 @@ from transformer_zoo.data.tasks import Task
 from transformer_zoo.models import EncoderOnlyClassifier
 from transformer_zoo.models.presets import MODEL_CLASSES, PRESETS, preset_config, resolve_preset
 from transformer_zoo.run_directory import FAMILY_TASKS
-from transformer_zoo.text import Tokenizer, train_tokenizer
+from transformer_zoo.text import Tokenizer, pair_ids, train_tokenizer
+from transformer_zoo.text.formats import language_model_example
 from transformer_zoo.train.recipe import (
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
@@ -150,6 +151,22 @@ class FamilySetup:
                 examples, self.tokenizer, self.task.label_names, max_length=max_length, **options
             )
         return even_batches(data, replicas) if replicas > 1 else data
+
+    def longer_than(self, max_length: int, split: str = "train") -> int:
+        """How many examples of `split` the pipelines cut to `max_length` tokens (their
+        model inputs, `text.formats`, are longer)."""
+        count = 0
+        for e in getattr(self.task, split):
+            if self.family == "encoder-decoder":
+                source = len(self.tokenizer.encode(e.source)) + 1  # + <eos>
+                target = len(self.target_tokenizer.encode(e.target)) + 1  # <bos> + target
+                count += max(source, target) > max_length
+            elif self.family == "decoder-only":
+                inputs, _ = language_model_example(self.tokenizer, e.prompt, e.completion, 10**9)
+                count += len(inputs) > max_length
+            else:
+                count += len(pair_ids(self.tokenizer, e.text, e.text2)[0]) > max_length
+        return count
 
     @staticmethod
     def backbone(model: keras.Model) -> keras.Model:

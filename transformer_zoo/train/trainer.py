@@ -10,6 +10,8 @@ Rerunning the same settings on the same `--out` resumes an interrupted run.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import shutil
 import sys
@@ -18,12 +20,11 @@ import warnings
 from dataclasses import dataclass
 
 import keras
-import tensorflow as tf
 
 from transformer_zoo import run_directory as rd
 from transformer_zoo.data.tasks import limit_task, load_task
 from transformer_zoo.evaluation.evaluate import evaluate
-from transformer_zoo.files import atomic_path, read_json, write_json
+from transformer_zoo.files import atomic_path, read_json, remove_stale_staging, write_json
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.models.family import float32_copy
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, save_run_config
@@ -33,11 +34,13 @@ from transformer_zoo.train import distribution
 from transformer_zoo.train.callbacks.backup import restore_backup
 from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.callbacks.time_budget import TimeBudget
-from transformer_zoo.train.config import TrainConfig
+from transformer_zoo.train.config import MAX_EPOCHS, TARGET_STEPS, WARMUP_SHARE, TrainConfig
 from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup
 from transformer_zoo.train.pretraining import pretrain_masked_lm
 from transformer_zoo.train.recipe.optimizers import make_optimizer
 from transformer_zoo.visualize.curves import plot_curves, read_history
+
+log = logging.getLogger(__name__)  # warnings; the command line shows them
 
 
 @dataclass
@@ -49,6 +52,58 @@ class Prepared:
     state: str  # run_directory.FRESH, RESUME or FINISHED
     chief: bool
     write_dir: str  # the run directory, or a worker's scratch directory
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How long a run trains: `epochs` of `steps_per_epoch` steps, with `warmup_steps`.
+
+    An epoch is one pass over the training batches rounded up to whole executions of
+    `steps_per_execution` steps (the data repeats), so that the progress bar, the
+    optimizer's step count and the cosine schedule agree.
+    """
+
+    epochs: int
+    steps_per_epoch: int
+    warmup_steps: int
+    batches: int  # in one pass over the training split
+    chosen: tuple[str, ...]  # the settings sized to the data
+
+    def describe(self, config: TrainConfig) -> str:
+        """One line: what the run will do, and which settings were chosen for the data."""
+        total = self.epochs * self.steps_per_epoch
+        rate = config.learning_rate
+        peak = f"peak {rate:g}" if config.optimizer == "adamw-cosine" else f"factor {rate or 1:g}"
+        line = (
+            f"Training {self.epochs} epochs of {self.steps_per_epoch} steps ({total} steps, "
+            f"batch {config.batch_size}): {config.optimizer}, {peak}, warmup "
+            f"{self.warmup_steps} steps, dropout {config.dropout}, {config.precision}."
+        )
+        if self.chosen:
+            line += (
+                f" Chosen for the data ({self.batches} batches per pass): "
+                + " and ".join(self.chosen)
+                + "; --epochs and --warmup-steps set them."
+            )
+        return line
+
+
+def plan_steps(config: TrainConfig, batches: int, steps_per_execution: int) -> StepPlan:
+    """The run's `StepPlan` for `batches` training batches per pass: the given epochs and
+    warmup, or (left None, on user data) about `TARGET_STEPS` steps and `WARMUP_SHARE` of
+    them as warmup."""
+    execution = max(1, steps_per_execution)
+    steps_per_epoch = max(1, math.ceil(batches / execution)) * execution
+    chosen = []
+    epochs = config.epochs
+    if epochs is None:
+        epochs = min(MAX_EPOCHS, max(1, math.ceil(TARGET_STEPS / steps_per_epoch)))
+        chosen.append(f"{epochs} epochs for about {TARGET_STEPS} steps")
+    warmup = config.warmup_steps
+    if warmup is None:
+        warmup = round(WARMUP_SHARE * epochs * steps_per_epoch)
+        chosen.append(f"warmup {WARMUP_SHARE:.0%} of the steps")
+    return StepPlan(epochs, steps_per_epoch, warmup, batches, tuple(chosen))
 
 
 @dataclass
@@ -149,6 +204,8 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
     os.makedirs(out, exist_ok=True)
+    for folder in (out, os.path.join(out, rd.CHECKPOINT_DIR), os.path.join(out, rd.BACKUP_DIR)):
+        remove_stale_staging(folder)  # what a killed run was writing
     keras.utils.set_random_seed(config.seed)
     strategy = distribution.make_strategy(config.strategy)
     policy = keras.config.dtype_policy()
@@ -160,19 +217,21 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         train_data = setup.dataset(
             "train", model, config.batch_size, shuffle=True, seed=config.seed, replicas=replicas
         )
-        # Bucketing hides the epoch length from tf.data; counting it (which fills the
-        # pipeline's cache, so the first epoch is not slower) gives the progress bar its
-        # total and the cosine schedule its length.
-        steps_per_epoch = sum(1 for _ in train_data)
-        train_data = train_data.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
-        total_steps = config.epochs * steps_per_epoch
+        execution = distribution.steps_per_execution(config.strategy, config.steps_per_execution)
+        # Bucketing hides the epoch length from tf.data; counting one pass (which fills the
+        # pipeline's cache, so the first epoch is not slower) sizes the run.
+        plan = plan_steps(config, sum(1 for _ in train_data), execution)
+        print(plan.describe(config), flush=True)
+        _warn_cut(setup, setup.backbone(model).max_length)
+        train_data = train_data.repeat()  # epochs of plan.steps_per_epoch steps each
+        total_steps = plan.epochs * plan.steps_per_epoch
         with strategy.scope():
             loss, metrics = setup.loss_and_metrics()
             optimizer, rate_callbacks = make_optimizer(
                 config.optimizer,
                 setup.backbone(model).hidden_dim,
                 total_steps,
-                config.warmup_steps,
+                plan.warmup_steps,
                 config.learning_rate,
                 config.time_budget,
             )
@@ -180,9 +239,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 optimizer=optimizer,
                 loss=loss,
                 metrics=metrics,
-                steps_per_execution=distribution.steps_per_execution(
-                    config.strategy, config.steps_per_execution
-                ),
+                steps_per_execution=execution,
                 jit_compile=config.jit_compile,
             )
             # Made here, the optimizer's variables are not created inside the first
@@ -201,7 +258,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 setup,
                 config.pretrain_steps,
                 config.batch_size,
-                config.warmup_steps,
+                plan.warmup_steps,
                 strategy,
                 seed=config.seed,
                 steps_per_execution=model.steps_per_execution,
@@ -222,14 +279,14 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         with warnings.catch_warnings():
             # The pipelines shuffle; Keras' `shuffle` does not apply to a tf.data dataset.
             warnings.filterwarnings("ignore", message=".*`shuffle=True` was passed")
-            # The last execution of an epoch asks for up to `steps_per_execution` - 1
-            # batches more than there are; Keras warns, and stops the epoch as it should.
+            # The validation pipeline has no known length; Keras warns at its end.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
             with distribution.fit_scope(model, strategy):
                 model.fit(
                     train_data,
                     validation_data=valid_data,
-                    epochs=config.epochs,
+                    epochs=plan.epochs,
+                    steps_per_epoch=plan.steps_per_epoch,
                     initial_epoch=resumed or 0,
                     callbacks=all_callbacks,
                     verbose=verbose,
@@ -242,6 +299,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         return TrainResult(config.out, [], None, resumed_from=resumed)
     summary = {
         "epochs": None,
+        "planned_epochs": plan.epochs,
+        "steps_per_epoch": plan.steps_per_epoch,
+        "warmup_steps": plan.warmup_steps,
         "steps": int(model.optimizer.iterations.numpy()),
         "train_seconds": round(seconds, 1),
         "stopped_by": "time_budget" if budget and budget.stopped else "epochs",
@@ -253,6 +313,18 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         "pretraining": pretraining,
     }
     return _finish(prepared, model, summary, resumed)
+
+
+def _warn_cut(setup: FamilySetup, max_length: int) -> None:
+    cut = setup.longer_than(max_length)
+    if cut:
+        log.warning(
+            "%d of %d training examples are longer than the model's %d tokens and are cut "
+            "to it (a preset with a larger max_length keeps them whole)",
+            cut,
+            len(setup.task.train),
+            max_length,
+        )
 
 
 def _write_start(prepared: Prepared, model: keras.Model) -> None:
@@ -269,7 +341,7 @@ def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> T
     _save_model(serving, out)
     history = read_history(os.path.join(out, rd.HISTORY_FILE))
     summary["epochs"] = len(history)
-    if len(history) < config.epochs and summary["stopped_by"] == "epochs":
+    if len(history) < summary["planned_epochs"] and summary["stopped_by"] == "epochs":
         summary["stopped_by"] = "early_stopping"
     if history:
         title = f"{setup.family} {setup.preset} on {config.data}"

@@ -77,6 +77,7 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
 def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, model=None) -> dict:
     """`draw_attention` for the `model.keras` of a translation run directory (or `model`,
     that file already loaded, e.g. by the Keras engine: no second load or trace)."""
+    from transformer_zoo.errors import with_article
     from transformer_zoo.models.saving import load_run_model
     from transformer_zoo.run_directory import RunError, load_run_config
     from transformer_zoo.text import load_tokenizers
@@ -84,7 +85,7 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
     config = load_run_config(run_dir)
     if config.family != "encoder-decoder":
         raise RunError(
-            f"{run_dir!r} holds a {config.family} model; attention pictures need an "
+            f"{run_dir!r} holds {with_article(config.family)} model; attention pictures need an "
             "encoder-decoder (translation) run."
         )
     if model is None:

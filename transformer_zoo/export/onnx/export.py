@@ -96,6 +96,7 @@ def export_onnx(
     atol: float = ATOL,
     intra_op_num_threads: int = DEFAULT_THREADS,
     tokenizer_dir: str | None = None,
+    label_names=None,
 ) -> dict:
     """Exports `model` to ONNX files with Optimum's names in `out_dir`.
 
@@ -117,6 +118,7 @@ def export_onnx(
         atol: the largest absolute difference validation accepts.
         intra_op_num_threads: written into `genai_config.json`'s session options.
         tokenizer_dir: copy the tokenizer files from this run directory instead.
+        label_names: a classifier's label names when `config` is None (default "0", "1", ...).
 
     Returns:
         A report: per graph file, conversion seconds, fused LayerNorms, file size and the
@@ -127,7 +129,7 @@ def export_onnx(
     """
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    config = make_config(model, config, tokenizer, target_tokenizer)
+    config = make_config(model, config, tokenizer, target_tokenizer, label_names)
     dims = dimensions_of(model)
     report, entries = {}, {}
     for graph in step_graphs(model):

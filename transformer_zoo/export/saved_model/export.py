@@ -113,6 +113,7 @@ def export_saved_model(
     validate: bool = True,
     atol: float = ATOL,
     tokenizer_dir: str | None = None,
+    label_names=None,
 ) -> dict:
     """Writes `out_dir/saved_model/` (see the module docstring for its signatures), the
     tokenizer files and `config.json`.
@@ -120,7 +121,7 @@ def export_saved_model(
     Args:
         model: a model of any family (as for `export_onnx`).
         out_dir: the export directory; an ONNX export may share it.
-        tokenizer, target_tokenizer, config, tokenizer_dir: as for `export_onnx`.
+        tokenizer, target_tokenizer, config, tokenizer_dir, label_names: as for `export_onnx`.
         validate: reload the SavedModel and compare its graph signatures with the model.
         atol: the largest absolute difference validation accepts.
 
@@ -129,7 +130,7 @@ def export_saved_model(
     """
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    config = make_config(model, config, tokenizer, target_tokenizer)
+    config = make_config(model, config, tokenizer, target_tokenizer, label_names)
     dims = dimensions_of(model)
     graphs = step_graphs(model)
     names = GRAPH_SIGNATURES[config.family]

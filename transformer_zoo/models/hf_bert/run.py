@@ -102,7 +102,7 @@ def import_hf_run(
 
     checkpoint_dir, run_dir = os.fspath(checkpoint_dir), os.fspath(run_dir)
     if not os.path.isdir(checkpoint_dir):
-        raise ValueError(f"No such checkpoint directory: {checkpoint_dir}")
+        raise ValueError(f"no such directory: {checkpoint_dir}")
     if os.path.exists(run_dir) and (not os.path.isdir(run_dir) or os.listdir(run_dir)):
         raise ValueError(f"`--out` must be a new or empty directory. Received: {run_dir}")
     # Everything is read and checked before anything is written.

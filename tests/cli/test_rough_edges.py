@@ -1,0 +1,270 @@
+"""What a new user hit on their own files (issue 16), each held at the command line."""
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers import cli_error
+from transformer_zoo.cli import main
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_attention_command_works_in_a_fresh_process(trained_runs, tmp_path):
+    """It crashed with "Could not locate class 'EncoderDecoder'": nothing had imported the
+    model classes in a process that only ran this command."""
+    run_dir = trained_runs["encoder-decoder"].run_dir
+    command = [sys.executable, "-m", "transformer_zoo.cli", "attention", run_dir]
+    command += ["--text", "March 5, 2021", "--out", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "attention.png").is_file() and (tmp_path / "causal_mask.png").is_file()
+    assert "Traceback" not in result.stderr
+
+
+def test_a_command_prints_no_tensorflow_start_up_lines():
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    command = [sys.executable, "-m", "transformer_zoo.cli", "describe", "tiny"]
+    result = subprocess.run(
+        [*command, "--family", "decoder-only"], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    verbose = [sys.executable, "-m", "transformer_zoo.cli", "--verbose", "describe", "minilm_l6"]
+    assert subprocess.run(verbose, capture_output=True, text=True, timeout=300, env=env).stderr
+
+
+def test_files_the_project_writes_are_readable_by_others(trained_runs, family_artifacts):
+    """Exported and written files were mode 0600 (written through mkstemp)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    expected = 0o666 & ~umask
+    for directory in (
+        trained_runs["encoder-decoder"].run_dir,
+        family_artifacts("encoder-decoder").export_dir,
+    ):
+        for root, _, files in os.walk(directory):
+            for name in files:
+                mode = stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode)
+                assert mode & expected == expected, (os.path.join(root, name), oct(mode))
+
+
+def test_a_damaged_model_is_named_damaged_and_a_finished_run_is_not_taken_as_done(
+    trained_runs, tmp_path, capsys
+):
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained_runs["encoder-decoder"].run_dir, run_dir)
+    size = (run_dir / "model.keras").stat().st_size
+    with open(run_dir / "model.keras", "r+b") as file:
+        file.truncate(size // 2)  # a copy cut short
+    line = cli_error(capsys, ["generate", "x", "--model", str(run_dir), "--engine", "keras"])
+    assert "is damaged" in line and "File not found" not in line
+    from tests.artifacts import SMALL_RUN
+
+    argv = ["train", "--family", "encoder-decoder", "--out", str(run_dir)]
+    for name, value in SMALL_RUN.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    line = cli_error(capsys, argv)
+    assert "finished, but" in line and "is damaged" in line
+
+
+def test_an_over_long_input_line_is_named_by_its_line(family_artifacts, tmp_path, capsys):
+    art = family_artifacts("encoder-decoder")
+    lines = ["March 5, 2021", " ".join(["the cat sat on the mat"] * 20), "dogs"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    line = cli_error(
+        capsys, ["translate", "--model", art.export_dir, "--input", tmp_path / "in.txt"]
+    )
+    assert "line 2: the source is" in line and "longer than the model's 32" in line
+    assert "source_token_ids" not in line
+
+
+def test_embed_says_how_many_inputs_it_cut(family_artifacts, capsys):
+    art = family_artifacts("encoder-only")
+    long = " ".join(["the cat sat on the mat"] * 20)
+    code, out, err = _run(capsys, "embed", "dogs", long, "--model", art.export_dir)
+    assert code == 0 and len(out.splitlines()) == 2
+    assert "warning: 1 of 2 inputs were longer than the model's 32 tokens" in err
+
+
+def test_blank_lines_give_empty_outputs_without_running_the_model(
+    family_artifacts, tmp_path, capsys
+):
+    art = family_artifacts("encoder-decoder")
+    (tmp_path / "in.txt").write_text("dogs\n\n   \nthe cat\n", encoding="utf-8")
+    code, out, _ = _run(
+        capsys,
+        "translate",
+        "--model",
+        art.export_dir,
+        "--input",
+        tmp_path / "in.txt",
+        "--max-new-tokens",
+        4,
+    )
+    outputs = out.split("\n")[:-1]
+    assert code == 0 and len(outputs) == 4 and outputs[1] == outputs[2] == ""
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--top-k", "5"], "greedy strategy takes no top_k"),
+        (["--temperature", "0.7", "--strategy", "beam"], "beam strategy takes no temperature"),
+    ],
+)
+def test_a_search_flag_of_another_strategy_is_refused(family_artifacts, capsys, flags, message):
+    art = family_artifacts("decoder-only")
+    assert message in cli_error(capsys, ["generate", "x", "--model", art.export_dir, *flags])
+
+
+def test_more_threads_than_cores_are_bounded_with_a_message(family_artifacts, capsys):
+    art = family_artifacts("decoder-only")
+    code, out, err = _run(
+        capsys, "generate", "x", "--model", art.export_dir, "--threads", 1000, "--max-new-tokens", 2
+    )
+    assert code == 0 and out.strip() != "" or out == "\n"
+    assert f"using {os.cpu_count()}" in err
+
+
+def test_a_translation_file_is_refused_as_classification_data(tmp_path, capsys):
+    rows = [f"{n} apples\t{n}" for n in range(300)]
+    (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    argv = [
+        "train",
+        "--family",
+        "encoder-only",
+        "--data",
+        tmp_path / "pairs.tsv",
+        "--out",
+        tmp_path / "run",
+    ]
+    line = cli_error(capsys, [str(a) for a in argv])
+    assert "that is text, not class labels" in line and "--family encoder-decoder" in line
+
+
+def test_ctrl_c_during_training_is_one_line_and_exit_code_130(monkeypatch, tmp_path, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("transformer_zoo.train.trainer.train", interrupted)
+    code = main(
+        [
+            "train",
+            "--family",
+            "encoder-decoder",
+            "--max-examples",
+            "32",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 130
+    assert (
+        err[-1]
+        == "transformer-zoo train: interrupted; rerun the same command to resume from epoch 1"
+    )
+    assert "Traceback" not in "\n".join(err)
+
+
+def test_the_help_says_what_the_flags_take(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "stop model.fit after SECONDS (compilation included;" in text
+    assert "minilm_l6" in text and "tiny_encoder_decoder" in text  # the presets are listed
+
+
+def test_describe_takes_the_family_of_tiny(capsys):
+    code, out, _ = _run(capsys, "describe", "tiny", "--family", "encoder-only")
+    assert code == 0 and '"preset": "tiny_encoder_only"' in out
+
+
+def test_messages_use_the_right_article(family_artifacts, capsys):
+    art = family_artifacts("encoder-decoder")
+    line = cli_error(capsys, ["generate", "x", "--model", art.export_dir])
+    assert "needs a decoder-only model" in line
+    np.testing.assert_equal(
+        "an encoder-only" in cli_error(capsys, ["embed", "x", "--model", art.export_dir]), True
+    )
+
+
+@pytest.mark.slow  # about 3 minutes of training
+def test_the_default_recipe_learns_a_small_file_of_the_users(tmp_path):
+    """A 3,000-line TSV (number words → digits) with no flags but the family: the old
+    defaults (10 epochs, the paper's warmup of 400 of 230 steps) reached 63% exact match."""
+    import random
+
+    from transformer_zoo.data.builtin.english import english_number
+
+    rng = random.Random(0)
+    numbers = rng.sample(range(100_000), 3000)
+    rows = [f"{english_number(n)}\t{n}" for n in numbers]
+    (tmp_path / "numbers.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    command = [sys.executable, "-m", "transformer_zoo.cli", "train", "--family", "encoder-decoder"]
+    command += ["--data", str(tmp_path / "numbers.tsv"), "--out", str(tmp_path / "run")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Chosen for the data" in result.stdout and "adamw-cosine" in result.stdout
+    import json
+
+    test = json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]
+    assert test["exact_match"]["all"] >= 0.95, test["exact_match"]
+    assert test["chrf"]["all"] > 90 and test["bleu_tokenize"] == "13a"
+
+
+@pytest.mark.slow  # a run killed by Ctrl-C, then resumed: about 1 minute
+def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path):
+    import signal
+    import time
+
+    from transformer_zoo.train.callbacks.backup import backup_epoch
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "transformer_zoo.cli", "train", "--family", "encoder-decoder"]
+    command += ["--max-examples", "128", "--batch-size", "16", "--steps-per-execution", "1"]
+    command += ["--epochs", "4", "--no-evaluate", "--out", str(out)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    run = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 180
+    while (
+        (backup_epoch(out / "backup") or 0) < 1
+        and run.poll() is None
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err[-2000:]
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err
+    assert lines[-1].startswith(
+        "transformer-zoo train: interrupted; rerun the same command to resume from epoch "
+    )
+    leftovers = [
+        n for _, dirs, files in os.walk(out) for n in dirs + files if n.startswith(".partial")
+    ]
+    assert not leftovers
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "from its backup at epoch" in again.stdout
+
+
+@pytest.mark.slow  # an export in a fresh process: 20 s
+def test_export_shows_each_stage_once(trained_runs, tmp_path):
+    command = [sys.executable, "-m", "transformer_zoo.cli", "export"]
+    command += [trained_runs["encoder-decoder"].run_dir, "--format", "onnx", "--out", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    for graph in ("encoder_model.onnx", "decoder_model.onnx"):
+        assert result.stderr.count(f"{graph}: converting with tf2onnx") == 1, result.stderr
