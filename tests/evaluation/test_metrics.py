@@ -54,3 +54,12 @@ def test_mismatched_or_empty_inputs_are_rejected():
         exact_match(["a"], ["a", "b"])
     with pytest.raises(ValueError, match="empty"):
         accuracy([], [])
+
+
+def test_chrf_scores_short_targets_where_bleu_gives_zero():
+    from transformer_zoo.evaluation.metrics import chrf
+
+    digits = ["12", "7", "305"]
+    assert bleu(digits, digits, tokenize="13a") == 0.0  # no word 4-grams in one word
+    assert chrf(digits, digits) == 100.0
+    assert 0 < chrf(["12", "8", "305"], digits) < 100

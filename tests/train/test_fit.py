@@ -70,6 +70,10 @@ def test_metrics_report_the_familys_scores_per_category(runs, family, keys):
     history = read_history(os.path.join(runs[family].run_dir, "history.csv"))
     assert metrics["training"]["epochs"] == len(history) == 2
     assert metrics["training"]["stopped_by"] == "epochs"
+    training = metrics["training"]
+    # Whole executions per epoch: the optimizer ran exactly what the progress bar showed.
+    assert training["steps"] == training["epochs"] * training["steps_per_epoch"]
+    assert training["steps_per_epoch"] % SMALL["steps_per_execution"] == 0
     pretraining = metrics["training"]["pretraining"]
     if family == "encoder-only":
         assert pretraining["steps"] == 3 and 0.0 <= pretraining["masked_accuracy"] <= 1.0

@@ -1,0 +1,40 @@
+"""How long a run trains: `plan_steps`, and the warning for examples the pipelines cut."""
+
+from transformer_zoo.train.config import TrainConfig
+from transformer_zoo.train.trainer import plan_steps
+
+
+def test_an_epoch_is_whole_executions_so_the_progress_bar_and_the_steps_agree():
+    """23 batches with 10 steps per execution showed `30/23` and ran 30 steps."""
+    config = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=3, warmup_steps=5)
+    plan = plan_steps(config, batches=23, steps_per_execution=10)
+    assert (plan.epochs, plan.steps_per_epoch, plan.warmup_steps) == (3, 30, 5)
+    assert plan.chosen == ()
+
+
+def test_without_epochs_or_warmup_a_user_file_trains_about_a_thousand_steps():
+    config = TrainConfig("encoder-decoder", data="pairs.tsv")  # the user gave neither
+    plan = plan_steps(config, batches=22, steps_per_execution=10)
+    assert plan.steps_per_epoch == 30 and plan.epochs == 34  # 1,020 steps
+    assert plan.warmup_steps == 102  # 10% of them, where the old default was a fixed 400
+    assert config.optimizer == "adamw-cosine" and config.learning_rate == 2e-3
+    line = plan.describe(config)
+    assert "34 epochs of 30 steps (1020 steps" in line and "Chosen for the data" in line
+
+
+def test_the_built_in_data_keeps_its_measured_recipe():
+    plan = plan_steps(TrainConfig("encoder-decoder"), batches=235, steps_per_execution=10)
+    assert (plan.epochs, plan.steps_per_epoch, plan.warmup_steps) == (4, 240, 100)
+
+
+def test_training_examples_longer_than_the_model_are_counted(tmp_path):
+    from transformer_zoo.data import load_task
+    from transformer_zoo.train.family_setup import FamilySetup
+
+    rows = [f"word {i}\t{i}" for i in range(40)] + [" ".join(["long"] * 60) + "\t1"]
+    (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    task = load_task(str(tmp_path / "pairs.tsv"), "encoder-decoder")
+    setup = FamilySetup.create(task, "tiny")
+    long_in_train = sum(e.source.startswith("long") for e in task.train)
+    assert setup.longer_than(16) == long_in_train
+    assert setup.longer_than(1000) == 0
