@@ -170,6 +170,63 @@ class CachedEngine:
             else {name: take(value, indices) for name, value in state.cross.items()},
         )
 
+    # --- batches whose rows come and go (continuous batching) ------------------------
+    def concatenate(self, states: list[CachedState]) -> CachedState:
+        """One state of the rows of `states`, in order: each padded on the left to the
+        longest past (zero keys and values, mask False), an encoder-decoder's sources on
+        the right to the longest source. Positions stay per row, so every row decodes as
+        it would alone (as TGI's `CausalLMBatch.concatenate`)."""
+        width = max(s.padding_mask.shape[1] for s in states)
+        masks, caches = [], {name: [] for name in self.cache_names}
+        for state in states:
+            pad = width - state.padding_mask.shape[1]
+            masks.append(np.pad(state.padding_mask, ((0, 0), (pad, 0))))
+            for name in caches:
+                caches[name].append(_pad_axis2(_numpy(state.cache[name]), pad, 0))
+        merged = CachedState(
+            np.concatenate(masks),
+            np.concatenate([s.positions for s in states]),
+            {name: np.concatenate(parts) for name, parts in caches.items()},
+        )
+        if self.is_encoder_decoder:
+            source = max(s.source_mask.shape[1] for s in states)
+            merged.source_mask = np.concatenate(
+                [
+                    np.pad(s.source_mask, ((0, 0), (0, source - s.source_mask.shape[1])))
+                    for s in states
+                ]
+            )
+            merged.cross = {
+                name: np.concatenate(
+                    [
+                        _pad_axis2(_numpy(s.cross[name]), 0, source - s.source_mask.shape[1])
+                        for s in states
+                    ]
+                )
+                for name in self.cross_names
+            }
+        return merged
+
+    def keep(self, state: CachedState, rows) -> CachedState:
+        """The rows `rows` of `state`, with the leading columns that only padding holds
+        trimmed (and an encoder-decoder's trailing source columns), as TGI's `filter`."""
+        rows = np.asarray(rows, np.int64)
+        mask = state.padding_mask[rows]
+        first = int(np.argmax(mask.any(axis=0)))  # rows hold a token, so some column is real
+        kept = CachedState(
+            mask[:, first:],
+            state.positions[rows],
+            {name: _numpy(value)[rows][:, :, first:] for name, value in state.cache.items()},
+        )
+        if self.is_encoder_decoder:
+            source_mask = state.source_mask[rows]
+            end = int(np.nonzero(source_mask.any(axis=0))[0].max()) + 1
+            kept.source_mask = source_mask[:, :end]
+            kept.cross = {
+                name: _numpy(value)[rows][:, :, :end] for name, value in state.cross.items()
+            }
+        return kept
+
     # --- helpers ------------------------------------------------------------------------
     def _ids(self, inputs, ids_key, mask_key, target) -> tuple[np.ndarray, np.ndarray]:
         if ids_key not in inputs:
@@ -197,3 +254,16 @@ class CachedEngine:
         logits, outputs = self._logits(tokens, where, state)
         cache = {past: outputs[present] for past, present in self.cache_names.items()}
         return logits[:, -1], replace(state, cache=cache)  # (B, V): each row's next token
+
+
+def _numpy(value) -> np.ndarray:
+    """A cache tensor as numpy (onnxruntime's OrtValue and TensorFlow's tensors have
+    `.numpy()`)."""
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+
+
+def _pad_axis2(value: np.ndarray, before: int, after: int) -> np.ndarray:
+    """Zeros before and after the length axis of a (B, H, L, Dh) cache tensor."""
+    if not before and not after:
+        return value
+    return np.pad(value, ((0, 0), (0, 0), (before, after), (0, 0)))

@@ -64,6 +64,10 @@ class Greedy:
 
     name: ClassVar[str] = "greedy"
 
+    def draw(self, logp: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """The next token of each row of (B, V) log-probabilities: the most likely."""
+        return logp.argmax(-1)
+
     def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
         return greedy_search(engine, inputs, max_new_tokens, eos_id, pad_id)
 
@@ -102,6 +106,15 @@ class Sampling:
             )
         if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={self.top_p!r}")
+
+    def draw(self, logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The next token of each row of (B, V) log-probabilities, drawn with `rng` (one
+        uniform per row: inverse-CDF sampling of the filtered distribution)."""
+        probs = np.exp(log_softmax(logp / self.temperature))  # (B, V)
+        probs = filter_top_k_top_p(probs, self.top_k, self.top_p)
+        cdf = np.cumsum(probs / probs.sum(-1, keepdims=True), axis=-1)
+        draws = rng.random((probs.shape[0], 1))
+        return np.minimum((cdf < draws).sum(-1), probs.shape[-1] - 1)
 
     def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
         return sample(engine, inputs, max_new_tokens, self, eos_id, pad_id)
@@ -197,9 +210,7 @@ def greedy_search(
     pad_id: int = 0,
 ) -> SearchResult:
     """Pick the most likely token at every step."""
-    return _decode_rows(
-        engine, inputs, max_new_tokens, eos_id, pad_id, lambda logp: logp.argmax(-1)
-    )
+    return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, Greedy().draw)
 
 
 def sample(
@@ -214,17 +225,10 @@ def sample(
     `numpy.random.Generator` from the seed. Scores are log-probabilities under the
     unmodified model distribution."""
     config = Sampling() if config is None else config
-    temperature, top_k, top_p = config.temperature, config.top_k, config.top_p
     rng = np.random.default_rng(config.seed)
-
-    def choose(logp):
-        probs = np.exp(log_softmax(logp / temperature))  # (B, V)
-        probs = filter_top_k_top_p(probs, top_k, top_p)
-        cdf = np.cumsum(probs / probs.sum(-1, keepdims=True), axis=-1)
-        draws = rng.random((probs.shape[0], 1))  # one uniform per row: inverse-CDF sampling
-        return np.minimum((cdf < draws).sum(-1), probs.shape[-1] - 1)
-
-    return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose)
+    return _decode_rows(
+        engine, inputs, max_new_tokens, eos_id, pad_id, lambda logp: config.draw(logp, rng)
+    )
 
 
 def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None) -> np.ndarray:
