@@ -12,7 +12,7 @@ import sys
 
 from transformer_zoo import __version__
 from transformer_zoo.architectures import preset_names
-from transformer_zoo.cli import demo, export, import_hf, serving, train
+from transformer_zoo.cli import demo, export, import_hf, serve, serving, train
 from transformer_zoo.cli.parsing import UsageError
 from transformer_zoo.run_directory import FAMILIES
 
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.register(commands)  # train, evaluate
     export.register(commands)  # export
     serving.register(commands)  # generate, translate, embed, classify
+    serve.register(commands)  # serve
     import_hf.register(commands)  # import-hf
     demo.register(commands)  # demo, attention
     return parser

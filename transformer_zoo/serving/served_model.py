@@ -88,13 +88,8 @@ class ServedModel:
     ) -> list[str]:
         """Continue text prompts; returns the generated text of each (prompt excluded)."""
         self._need("decoder-only", "generate")
-        ids = [prompt_ids(self._tokenizer(), text) for text in _texts(prompts)]
-        context = self.dims.max_length
-        _check_lengths(
-            ids, context - 1, "prompt", f"leaves no room in the context of {context} tokens"
-        )
-        result = self.generate_ids(ids, max_new_tokens, search=search)
-        return [self.tokenizer.decode(row) for row in result.tokens]
+        result = self.generate_ids(self.prompt_ids(prompts), max_new_tokens, search=search)
+        return [self.output_text(row) for row in result.tokens]
 
     def translate_ids(
         self,
@@ -104,19 +99,10 @@ class ServedModel:
     ) -> SearchResult:
         """Translate sources given as ids; the target starts from BOS."""
         self._need("encoder-decoder", "translate")
-        source, mask = token_array(
-            source_token_ids, "source_token_ids", self.dims.vocabulary_size, self.max_length
-        )
         if max_new_tokens is None:
-            max_new_tokens = (self.config.max_target_length or self.dims.max_length) - 1
+            max_new_tokens = self.default_new_tokens()
         check_room(1, max_new_tokens, self.dims.max_length, "target start")
-        start = np.full((len(source), 1), self.config.special_ids["bos"], np.int64)
-        inputs = {
-            "encoder_token_ids": source,
-            "encoder_padding_mask": mask,
-            "decoder_token_ids": start,
-        }
-        return self._search(inputs, max_new_tokens, search)
+        return self._search(self.start_inputs(source_token_ids), max_new_tokens, search)
 
     def translate(
         self,
@@ -126,12 +112,56 @@ class ServedModel:
     ) -> list[str]:
         """Translate texts; returns one translation per source."""
         self._need("encoder-decoder", "translate")
-        ids = [source_ids(self._tokenizer(), text) for text in _texts(sources)]
-        _check_lengths(
-            ids, self.max_length, "source", f"is longer than the model's {self.max_length}"
+        result = self.translate_ids(self.prompt_ids(sources), max_new_tokens, search=search)
+        return [self.output_text(row) for row in result.tokens]
+
+    # --- the pieces of generation, which the HTTP server's scheduler shares ----------
+    def prompt_ids(self, texts: str | Sequence[str]) -> list[list[int]]:
+        """The ids a generative model starts from, per text: a decoder-only prompt
+        (`[bos]` + pieces), an encoder-decoder source (pieces + `[eos]`). Raises
+        `InputError` naming the first text that does not fit the model."""
+        texts = _texts(texts)
+        if self.family == "decoder-only":
+            ids = [prompt_ids(self._tokenizer(), text) for text in texts]
+            context = self.dims.max_length
+            problem = f"leaves no room in the context of {context} tokens"
+            _check_lengths(ids, context - 1, "prompt", problem)
+        else:
+            self._need("encoder-decoder", "translate")
+            ids = [source_ids(self._tokenizer(), text) for text in texts]
+            problem = f"is longer than the model's {self.max_length}"
+            _check_lengths(ids, self.max_length, "source", problem)
+        return ids
+
+    def start_inputs(self, rows) -> dict:
+        """What `CachedEngine.start` takes for prompts (or sources) given as ids: a (B, S)
+        integer array (0 = padding) or id lists."""
+        if self.family == "decoder-only":
+            ids, mask = token_array(rows, "token_ids", self.dims.vocabulary_size, None)
+            return {"token_ids": ids, "padding_mask": mask}
+        source, mask = token_array(
+            rows, "source_token_ids", self.dims.vocabulary_size, self.max_length
         )
-        result = self.translate_ids(ids, max_new_tokens, search=search)
-        return [self.target_tokenizer.decode(row) for row in result.tokens]
+        start = np.full((len(source), 1), self.config.special_ids["bos"], np.int64)
+        return {
+            "encoder_token_ids": source,
+            "encoder_padding_mask": mask,
+            "decoder_token_ids": start,
+        }
+
+    def room(self, prompt_length: int) -> int:
+        """The most tokens a row can generate after `prompt_length` prompt ids (an
+        encoder-decoder's target starts from one BOS whatever the source)."""
+        used = prompt_length if self.family == "decoder-only" else 1
+        return self.dims.max_length - used
+
+    def default_new_tokens(self) -> int:
+        """An encoder-decoder's default target budget: the training target length."""
+        return (self.config.max_target_length or self.dims.max_length) - 1
+
+    def output_text(self, ids) -> str:
+        """The text of generated ids (up to the first EOS), in the output tokenizer."""
+        return self.target_tokenizer.decode(ids)
 
     def _search(self, inputs, max_new_tokens, search) -> SearchResult:
         special = self.config.special_ids
@@ -202,6 +232,18 @@ class ServedModel:
                     "probabilities": {name: float(p) for name, p in zip(labels, row, strict=True)},
                 })  # fmt: skip
         return results
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """How many tokens of each text an encoder-only model reads (after truncation)."""
+        self._need("encoder-only", "token_counts")
+        lengths = self._tokenizer_lengths(_texts(texts))
+        return [min(n, self.max_length) for n in lengths]
+
+    def _tokenizer_lengths(self, texts: list[str]) -> list[int]:
+        tokenizer = self._tokenizer()
+        if isinstance(tokenizer, WordPieceTokenizer):
+            return tokenizer.lengths(texts)
+        return [len(pair_ids(tokenizer, text, None)[0]) for text in texts]
 
     def _tokenize(self, texts: list[str], text_pairs) -> list[tuple[list[int], list[int]]]:
         """`(ids, segment ids)` per text (or pair), truncated to `max_length`."""

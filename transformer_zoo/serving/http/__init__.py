@@ -1,0 +1,51 @@
+"""`transformer-zoo serve`: an HTTP server for exported models, TensorFlow-free.
+
+- OpenAI's API (`/v1/models`, `/v1/completions`, `/v1/embeddings`), which the official
+  `openai` client uses unchanged;
+- the Open Inference Protocol v2 (`/v2/...`, KServe and Triton), which `tritonclient.http`
+  uses unchanged, binary tensors included;
+- `/health` (503 while loading) and `/metrics` (Prometheus).
+
+Generation is continuously batched and encoder requests are micro-batched
+(`scheduler`); the queue is bounded (429 past it) and SIGTERM finishes the requests in
+flight before the process exits (uvicorn's graceful shutdown, then the workers').
+
+Example:
+    from transformer_zoo.serving.http import serve
+    serve({"dates": "exports/dates"}, port=8000)
+"""
+
+from __future__ import annotations
+
+from transformer_zoo.serving.http.app import create_app
+from transformer_zoo.serving.http.models import ServerSettings, model_names
+
+__all__ = ["ServerSettings", "create_app", "model_names", "serve"]
+
+
+def serve(
+    directories: dict[str, str],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    settings: ServerSettings | None = None,
+    log_level: str = "warning",
+) -> int:
+    """Serves `{model name: export directory}` until SIGTERM or Ctrl-C; returns 0, or 1
+    when a model failed to load."""
+    import uvicorn
+
+    failed = []
+    server = None
+
+    def on_load_error(error):
+        failed.append(error)
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(directories, settings, on_load_error)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    return 1 if failed else 0

@@ -1,0 +1,512 @@
+"""The FastAPI app: OpenAI's `/v1` API, the Open Inference Protocol's `/v2`, `/health`
+and `/metrics`, over the models of a `ModelRegistry`.
+
+Every refusal is answered in the protocol's error shape (OpenAI's `{"error": {...}}` on
+`/v1`, `{"error": "..."}` on `/v2`) before any work starts; a failure inside the engine
+fails only the requests it touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import time
+import uuid
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from transformer_zoo import __version__
+from transformer_zoo.serving.http import inference_protocol as oip
+from transformer_zoo.serving.http.completions import (
+    Choice,
+    Generation,
+    RequestError,
+    check_max_tokens,
+    prompt_rows,
+    strategy,
+)
+from transformer_zoo.serving.http.metrics import Metrics
+from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
+from transformer_zoo.serving.http.openai_protocol import (
+    CompletionRequest,
+    EmbeddingRequest,
+    error_body,
+)
+from transformer_zoo.serving.http.scheduler import Closed, QueueFull
+
+log = logging.getLogger(__name__)
+POLL = 0.25  # seconds between checks that a waiting client is still there
+
+
+def create_app(
+    directories: dict[str, str], settings: ServerSettings | None = None, on_load_error=None
+) -> FastAPI:
+    """The server's app for `{model name: export directory}`; the models load in the
+    background when the app starts (`/health` is 503 until they have)."""
+    settings = settings or ServerSettings()
+    metrics = Metrics()
+    registry = ModelRegistry(directories, settings, metrics)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        registry.start(on_load_error)
+        yield
+        # uvicorn has answered the requests in flight; the workers have nothing left.
+        await asyncio.to_thread(registry.close)
+
+    app = FastAPI(title="transformer-zoo", version=__version__, lifespan=lifespan)
+    app.state.registry, app.state.settings, app.state.metrics = registry, settings, metrics
+    if settings.cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["*"],
+        )
+
+    @app.middleware("http")
+    async def count_and_authorize(request: Request, call_next):
+        path = request.url.path
+        protected = path.startswith(("/v1", "/v2")) and not path.startswith("/v2/health")
+        if settings.api_key and protected:
+            if request.headers.get("authorization") != f"Bearer {settings.api_key}":
+                response = _error(path, RequestError(401, "A valid API key is needed."))
+                metrics.requests.labels("auth", "401").inc()
+                return response
+        response = await call_next(request)
+        route = request.scope.get("route")
+        metrics.requests.labels(getattr(route, "path", "other"), str(response.status_code)).inc()
+        return response
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, error: RequestError):
+        return _error(request.url.path, error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException):
+        return _error(request.url.path, RequestError(error.status_code, str(error.detail)))
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, error: Exception):
+        log.exception("request failed")
+        return _error(request.url.path, RequestError(500, f"Internal error: {error}"))
+
+    # --- health and metrics -------------------------------------------------------------
+    @app.get("/health")
+    async def health():
+        if registry.error is not None:
+            return JSONResponse({"status": "failed", "error": str(registry.error)}, 503)
+        if not registry.ready.is_set():
+            return JSONResponse({"status": "loading"}, 503)
+        return {"status": "ok", "models": list(registry.entries)}
+
+    @app.get("/metrics")
+    async def prometheus():
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    # --- OpenAI ------------------------------------------------------------------------
+    @app.get("/v1/models")
+    async def list_models():
+        created = int(time.time())
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": created, "owned_by": "transformer-zoo"}
+                for name in _ready(registry).entries
+            ],
+        }
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await _parse(request, CompletionRequest, settings)
+        entry = _model(registry, body.model, "generate", ("decoder-only", "encoder-decoder"))
+        served = entry.served
+        rows = prompt_rows(served, body.prompt)
+        max_tokens = 16 if body.max_tokens is None else body.max_tokens
+        check_max_tokens(served, rows, max_tokens, settings.max_tokens)
+        if body.echo and served.family != "decoder-only":
+            raise RequestError(400, "`echo` needs a decoder-only model.", "echo")
+        if body.echo and body.logprobs is not None:
+            raise RequestError(400, "This server does not give the prompt's logprobs.", "echo")
+        strategy(body.temperature, body.top_p, body.top_k, body.seed)  # checked now
+
+        def make_strategy(j):
+            seed = None if body.seed is None else body.seed + j
+            return strategy(body.temperature, body.top_p, body.top_k, seed)
+
+        generation = Generation(
+            entry.worker, rows, max_tokens, make_strategy, body.n, body.stop,
+            body.logprobs, settings.request_timeout,
+        )  # fmt: skip
+        prefixes = [_echo(served, body.prompt, ids) if body.echo else "" for ids in rows]
+        choices = [
+            Choice(served, body.stop, prefix=prefixes[i // body.n])
+            for i in range(len(generation.rows))
+        ]
+        _submit(generation)
+        usage_prompt = sum(len(ids) for ids in rows)
+        meta = {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.model,
+        }
+        ttft = metrics.time_to_first_token.labels(body.model)
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            stream = _stream(request, generation, choices, meta, body, usage_prompt, include_usage)
+            return StreamingResponse(stream(ttft), media_type="text/event-stream")
+        await _wait(request, generation, choices)
+        if generation.first_token_at is not None:
+            ttft.observe(generation.first_token_at - generation.arrived)
+        _raise_failure(choices)
+        completion_tokens = sum(len(c.tokens) for c in choices)
+        return {
+            **meta,
+            "choices": [
+                {
+                    "index": i,
+                    "text": c.prefix + c.text,
+                    "logprobs": c.logprobs(body.logprobs),
+                    "finish_reason": c.finish_reason,
+                }
+                for i, c in enumerate(choices)
+            ],
+            "usage": _usage(usage_prompt, completion_tokens),
+        }
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        body = await _parse(request, EmbeddingRequest, settings)
+        entry = _model(registry, body.model, "embed", ("encoder-only",))
+        texts = [body.input] if isinstance(body.input, str) else body.input
+        if not texts or any(not text.strip() for text in texts):
+            raise RequestError(400, "The input is empty.", "input")
+        vectors = await _encoder_run(request, entry, "embed", texts, settings)
+        data = []
+        for i, vector in enumerate(vectors):
+            if body.encoding_format == "base64":
+                embedding = base64.b64encode(vector.astype("<f4").tobytes()).decode()
+            else:
+                embedding = vector.tolist()
+            data.append({"object": "embedding", "index": i, "embedding": embedding})
+        tokens = sum(entry.served.token_counts(texts))
+        return {
+            "object": "list",
+            "data": data,
+            "model": body.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    # --- Open Inference Protocol v2 ------------------------------------------------------
+    @app.get("/v2")
+    async def server_metadata():
+        return {"name": "transformer-zoo", "version": __version__, "extensions": ["binary_tensor_data"]}
+
+    @app.get("/v2/health/live")
+    async def live():
+        return {"live": True}
+
+    @app.get("/v2/health/ready")
+    async def ready():
+        is_ready = registry.ready.is_set()
+        return JSONResponse({"ready": is_ready}, 200 if is_ready else 503)
+
+    @app.get("/v2/models/{name}")
+    async def model_metadata(name: str):
+        entry = _model(registry, name)
+        return {
+            "name": name,
+            "versions": ["1"],
+            "platform": "onnxruntime_onnx",
+            "inputs": [{"name": "text", "datatype": "BYTES", "shape": [-1]}],
+            "outputs": [
+                {"name": output, "datatype": datatype, "shape": shape}
+                for output, (datatype, shape) in _v2_outputs(entry).items()
+            ],
+        }
+
+    @app.get("/v2/models/{name}/ready")
+    async def model_ready(name: str):
+        _model(registry, name)
+        return {"name": name, "ready": True}
+
+    @app.post("/v2/models/{name}/infer")
+    async def infer(name: str, request: Request):
+        raw = await _body(request, settings)
+        try:
+            parsed, tensors = oip.parse_request(raw, request.headers.get(oip.HEADER))
+            entry = _model(registry, name)
+            names, binary = oip.binary_outputs(parsed, list(_v2_outputs(entry)))
+        except oip.ProtocolError as error:
+            raise RequestError(400, str(error)) from None
+        if set(tensors) != {"text"}:
+            raise RequestError(400, f"The model takes one BYTES input, `text`; got {sorted(tensors)}.")
+        texts = tensors["text"]
+        if not isinstance(texts, list):
+            raise RequestError(400, "The input `text` must be BYTES (strings).")
+        if not texts or any(not t.strip() for t in texts):
+            raise RequestError(400, "The input `text` is empty.")
+        parameters = parsed.get("parameters") or {}
+        outputs = await _v2_run(request, entry, texts, names, parameters, settings)
+        body, header_length = oip.encode_response(
+            {"model_name": name, "model_version": "1", **({"id": parsed["id"]} if "id" in parsed else {})},
+            {k: outputs[k] for k in names},
+            binary,
+        )
+        headers = {} if header_length is None else {oip.HEADER: str(header_length)}
+        media = "application/json" if header_length is None else "application/octet-stream"
+        return Response(body, media_type=media, headers=headers)
+
+    return app
+
+
+# --- helpers -------------------------------------------------------------------------------
+def _error(path: str, error: RequestError) -> JSONResponse:
+    if path.startswith("/v2"):
+        body = {"error": error.message}
+    else:
+        body = error_body(error.status, error.message, error.param)
+    return JSONResponse(body, error.status, headers=error.headers)
+
+
+async def _body(request: Request, settings: ServerSettings) -> bytes:
+    """The request's body, refused with 413 past `max_body_bytes` (before reading it when
+    the client says its length)."""
+    limit = settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"The body is {declared} bytes; the most is {limit}.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"The body is over {limit} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _parse(request: Request, model: type[BaseModel], settings: ServerSettings):
+    raw = await _body(request, settings)
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RequestError(400, f"The body is not valid JSON: {error}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or None
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = f"Unknown field `{where}`."
+        raise RequestError(422, f"{message}" + (f" (at `{where}`)" if where else ""), where) from None
+
+
+def _ready(registry: ModelRegistry) -> ModelRegistry:
+    if registry.error is not None:
+        raise RequestError(503, f"The models failed to load: {registry.error}")
+    if not registry.ready.is_set():
+        raise RequestError(503, "The models are still loading.", headers={"Retry-After": "1"})
+    return registry
+
+
+def _model(registry: ModelRegistry, name: str, what: str | None = None, families=()):
+    entries = _ready(registry).entries
+    if name not in entries:
+        raise RequestError(
+            404, f"No model {name!r}; this server has {', '.join(entries)}.", "model"
+        )
+    entry = entries[name]
+    if families and entry.family not in families:
+        raise RequestError(
+            400, f"Model {name!r} is {entry.family}; `{what}` needs {' or '.join(families)}.", "model"
+        )
+    return entry
+
+
+def _submit(generation: Generation) -> None:
+    try:
+        generation.submit()
+    except QueueFull as error:
+        raise RequestError(429, str(error), headers={"Retry-After": "1"}) from None
+    except Closed as error:
+        raise RequestError(503, str(error)) from None
+
+
+async def _wait(request: Request, generation: Generation, choices: list[Choice]) -> None:
+    """Until every row has ended; a client that has gone cancels its rows."""
+    while generation.open:
+        if await generation.next(choices, POLL) is None and await request.is_disconnected():
+            generation.cancel()
+            return
+
+
+def _raise_failure(choices: list[Choice]) -> None:
+    for choice in choices:
+        if isinstance(choice.error, TimeoutError):
+            raise RequestError(504, "The request took longer than the server's timeout.")
+        if choice.error is not None:
+            raise RequestError(500, f"Generation failed: {choice.error}")
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _echo(served, prompt, ids) -> str:
+    """The prompt's text for `echo` (its ids decoded, BOS dropped)."""
+    return served.output_text(ids[1:] if ids and ids[0] == served.config.special_ids["bos"] else ids)
+
+
+def _stream(request, generation: Generation, choices, meta, body, usage_prompt, include_usage):
+    """Server-sent events: a chunk per released piece of text, a last chunk per choice
+    with its finish_reason, the usage chunk if asked, then `[DONE]`."""
+
+    def event(data) -> str:
+        return f"data: {json.dumps(data)}\n\n"
+
+    def chunk(index, text, logprobs=None, finish=None) -> str:
+        choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
+        return event({**meta, "choices": [choice], **({"usage": None} if include_usage else {})})
+
+    async def events(ttft):
+        logged = [0] * len(choices)  # tokens whose logprobs were sent, per choice
+        sent_prefix = [False] * len(choices)
+        try:
+            while generation.open:
+                got = await generation.next(choices, POLL)
+                if got is None:
+                    if await request.is_disconnected():
+                        return
+                    continue
+                index, _ = got
+                if generation.first_token_at is not None and ttft is not None:
+                    ttft.observe(generation.first_token_at - generation.arrived)
+                    ttft = None
+                choice = choices[index]
+                if choice.error is not None:
+                    kind = 504 if isinstance(choice.error, TimeoutError) else 500
+                    message = "The request timed out." if kind == 504 else str(choice.error)
+                    generation.cancel()
+                    yield event(error_body(kind, message))
+                    yield "data: [DONE]\n\n"
+                    return
+                text = choice.delta()
+                if not sent_prefix[index] and choice.prefix:
+                    text, sent_prefix[index] = choice.prefix + text, True
+                logprobs = choice.logprobs(body.logprobs, logged[index])
+                if text or (logprobs and logprobs["tokens"]):
+                    logged[index] = len(choice.tokens)
+                    yield chunk(index, text, logprobs)
+                if choice.finish_reason is not None and not choice.closed:
+                    choice.closed = True
+                    reason = choice.finish_reason if choice.finish_reason in ("stop", "length") else "stop"
+                    yield chunk(index, "", None, reason)
+            if include_usage:
+                tokens = sum(len(c.tokens) for c in choices)
+                yield event({**meta, "choices": [], "usage": _usage(usage_prompt, tokens)})
+            yield "data: [DONE]\n\n"
+        finally:
+            generation.cancel()  # a client that went away frees its rows at the next step
+
+    return events
+
+
+async def _encoder_run(request, entry, kind: str, texts: list[str], settings) -> list | np.ndarray:
+    try:
+        future = entry.worker.submit(kind, texts)
+    except QueueFull as error:
+        raise RequestError(429, str(error), headers={"Retry-After": "1"}) from None
+    except Closed as error:
+        raise RequestError(503, str(error)) from None
+    waiting = asyncio.wrap_future(future)
+    deadline = time.monotonic() + settings.request_timeout
+    while True:
+        done, _ = await asyncio.wait({waiting}, timeout=POLL)
+        if done:
+            return waiting.result()
+        if await request.is_disconnected():
+            future.cancel()
+            raise RequestError(499, "The client went away.")
+        if time.monotonic() > deadline:
+            future.cancel()
+            raise RequestError(504, "The request took longer than the server's timeout.")
+
+
+def _v2_outputs(entry) -> dict[str, tuple[str, list[int]]]:
+    """The v2 outputs of a model: name -> (datatype, shape)."""
+    if entry.family != "encoder-only":
+        return {"text": ("BYTES", [-1]), "finish_reason": ("BYTES", [-1])}
+    outputs = {"embedding": ("FP32", [-1, entry.served.dims.hidden_dim])}
+    if entry.task == "classification":
+        classes = len(entry.served.config.label_names)
+        outputs = {"label": ("BYTES", [-1]), "probabilities": ("FP32", [-1, classes]), **outputs}
+    return outputs
+
+
+V2_PARAMETERS = ("max_tokens", "temperature", "top_p", "top_k", "seed")
+
+
+async def _v2_run(request, entry, texts, names, parameters, settings) -> dict:
+    served = entry.served
+    if entry.family == "encoder-only":
+        outputs = {}
+        if "embedding" in names:
+            outputs["embedding"] = np.asarray(
+                await _encoder_run(request, entry, "embed", texts, settings), np.float32
+            )
+        if {"label", "probabilities"} & set(names):
+            results = await _encoder_run(request, entry, "classify", texts, settings)
+            labels = served.config.label_names
+            outputs["label"] = [r["label"] for r in results]
+            outputs["probabilities"] = np.asarray(
+                [[r["probabilities"][label] for label in labels] for r in results], np.float32
+            )
+        return outputs
+    unknown = sorted(set(parameters) - set(V2_PARAMETERS) - {"binary_data_output"})
+    if unknown:
+        raise RequestError(400, f"Unknown parameter {unknown[0]!r}; known: {', '.join(V2_PARAMETERS)}.")
+    default = 16 if served.family == "decoder-only" else served.default_new_tokens()
+    max_tokens = parameters.get("max_tokens", default)
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise RequestError(400, f"max_tokens must be a positive integer. Received: {max_tokens!r}")
+    rows = prompt_rows(served, texts, "text")
+    if served.family == "encoder-decoder":
+        max_tokens = min(max_tokens, served.room(1))
+    check_max_tokens(served, rows, max_tokens, settings.max_tokens)
+    temperature = parameters.get("temperature", 0.0)  # v2 decodes greedily by default
+    seed = parameters.get("seed")
+    for key in ("temperature", "top_p", "top_k", "seed"):
+        value = parameters.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise RequestError(400, f"{key} must be a number. Received: {value!r}")
+
+    def make_strategy(j):
+        return strategy(temperature, parameters.get("top_p"), parameters.get("top_k"), seed)
+
+    make_strategy(0)
+    generation = Generation(
+        entry.worker, rows, max_tokens, make_strategy, 1, [], None, settings.request_timeout
+    )
+    choices = [Choice(served, []) for _ in rows]
+    _submit(generation)
+    await _wait(request, generation, choices)
+    _raise_failure(choices)
+    return {
+        "text": [c.text for c in choices],
+        "finish_reason": [c.finish_reason or "stop" for c in choices],
+    }

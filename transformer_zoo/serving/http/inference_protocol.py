@@ -1,0 +1,180 @@
+"""The Open Inference Protocol v2 (KServe, Triton) request and response bodies, with the
+binary tensor extension that `tritonclient.http` uses by default.
+
+A body with the `Inference-Header-Content-Length: N` header is N bytes of JSON, then the
+binary data of the tensors whose `parameters.binary_data_size` says how many bytes each
+takes, in order. A BYTES tensor's data is each element as a 4-byte little-endian length
+followed by its bytes; numeric tensors are their row-major little-endian values.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+
+HEADER = "Inference-Header-Content-Length"
+DTYPES = {
+    "BOOL": np.bool_,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "UINT8": np.uint8,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+}
+
+
+class ProtocolError(ValueError):
+    """A malformed request: answered 400 with `{"error": message}`."""
+
+
+def parse_request(body: bytes, header_length: str | None) -> tuple[dict, dict[str, object]]:
+    """`(request JSON, {input name: numpy array or list of str})` of an infer body."""
+    try:
+        split = len(body) if header_length is None else int(header_length)
+    except ValueError:
+        raise ProtocolError(f"{HEADER} must be an integer. Received: {header_length!r}") from None
+    if not 0 <= split <= len(body):
+        raise ProtocolError(f"{HEADER} is {split}, but the body has {len(body)} bytes.")
+    try:
+        request = json.loads(body[:split])
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ProtocolError(f"The request is not valid JSON: {error}") from None
+    if not isinstance(request, dict) or not isinstance(request.get("inputs"), list):
+        raise ProtocolError("The request needs an `inputs` list.")
+    binary, offset, tensors = body[split:], 0, {}
+    for item in request["inputs"]:
+        if not isinstance(item, dict) or not {"name", "datatype", "shape"} <= set(item):
+            raise ProtocolError("Each input needs `name`, `datatype` and `shape`.")
+        name, datatype, shape = item["name"], item["datatype"], item["shape"]
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise ProtocolError(f"Input {name!r}: `shape` must be a list of sizes.")
+        size = (item.get("parameters") or {}).get("binary_data_size")
+        if size is not None:
+            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+                raise ProtocolError(f"Input {name!r}: binary_data_size runs past the body.")
+            tensors[name] = _from_bytes(name, datatype, shape, binary[offset : offset + size])
+            offset += size
+        elif "data" in item:
+            tensors[name] = _from_json(name, datatype, shape, item["data"])
+        else:
+            raise ProtocolError(f"Input {name!r} has neither `data` nor binary data.")
+    if offset != len(binary):
+        raise ProtocolError(f"{len(binary) - offset} bytes of binary data belong to no input.")
+    return request, tensors
+
+
+def _count(shape) -> int:
+    return int(np.prod(shape)) if shape else 1
+
+
+def _from_json(name, datatype, shape, data):
+    flat = list(_flatten(data))
+    if len(flat) != _count(shape):
+        raise ProtocolError(f"Input {name!r}: {len(flat)} values for shape {shape}.")
+    if datatype == "BYTES":
+        if not all(isinstance(v, str) for v in flat):
+            raise ProtocolError(f"Input {name!r}: BYTES data must be strings.")
+        return flat
+    if datatype not in DTYPES:
+        raise ProtocolError(f"Input {name!r}: unknown datatype {datatype!r}.")
+    try:
+        return np.asarray(flat, DTYPES[datatype]).reshape(shape)
+    except (TypeError, ValueError):
+        raise ProtocolError(f"Input {name!r}: the data are not {datatype}.") from None
+
+
+def _flatten(data):
+    if isinstance(data, list):
+        for item in data:
+            yield from _flatten(item)
+    else:
+        yield data
+
+
+def _from_bytes(name, datatype, shape, raw: bytes):
+    if datatype == "BYTES":
+        items, offset = [], 0
+        while offset < len(raw):
+            if offset + 4 > len(raw):
+                raise ProtocolError(f"Input {name!r}: a BYTES element is cut short.")
+            (length,) = struct.unpack_from("<I", raw, offset)
+            offset += 4
+            if offset + length > len(raw):
+                raise ProtocolError(f"Input {name!r}: a BYTES element is cut short.")
+            items.append(raw[offset : offset + length])
+            offset += length
+        if len(items) != _count(shape):
+            raise ProtocolError(f"Input {name!r}: {len(items)} elements for shape {shape}.")
+        try:
+            return [item.decode("utf-8") for item in items]
+        except UnicodeDecodeError:
+            raise ProtocolError(f"Input {name!r}: the text is not UTF-8.") from None
+    if datatype not in DTYPES:
+        raise ProtocolError(f"Input {name!r}: unknown datatype {datatype!r}.")
+    dtype = np.dtype(DTYPES[datatype]).newbyteorder("<")
+    if len(raw) != _count(shape) * dtype.itemsize:
+        raise ProtocolError(f"Input {name!r}: {len(raw)} bytes for {datatype} of shape {shape}.")
+    return np.frombuffer(raw, dtype).reshape(shape)
+
+
+def bytes_tensor(items: list[str]) -> bytes:
+    """The binary form of a BYTES tensor."""
+    out = bytearray()
+    for item in items:
+        data = item.encode("utf-8")
+        out += struct.pack("<I", len(data)) + data
+    return bytes(out)
+
+
+def encode_response(response: dict, outputs: dict, binary: set[str]) -> tuple[bytes, int | None]:
+    """`(body, JSON header length or None)` of an infer response. `outputs` maps names to
+    a list of str (BYTES) or a numpy array; those named in `binary` go as binary data."""
+    tensors, chunks = [], []
+    for name, value in outputs.items():
+        if isinstance(value, list):
+            entry = {"name": name, "datatype": "BYTES", "shape": [len(value)]}
+            raw = bytes_tensor(value) if name in binary else None
+            data = value
+        else:
+            value = np.ascontiguousarray(value)
+            datatype = next(k for k, v in DTYPES.items() if np.dtype(v) == value.dtype)
+            entry = {"name": name, "datatype": datatype, "shape": list(value.shape)}
+            raw = value.astype(value.dtype.newbyteorder("<")).tobytes() if name in binary else None
+            data = value.reshape(-1).tolist()
+        if raw is None:
+            entry["data"] = data
+        else:
+            entry["parameters"] = {"binary_data_size": len(raw)}
+            chunks.append(raw)
+        tensors.append(entry)
+    header = json.dumps({**response, "outputs": tensors}).encode()
+    if not chunks:
+        return header, None
+    return header + b"".join(chunks), len(header)
+
+
+def binary_outputs(request: dict, names: list[str]) -> tuple[list[str], set[str]]:
+    """`(outputs to return, the ones to return as binary)`: the request's `outputs` (or
+    all of `names`), binary where it asks (`binary_data`, or `binary_data_output` for the
+    whole request, which tritonclient sets when it names no outputs)."""
+    everything = bool((request.get("parameters") or {}).get("binary_data_output"))
+    asked = request.get("outputs")
+    if not asked:
+        return list(names), set(names) if everything else set()
+    if not isinstance(asked, list) or not all(isinstance(o, dict) and "name" in o for o in asked):
+        raise ProtocolError("`outputs` must be a list of {\"name\": ...} objects.")
+    chosen, binary = [], set()
+    for output in asked:
+        if output["name"] not in names:
+            raise ProtocolError(
+                f"Unknown output {output['name']!r}; this model gives {', '.join(names)}."
+            )
+        chosen.append(output["name"])
+        if (output.get("parameters") or {}).get("binary_data", everything):
+            binary.add(output["name"])
+    return chosen, binary

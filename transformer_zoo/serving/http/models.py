@@ -1,0 +1,126 @@
+"""The served models of one server: loaded in the background (the server answers
+`/health` with 503 meanwhile), each with the worker that batches its requests."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+
+from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS
+from transformer_zoo.serving.http.scheduler import EncoderBatcher, GenerationScheduler
+from transformer_zoo.serving.loading import load_onnx
+from transformer_zoo.serving.served_model import ServedModel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerSettings:
+    """What a server may take on, checked before any work.
+
+    Attributes:
+        max_batch_size: the most sequences a generative model decodes together.
+        encoder_batch_size: the most texts an encoder-only model runs together.
+        max_wait_ms: how long an encoder request waits for others to share its batch.
+        max_queue: the most sequences (texts) waiting per model; past it, 429.
+        request_timeout: seconds a request may take; past it, 504 (or an error event).
+        max_body_bytes: the largest request body; past it, 413.
+        max_tokens: the most tokens a request may ask for (None: what the context allows).
+        api_key: when set, `/v1` and `/v2` requests need `Authorization: Bearer KEY`.
+        cors_origins: origins allowed by CORS (none: CORS off).
+        threads: onnxruntime threads per session.
+    """
+
+    max_batch_size: int = 16
+    encoder_batch_size: int = 32
+    max_wait_ms: float = 5.0
+    max_queue: int = 256
+    request_timeout: float = 120.0
+    max_body_bytes: int = 1 << 20
+    max_tokens: int | None = None
+    api_key: str | None = None
+    cors_origins: list[str] = field(default_factory=list)
+    threads: int = DEFAULT_THREADS
+    allow_spinning: bool = DEFAULT_SPINNING
+
+
+@dataclass
+class ModelEntry:
+    name: str
+    directory: str
+    served: ServedModel
+    worker: GenerationScheduler | EncoderBatcher
+
+    @property
+    def family(self) -> str:
+        return self.served.family
+
+    @property
+    def task(self) -> str:
+        return self.served.config.task
+
+
+def model_names(directories: list[str], names: list[str] | None = None) -> dict[str, str]:
+    """`{name: directory}`: each directory's name unless `names` gives them (one each).
+
+    Raises:
+        ValueError: a count of names other than one per directory, or a name twice.
+    """
+    if names and len(names) != len(directories):
+        raise ValueError(
+            f"Give one --name per directory: {len(names)} names for {len(directories)} "
+            "directories."
+        )
+    chosen = names or [os.path.basename(os.path.normpath(d)) for d in directories]
+    twice = sorted({n for n in chosen if chosen.count(n) > 1})
+    if twice:
+        raise ValueError(f"Two models would be called {twice[0]!r}: name them with --name.")
+    return dict(zip(chosen, (os.fspath(d) for d in directories), strict=True))
+
+
+class ModelRegistry:
+    """Loads the models on a thread of its own and holds them once loaded."""
+
+    def __init__(self, directories: dict[str, str], settings: ServerSettings, metrics):
+        self.directories = directories
+        self.settings = settings
+        self.metrics = metrics
+        self.entries: dict[str, ModelEntry] = {}
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, on_error=None) -> None:
+        def load():
+            try:
+                for name, directory in self.directories.items():
+                    self.entries[name] = self._load(name, directory)
+                    log.info("loaded %s from %s", name, directory)
+                self.ready.set()
+            except Exception as error:
+                log.error("could not load the models: %s", error)
+                self.error = error
+                if on_error is not None:
+                    on_error(error)
+
+        self._thread = threading.Thread(target=load, name="loading", daemon=True)
+        self._thread.start()
+
+    def _load(self, name: str, directory: str) -> ModelEntry:
+        s = self.settings
+        served = load_onnx(directory, s.threads, s.allow_spinning)
+        observe = self.metrics.observer(name)
+        if served.family == "encoder-only":
+            worker = EncoderBatcher(
+                served, s.encoder_batch_size, s.max_wait_ms, s.max_queue, observe
+            )
+        else:
+            worker = GenerationScheduler(served, s.max_batch_size, s.max_queue, observe)
+        return ModelEntry(name, directory, served, worker)
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Stops each worker once its queued and running requests are done."""
+        for entry in self.entries.values():
+            entry.worker.close(timeout)

@@ -1,0 +1,112 @@
+"""The OpenAI API's requests as pydantic models, and its error shape.
+
+Fields follow OpenAI's `/v1/completions` and `/v1/embeddings` (with vLLM's `top_k`).
+Unknown fields are refused rather than ignored, and fields of the API that this server
+does not implement are accepted only at their neutral values, so that no request is
+silently answered as if it had asked for something else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "internal_error",
+    503: "service_unavailable",
+    504: "timeout",
+}
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict:
+    """`{"error": {"message", "type", "param", "code"}}`, as OpenAI and vLLM answer."""
+    return {
+        "error": {
+            "message": message,
+            "type": ERROR_TYPES.get(status, "invalid_request_error"),
+            "param": param,
+            "code": status,
+        }
+    }
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    include_usage: bool = False
+
+
+class CompletionRequest(BaseModel):
+    """`POST /v1/completions`. `temperature` 0 is greedy search (as in vLLM); the default
+    1 samples, as OpenAI's API does."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(16, ge=1)
+    temperature: float | None = Field(1.0, ge=0.0)
+    top_p: float | None = Field(1.0, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=-1)
+    seed: int | None = None
+    n: int = Field(1, ge=1, le=16)
+    stop: str | list[str] | None = Field(None, validate_default=True)
+    logprobs: int | None = Field(None, ge=0, le=5)
+    echo: bool = False
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+    # Part of the API, not implemented: accepted only at their neutral values.
+    best_of: int | None = None
+    presence_penalty: float | None = 0.0
+    frequency_penalty: float | None = 0.0
+    logit_bias: dict[str, float] | None = None
+    suffix: str | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, stop):
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        if len(stops) > 4 or any(not s for s in stops):
+            raise ValueError("`stop` takes up to 4 non-empty strings")
+        return stops
+
+    @model_validator(mode="after")
+    def _neutral(self):
+        unsupported = {
+            "best_of": self.best_of not in (None, self.n),
+            "presence_penalty": bool(self.presence_penalty),
+            "frequency_penalty": bool(self.frequency_penalty),
+            "logit_bias": bool(self.logit_bias),
+            "suffix": self.suffix is not None,
+        }
+        named = [name for name, used in unsupported.items() if used]
+        if named:
+            raise ValueError(f"this server does not implement {', '.join(named)}")
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("`stream_options` needs `stream: true`")
+        return self
+
+
+class EmbeddingRequest(BaseModel):
+    """`POST /v1/embeddings`: mean-pooled, L2-normalised sentence embeddings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    input: str | list[str]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+
+    @model_validator(mode="after")
+    def _neutral(self):
+        if self.dimensions is not None:
+            raise ValueError("this server does not implement `dimensions`")
+        return self

@@ -1,0 +1,357 @@
+"""Batching for the HTTP server: one thread per model owns its engine.
+
+- `GenerationScheduler`: iteration-level (continuous) batching, as TGI and vLLM do it.
+  A request's prompt runs (with the other requests that arrived meanwhile), then its row
+  joins the running batch (`CachedEngine.concatenate`); every step decodes one token for
+  each row; a row leaves (`CachedEngine.keep`) when it ends, is cancelled or times out,
+  without waiting for the others. Each row draws with its own strategy and random
+  generator (`Greedy.draw`, `Sampling.draw`), so a seeded request gives the same text
+  whoever shares its batch.
+- `EncoderBatcher`: requests for embeddings or classes that arrive within a few
+  milliseconds of each other run as one batch, up to a bounded number of texts.
+
+Both refuse new work past a bounded queue (`QueueFull`: the server answers 429) and before
+any of it is done. Token-level only: text, stop strings and the protocols are the app's.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from transformer_zoo.generation.search import Greedy, Sampling, log_softmax
+
+log = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    """The model's queue holds as many requests as it may; nothing was started."""
+
+
+class Closed(Exception):
+    """The server is shutting down and takes no new requests."""
+
+
+@dataclass
+class Token:
+    """One generated token: its id, its log-probability under the model, and the `top`
+    most likely `(id, log-probability)` pairs when the request asked for them."""
+
+    token_id: int
+    logprob: float
+    top: list[tuple[int, float]] = field(default_factory=list)
+
+
+@dataclass
+class Finished:
+    """The row ended: `reason` is `"stop"` (EOS), `"length"` (max_new_tokens),
+    `"cancelled"` or `"timeout"`."""
+
+    reason: str
+
+
+@dataclass
+class Failed:
+    """The engine raised while running the row's batch."""
+
+    error: BaseException
+
+
+@dataclass(eq=False)
+class GenerationRow:
+    """One sequence to generate (a request with `n` > 1 has n rows).
+
+    Attributes:
+        ids: prompt ids (decoder-only) or source ids (encoder-decoder).
+        max_new_tokens: the most tokens to generate.
+        strategy: `Greedy()` or `Sampling(...)`; a sampled row draws from `rng`.
+        emit: called on the scheduler's thread with each `Token`, then one `Finished` or
+            `Failed`.
+        top_logprobs: how many alternatives each `Token` lists.
+        deadline: `time.monotonic()` past which the row ends with `"timeout"`.
+    """
+
+    ids: list[int]
+    max_new_tokens: int
+    strategy: Greedy | Sampling
+    emit: Callable[[object], None]
+    top_logprobs: int = 0
+    deadline: float = float("inf")
+    rng: np.random.Generator | None = None
+    generated: int = 0
+    cancelled: bool = False  # set from any thread: the row leaves at the next step
+    finished: bool = False  # set by the scheduler once it has emitted the row's end
+
+    def __post_init__(self):
+        if isinstance(self.strategy, Sampling):
+            self.rng = np.random.default_rng(self.strategy.seed)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class GenerationScheduler:
+    """Continuous batching of `GenerationRow`s over one `ServedModel`'s engine.
+
+    Args:
+        served: a decoder-only or encoder-decoder `ServedModel`.
+        max_batch_size: the most rows decoded together.
+        max_queue: the most rows waiting to join; past it `submit` raises `QueueFull`.
+        observe: optional `observe(event, value)` for metrics (`"batch_size"`,
+            `"queue_depth"`, `"tokens"`).
+    """
+
+    def __init__(self, served, max_batch_size: int = 16, max_queue: int = 256, observe=None):
+        self.served = served
+        self.engine = served.engine
+        self.max_batch_size = max_batch_size
+        self.max_queue = max_queue
+        self.observe = observe or (lambda event, value: None)
+        special = served.config.special_ids
+        self.eos_id = special.get("eos")
+        self._waiting: collections.deque[GenerationRow] = collections.deque()
+        self._rows: list[GenerationRow] = []  # the running batch, in state order
+        self._last: np.ndarray | None = None  # each running row's last token
+        self._state = None
+        self._condition = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop, name="generation", daemon=True)
+        self._thread.start()
+
+    # --- any thread -------------------------------------------------------------------
+    def submit(self, rows: list[GenerationRow]) -> None:
+        """Queues the rows of one request, all or none."""
+        with self._condition:
+            if self._closing:
+                raise Closed("The server is shutting down.")
+            if len(self._waiting) + len(rows) > self.max_queue:
+                raise QueueFull(
+                    f"The queue of {self.max_queue} waiting sequences is full; retry shortly."
+                )
+            self._waiting.extend(rows)
+            self.observe("queue_depth", len(self._waiting))
+            self._condition.notify()
+
+    @property
+    def running(self) -> int:
+        return len(self._rows)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Takes no new rows; returns once the queued and running ones are done."""
+        with self._condition:
+            self._closing = True
+            self._condition.notify()
+        self._thread.join(timeout)
+
+    # --- the scheduler's thread -------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._condition:
+                while not self._waiting and not self._rows and not self._closing:
+                    self._condition.wait()
+                if self._closing and not self._waiting and not self._rows:
+                    return
+                room = self.max_batch_size - len(self._rows)
+                joining = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+                self.observe("queue_depth", len(self._waiting))
+            try:
+                self._leave(time.monotonic())
+                if joining:
+                    self._join([row for row in joining if not self._ended(row)])
+                if self._rows:
+                    self._step()
+            except Exception as error:  # the engine failed: fail its rows, keep serving
+                log.exception("generation failed")
+                for row in self._rows + joining:
+                    if not row.finished:
+                        row.finished = True
+                        row.emit(Failed(error))
+                self._rows, self._last, self._state = [], None, None
+
+    def _ended(self, row: GenerationRow) -> bool:
+        """Ends a cancelled or timed-out row that has not joined yet."""
+        reason = "cancelled" if row.cancelled else None
+        if reason is None and time.monotonic() > row.deadline:
+            reason = "timeout"
+        if reason:
+            self._finish(row, reason)
+        return reason is not None
+
+    def _join(self, rows: list[GenerationRow]) -> None:
+        """Runs the prompts of `rows` together and adds them to the running batch."""
+        if not rows:
+            return
+        logits, state = self.engine.start(self.served.start_inputs([r.ids for r in rows]))
+        tokens = self._draw(rows, logits)
+        staying = [i for i, row in enumerate(rows) if not row.finished]
+        if not staying:
+            return
+        state = self.engine.keep(state, staying) if len(staying) < len(rows) else state
+        rows, tokens = [rows[i] for i in staying], tokens[staying]
+        if self._rows:
+            self._state = self.engine.concatenate([self._state, state])
+            self._last = np.concatenate([self._last, tokens])
+        else:
+            self._state, self._last = state, tokens
+        self._rows += rows
+
+    def _step(self) -> None:
+        self.observe("batch_size", len(self._rows))
+        logits, self._state = self.engine.step(self._last, self._state)
+        self._last = self._draw(self._rows, logits)
+        self._leave(None)
+
+    def _draw(self, rows: list[GenerationRow], logits: np.ndarray) -> np.ndarray:
+        """Each row's next token, emitted; a row that ends is marked finished."""
+        logp = log_softmax(logits)  # (B, V)
+        tokens = np.zeros(len(rows), np.int64)
+        for i, row in enumerate(rows):
+            token = int(row.strategy.draw(logp[i : i + 1], row.rng)[0])
+            tokens[i] = token
+            if token == self.eos_id:
+                self._finish(row, "stop")
+                continue
+            top = []
+            if row.top_logprobs:
+                best = np.argsort(-logp[i], kind="stable")[: row.top_logprobs]
+                top = [(int(t), float(logp[i, t])) for t in best]
+            row.generated += 1
+            row.emit(Token(token, float(logp[i, token]), top))
+            if row.generated >= row.max_new_tokens:
+                self._finish(row, "length")
+        self.observe("tokens", len(rows))
+        return tokens
+
+    def _leave(self, now: float | None) -> None:
+        """Removes finished, cancelled and (when `now` is given) timed-out rows."""
+        for row in self._rows:
+            if row.finished:
+                continue
+            if row.cancelled:
+                self._finish(row, "cancelled")
+            elif now is not None and now > row.deadline:
+                self._finish(row, "timeout")
+        keep = [i for i, row in enumerate(self._rows) if not row.finished]
+        if len(keep) == len(self._rows):
+            return
+        if keep:
+            self._state = self.engine.keep(self._state, keep)
+            self._last = self._last[keep]
+            self._rows = [self._rows[i] for i in keep]
+        else:
+            self._rows, self._last, self._state = [], None, None
+
+    def _finish(self, row: GenerationRow, reason: str) -> None:
+        row.finished = True
+        row.emit(Finished(reason))
+
+
+@dataclass(eq=False)
+class EncoderJob:
+    """Texts of one request: `kind` is `"embed"` or `"classify"`."""
+
+    kind: str
+    texts: list[str]
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+
+class EncoderBatcher:
+    """Runs the encoder-only requests that arrive within `max_wait_ms` of the first one
+    as one batch of at most `max_batch_size` texts (a larger request runs alone).
+
+    Args:
+        served: an encoder-only `ServedModel`.
+        max_batch_size: the most texts per batch.
+        max_wait_ms: how long the first request of a batch waits for others.
+        max_queue: the most texts waiting; past it `submit` raises `QueueFull`.
+        observe: as for `GenerationScheduler` (`"batch_size"`, `"queue_depth"`).
+    """
+
+    def __init__(
+        self, served, max_batch_size=32, max_wait_ms=5.0, max_queue=1024, observe=None
+    ):
+        self.served = served
+        self.max_batch_size = max_batch_size
+        self.max_wait = max_wait_ms / 1000
+        self.max_queue = max_queue
+        self.observe = observe or (lambda event, value: None)
+        self._waiting: collections.deque[EncoderJob] = collections.deque()
+        self._queued_texts = 0
+        self._condition = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop, name="encoder", daemon=True)
+        self._thread.start()
+
+    def submit(self, kind: str, texts: list[str]) -> concurrent.futures.Future:
+        """Queues one request's texts; the future resolves to their embeddings (an (N, D)
+        array) or their `classify` results."""
+        job = EncoderJob(kind, texts)
+        with self._condition:
+            if self._closing:
+                raise Closed("The server is shutting down.")
+            if self._queued_texts + len(texts) > self.max_queue:
+                raise QueueFull(f"The queue of {self.max_queue} texts is full; retry shortly.")
+            self._waiting.append(job)
+            self._queued_texts += len(texts)
+            self.observe("queue_depth", self._queued_texts)
+            self._condition.notify()
+        return job.future
+
+    def close(self, timeout: float | None = None) -> None:
+        with self._condition:
+            self._closing = True
+            self._condition.notify()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            with self._condition:
+                while not self._waiting and not self._closing:
+                    self._condition.wait()
+                if not self._waiting:
+                    return
+                # The first request waits a little for others to share its batch.
+                deadline = time.monotonic() + self.max_wait
+                while self._queued_texts < self.max_batch_size and not self._closing:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._condition.wait(left)
+                jobs, texts = [], 0
+                while self._waiting and (
+                    not jobs or texts + len(self._waiting[0].texts) <= self.max_batch_size
+                ):
+                    job = self._waiting.popleft()
+                    jobs.append(job)
+                    texts += len(job.texts)
+                self._queued_texts -= texts
+                self.observe("queue_depth", self._queued_texts)
+            self.observe("batch_size", texts)
+            for kind in ("embed", "classify"):
+                self._run(kind, [job for job in jobs if job.kind == kind])
+
+    def _run(self, kind: str, jobs: list[EncoderJob]) -> None:
+        jobs = [job for job in jobs if job.future.set_running_or_notify_cancel()]
+        if not jobs:
+            return
+        texts = [text for job in jobs for text in job.texts]
+        try:
+            if kind == "embed":
+                results = self.served.embed(texts, batch_size=self.max_batch_size)
+            else:
+                results = self.served.classify(texts, batch_size=self.max_batch_size)
+        except Exception as error:
+            for job in jobs:
+                job.future.set_exception(error)
+            return
+        start = 0
+        for job in jobs:
+            job.future.set_result(results[start : start + len(job.texts)])
+            start += len(job.texts)
