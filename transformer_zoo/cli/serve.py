@@ -47,7 +47,9 @@ def register(commands) -> None:
     parser.add_argument(
         "--max-body-bytes", type=positive_int, default=1 << 20, help="default 1 MiB"
     )
-    parser.add_argument("--max-tokens", type=positive_int, help="the most max_tokens a request may ask")
+    parser.add_argument(
+        "--max-tokens", type=positive_int, help="the most max_tokens a request may ask"
+    )
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1 and /v2")
     parser.add_argument(
         "--cors-origin", action="append", default=[], help="allow this origin (repeatable)"
@@ -74,9 +76,7 @@ def _serve(args) -> int:
         directories = model_names(args.directories, args.name)
         for directory in directories.values():
             load_run_config(directory)  # a wrong path fails now, not after start-up
-            if not any(
-                name.endswith(".onnx") for name in os.listdir(directory)
-            ):
+            if not any(name.endswith(".onnx") for name in os.listdir(directory)):
                 raise ValueError(f"{directory} has no ONNX files: run `transformer-zoo export`")
     except (ValueError, OSError) as error:
         raise UsageError(first_line(error)) from None

@@ -17,6 +17,9 @@ Example:
 
 from __future__ import annotations
 
+import signal
+import threading
+
 from transformer_zoo.serving.http.app import create_app
 from transformer_zoo.serving.http.models import ServerSettings, model_names
 
@@ -47,5 +50,13 @@ def serve(
         app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on"
     )
     server = uvicorn.Server(config)
-    server.run()
+    # uvicorn drains on SIGTERM, then raises the signal again under the handler that was
+    # there before it ran: this one, so that a drained server exits with status 0.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None) if main else None
+    try:
+        server.run()
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
     return 1 if failed else 0

@@ -210,7 +210,11 @@ def create_app(
     # --- Open Inference Protocol v2 ------------------------------------------------------
     @app.get("/v2")
     async def server_metadata():
-        return {"name": "transformer-zoo", "version": __version__, "extensions": ["binary_tensor_data"]}
+        return {
+            "name": "transformer-zoo",
+            "version": __version__,
+            "extensions": ["binary_tensor_data"],
+        }
 
     @app.get("/v2/health/live")
     async def live():
@@ -250,7 +254,9 @@ def create_app(
         except oip.ProtocolError as error:
             raise RequestError(400, str(error)) from None
         if set(tensors) != {"text"}:
-            raise RequestError(400, f"The model takes one BYTES input, `text`; got {sorted(tensors)}.")
+            raise RequestError(
+                400, f"The model takes one BYTES input, `text`; got {sorted(tensors)}."
+            )
         texts = tensors["text"]
         if not isinstance(texts, list):
             raise RequestError(400, "The input `text` must be BYTES (strings).")
@@ -259,7 +265,11 @@ def create_app(
         parameters = parsed.get("parameters") or {}
         outputs = await _v2_run(request, entry, texts, names, parameters, settings)
         body, header_length = oip.encode_response(
-            {"model_name": name, "model_version": "1", **({"id": parsed["id"]} if "id" in parsed else {})},
+            {
+                "model_name": name,
+                "model_version": "1",
+                **({"id": parsed["id"]} if "id" in parsed else {}),
+            },
             {k: outputs[k] for k in names},
             binary,
         )
@@ -309,7 +319,9 @@ async def _parse(request: Request, model: type[BaseModel], settings: ServerSetti
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             message = f"Unknown field `{where}`."
-        raise RequestError(422, f"{message}" + (f" (at `{where}`)" if where else ""), where) from None
+        raise RequestError(
+            422, f"{message}" + (f" (at `{where}`)" if where else ""), where
+        ) from None
 
 
 def _ready(registry: ModelRegistry) -> ModelRegistry:
@@ -329,7 +341,9 @@ def _model(registry: ModelRegistry, name: str, what: str | None = None, families
     entry = entries[name]
     if families and entry.family not in families:
         raise RequestError(
-            400, f"Model {name!r} is {entry.family}; `{what}` needs {' or '.join(families)}.", "model"
+            400,
+            f"Model {name!r} is {entry.family}; `{what}` needs {' or '.join(families)}.",
+            "model",
         )
     return entry
 
@@ -369,7 +383,9 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
 
 def _echo(served, prompt, ids) -> str:
     """The prompt's text for `echo` (its ids decoded, BOS dropped)."""
-    return served.output_text(ids[1:] if ids and ids[0] == served.config.special_ids["bos"] else ids)
+    return served.output_text(
+        ids[1:] if ids and ids[0] == served.config.special_ids["bos"] else ids
+    )
 
 
 def _stream(request, generation: Generation, choices, meta, body, usage_prompt, include_usage):
@@ -414,7 +430,11 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                     yield chunk(index, text, logprobs)
                 if choice.finish_reason is not None and not choice.closed:
                     choice.closed = True
-                    reason = choice.finish_reason if choice.finish_reason in ("stop", "length") else "stop"
+                    reason = (
+                        choice.finish_reason
+                        if choice.finish_reason in ("stop", "length")
+                        else "stop"
+                    )
                     yield chunk(index, "", None, reason)
             if include_usage:
                 tokens = sum(len(c.tokens) for c in choices)
@@ -479,7 +499,9 @@ async def _v2_run(request, entry, texts, names, parameters, settings) -> dict:
         return outputs
     unknown = sorted(set(parameters) - set(V2_PARAMETERS) - {"binary_data_output"})
     if unknown:
-        raise RequestError(400, f"Unknown parameter {unknown[0]!r}; known: {', '.join(V2_PARAMETERS)}.")
+        raise RequestError(
+            400, f"Unknown parameter {unknown[0]!r}; known: {', '.join(V2_PARAMETERS)}."
+        )
     default = 16 if served.family == "decoder-only" else served.default_new_tokens()
     max_tokens = parameters.get("max_tokens", default)
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:

@@ -65,7 +65,9 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[list[int]]:
                 raise RequestError(
                     400, f"Prompt {index + 1} has token id {bad[0]}, outside [1, {size}).", param
                 )
-            limit = served.dims.max_length - 1 if served.family == "decoder-only" else served.max_length
+            limit = (
+                served.dims.max_length - 1 if served.family == "decoder-only" else served.max_length
+            )
             if len(item) > limit:
                 raise RequestError(
                     400, f"Prompt {index + 1} is {len(item)} tokens; the most is {limit}.", param
@@ -145,8 +147,9 @@ class Choice:
             return None
         tokenizer = self.served.target_tokenizer
         pieces = [_piece(tokenizer, t.token_id) for t in self.tokens[start:]]
-        offsets, at = [], len(self.prefix) + sum(
-            len(_piece(tokenizer, t.token_id)) for t in self.tokens[:start]
+        offsets, at = (
+            [],
+            len(self.prefix) + sum(len(_piece(tokenizer, t.token_id)) for t in self.tokens[:start]),
         )
         for piece in pieces:
             offsets.append(at)
@@ -217,7 +220,9 @@ class Generation:
             if choice.finish_reason is None:
                 if event.reason in ("cancelled", "timeout"):
                     choice.error = (
-                        TimeoutError("The request timed out.") if event.reason == "timeout" else None
+                        TimeoutError("The request timed out.")
+                        if event.reason == "timeout"
+                        else None
                     )
                     choice.finish_reason = "cancelled" if event.reason == "cancelled" else "timeout"
                 else:

@@ -167,7 +167,7 @@ def binary_outputs(request: dict, names: list[str]) -> tuple[list[str], set[str]
     if not asked:
         return list(names), set(names) if everything else set()
     if not isinstance(asked, list) or not all(isinstance(o, dict) and "name" in o for o in asked):
-        raise ProtocolError("`outputs` must be a list of {\"name\": ...} objects.")
+        raise ProtocolError('`outputs` must be a list of {"name": ...} objects.')
     chosen, binary = [], set()
     for output in asked:
         if output["name"] not in names:

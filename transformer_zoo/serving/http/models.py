@@ -70,8 +70,7 @@ def model_names(directories: list[str], names: list[str] | None = None) -> dict[
     """
     if names and len(names) != len(directories):
         raise ValueError(
-            f"Give one --name per directory: {len(names)} names for {len(directories)} "
-            "directories."
+            f"Give one --name per directory: {len(names)} names for {len(directories)} directories."
         )
     chosen = names or [os.path.basename(os.path.normpath(d)) for d in directories]
     twice = sorted({n for n in chosen if chosen.count(n) > 1})
