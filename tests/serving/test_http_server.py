@@ -280,7 +280,15 @@ def test_a_disconnected_stream_frees_its_row(server):
     undo = slow_down(server.entry("gpt"), 0.02)
     try:
         connection = socket.create_connection(("127.0.0.1", server.port))
-        body = json.dumps({"model": "gpt", "prompt": "the cat", "max_tokens": 40, "stream": True})
+        body = json.dumps(
+            {
+                "model": "gpt",
+                "prompt": "the cat",
+                "max_tokens": 40,
+                "stream": True,
+                "temperature": 0,
+            }
+        )
         connection.sendall(
             b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             + f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
@@ -288,6 +296,9 @@ def test_a_disconnected_stream_frees_its_row(server):
         received = b""
         while b"data: " not in received:  # the headers, then the first chunk
             received += connection.recv(4096)
+        deadline = time.monotonic() + 2  # the row joins the batch as its first token goes out
+        while scheduler.running != 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
         assert scheduler.running == 1
         connection.close()
         deadline = time.monotonic() + 5

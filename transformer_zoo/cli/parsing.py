@@ -44,6 +44,16 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {text!r}")
+    return value
+
+
 def fraction_or_none(text: str) -> float | None:
     if text.lower() == "none":
         return None

@@ -6,7 +6,12 @@ from __future__ import annotations
 import os
 import sys
 
-from transformer_zoo.cli.parsing import UsageError, positive_float, positive_int
+from transformer_zoo.cli.parsing import (
+    UsageError,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from transformer_zoo.errors import first_line
 
 
@@ -34,8 +39,8 @@ def register(commands) -> None:
         help="texts an encoder-only model runs together (default 32)",
     )  # fmt: skip
     parser.add_argument(
-        "--max-wait-ms", type=positive_float, default=5.0,
-        help="how long an encoder request waits for others to batch with (default 5)",
+        "--max-wait-ms", type=non_negative_float, default=2.0,
+        help="how long an encoder request waits for others to batch with (default 2; 0: none)",
     )  # fmt: skip
     parser.add_argument(
         "--max-queue", type=positive_int, default=256,
@@ -56,6 +61,12 @@ def register(commands) -> None:
     )
     parser.add_argument(
         "--threads", type=positive_int, default=2, help="onnxruntime threads per session"
+    )
+    parser.add_argument(
+        "--spinning",
+        action="store_true",
+        help="idle onnxruntime threads busy-wait (off by default: they would take the cores "
+        "from the server's own threads)",
     )
     parser.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
@@ -91,6 +102,7 @@ def _serve(args) -> int:
         api_key=args.api_key or os.environ.get("TRANSFORMER_ZOO_API_KEY"),
         cors_origins=args.cors_origin,
         threads=args.threads,
+        allow_spinning=args.spinning,
     )
     names = ", ".join(f"{n} ({d})" for n, d in directories.items())
     print(f"transformer-zoo serve: http://{args.host}:{args.port} serving {names}", file=sys.stderr)

@@ -63,7 +63,8 @@ def create_app(
 
     app = FastAPI(title="transformer-zoo", version=__version__, lifespan=lifespan)
     app.state.registry, app.state.settings, app.state.metrics = registry, settings, metrics
-    if settings.cors_origins:
+    app.add_middleware(CountAndAuthorize, settings=settings, metrics=metrics)
+    if settings.cors_origins:  # outside the key check, so that preflights pass
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(
@@ -72,20 +73,6 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["*"],
         )
-
-    @app.middleware("http")
-    async def count_and_authorize(request: Request, call_next):
-        path = request.url.path
-        protected = path.startswith(("/v1", "/v2")) and not path.startswith("/v2/health")
-        if settings.api_key and protected:
-            if request.headers.get("authorization") != f"Bearer {settings.api_key}":
-                response = _error(path, RequestError(401, "A valid API key is needed."))
-                metrics.requests.labels("auth", "401").inc()
-                return response
-        response = await call_next(request)
-        route = request.scope.get("route")
-        metrics.requests.labels(getattr(route, "path", "other"), str(response.status_code)).inc()
-        return response
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, error: RequestError):
@@ -170,19 +157,21 @@ def create_app(
             ttft.observe(generation.first_token_at - generation.arrived)
         _raise_failure(choices)
         completion_tokens = sum(len(c.tokens) for c in choices)
-        return {
-            **meta,
-            "choices": [
-                {
-                    "index": i,
-                    "text": c.prefix + c.text,
-                    "logprobs": c.logprobs(body.logprobs),
-                    "finish_reason": c.finish_reason,
-                }
-                for i, c in enumerate(choices)
-            ],
-            "usage": _usage(usage_prompt, completion_tokens),
-        }
+        return _json(
+            {
+                **meta,
+                "choices": [
+                    {
+                        "index": i,
+                        "text": c.prefix + c.text,
+                        "logprobs": c.logprobs(body.logprobs),
+                        "finish_reason": c.finish_reason,
+                    }
+                    for i, c in enumerate(choices)
+                ],
+                "usage": _usage(usage_prompt, completion_tokens),
+            }
+        )
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
@@ -200,12 +189,14 @@ def create_app(
                 embedding = vector.tolist()
             data.append({"object": "embedding", "index": i, "embedding": embedding})
         tokens = sum(entry.served.token_counts(texts))
-        return {
-            "object": "list",
-            "data": data,
-            "model": body.model,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }
+        return _json(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     # --- Open Inference Protocol v2 ------------------------------------------------------
     @app.get("/v2")
@@ -280,7 +271,45 @@ def create_app(
     return app
 
 
+class CountAndAuthorize:
+    """Counts responses by route and status, and refuses `/v1` and `/v2` requests
+    without the API key (when there is one); plain ASGI, so responses pass untouched."""
+
+    def __init__(self, app, settings: ServerSettings, metrics: Metrics):
+        self.app, self.settings, self.metrics = app, settings, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        key = self.settings.api_key
+        protected = path.startswith(("/v1", "/v2")) and not path.startswith("/v2/health")
+        if key and protected:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if given != f"Bearer {key}".encode():
+                self.metrics.requests.labels("auth", "401").inc()
+                error = RequestError(401, "A valid API key is needed.")
+                return await _error(path, error)(scope, receive, send)
+        status = []
+
+        async def send_and_count(message):
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_count)
+        finally:
+            route = getattr(scope.get("route"), "path", "other")
+            self.metrics.requests.labels(route, str(status[0] if status else 500)).inc()
+
+
 # --- helpers -------------------------------------------------------------------------------
+def _json(data: dict) -> Response:
+    """A JSON response of plain data, without FastAPI's per-value encoder."""
+    return Response(json.dumps(data), media_type="application/json")
+
+
 def _error(path: str, error: RequestError) -> JSONResponse:
     if path.startswith("/v2"):
         body = {"error": error.message}

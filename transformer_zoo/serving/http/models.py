@@ -8,7 +8,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS
+from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS
 from transformer_zoo.serving.http.scheduler import EncoderBatcher, GenerationScheduler
 from transformer_zoo.serving.loading import load_onnx
 from transformer_zoo.serving.served_model import ServedModel
@@ -35,7 +35,7 @@ class ServerSettings:
 
     max_batch_size: int = 16
     encoder_batch_size: int = 32
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 2.0
     max_queue: int = 256
     request_timeout: float = 120.0
     max_body_bytes: int = 1 << 20
@@ -43,7 +43,7 @@ class ServerSettings:
     api_key: str | None = None
     cors_origins: list[str] = field(default_factory=list)
     threads: int = DEFAULT_THREADS
-    allow_spinning: bool = DEFAULT_SPINNING
+    allow_spinning: bool = False  # spinning threads would take the cores from the server's
 
 
 @dataclass

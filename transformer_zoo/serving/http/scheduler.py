@@ -274,7 +274,7 @@ class EncoderBatcher:
         observe: as for `GenerationScheduler` (`"batch_size"`, `"queue_depth"`).
     """
 
-    def __init__(self, served, max_batch_size=32, max_wait_ms=5.0, max_queue=1024, observe=None):
+    def __init__(self, served, max_batch_size=32, max_wait_ms=2.0, max_queue=1024, observe=None):
         self.served = served
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait_ms / 1000

