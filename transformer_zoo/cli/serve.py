@@ -69,6 +69,14 @@ def register(commands) -> None:
         "from the server's own threads)",
     )
     parser.add_argument(
+        "--ray",
+        action="store_true",
+        help="serve on a local Ray Serve instead (pip install 'transformer_zoo[ray]')",
+    )
+    parser.add_argument(
+        "--replicas", type=positive_int, default=1, help="with --ray: copies of the server"
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
     parser.set_defaults(handler=_serve, engine="onnx")
@@ -106,4 +114,13 @@ def _serve(args) -> int:
     )
     names = ", ".join(f"{n} ({d})" for n, d in directories.items())
     print(f"transformer-zoo serve: http://{args.host}:{args.port} serving {names}", file=sys.stderr)
+    if args.ray:
+        try:
+            from transformer_zoo.serving.http import ray_serve
+        except ImportError:
+            raise UsageError("--ray needs Ray Serve: pip install 'transformer_zoo[ray]'") from None
+        directories = {name: os.path.abspath(d) for name, d in directories.items()}
+        return ray_serve.run(directories, args.host, args.port, settings, args.replicas)
+    if args.replicas != 1:
+        raise UsageError("--replicas needs --ray")
     return serve(directories, args.host, args.port, settings, args.log_level)

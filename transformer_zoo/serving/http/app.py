@@ -13,6 +13,7 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import time
 import uuid
 
@@ -46,10 +47,14 @@ POLL = 0.25  # seconds between checks that a waiting client is still there
 
 
 def create_app(
-    directories: dict[str, str], settings: ServerSettings | None = None, on_load_error=None
+    directories: dict[str, str],
+    settings: ServerSettings | None = None,
+    on_load_error=None,
+    load_in_background: bool = True,
 ) -> FastAPI:
-    """The server's app for `{model name: export directory}`; the models load in the
-    background when the app starts (`/health` is 503 until they have)."""
+    """The server's app for `{model name: export directory}`. The models load when the app
+    starts: in the background (`/health` is 503 until they have), or, with
+    `load_in_background=False`, before the start-up returns (as a Ray replica needs)."""
     settings = settings or ServerSettings()
     metrics = Metrics()
     registry = ModelRegistry(directories, settings, metrics)
@@ -57,6 +62,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app):
         registry.start(on_load_error)
+        if not load_in_background:
+            await asyncio.to_thread(registry.wait)
         yield
         # uvicorn has answered the requests in flight; the workers have nothing left.
         await asyncio.to_thread(registry.close)
@@ -94,7 +101,7 @@ def create_app(
             return JSONResponse({"status": "failed", "error": str(registry.error)}, 503)
         if not registry.ready.is_set():
             return JSONResponse({"status": "loading"}, 503)
-        return {"status": "ok", "models": list(registry.entries)}
+        return {"status": "ok", "models": list(registry.entries), "process": os.getpid()}
 
     @app.get("/metrics")
     async def prometheus():

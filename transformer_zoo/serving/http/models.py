@@ -107,6 +107,12 @@ class ModelRegistry:
         self._thread = threading.Thread(target=load, name="loading", daemon=True)
         self._thread.start()
 
+    def wait(self) -> None:
+        """Returns once the models are loaded; raises the error if loading failed."""
+        while not self.ready.wait(0.1):
+            if self.error is not None:
+                raise self.error
+
     def _load(self, name: str, directory: str) -> ModelEntry:
         s = self.settings
         served = load_onnx(directory, s.threads, s.allow_spinning)
