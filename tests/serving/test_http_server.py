@@ -263,6 +263,8 @@ def test_a_full_queue_answers_429_and_the_rest_complete(exports):
             )
         statuses = sorted(status for status, _, _ in answers)
         assert 429 in statuses and set(statuses) == {200, 429}
+        too_many = live.request("POST", "/v1/completions", {**body, "n": 2})
+        assert too_many[0] == 400 and "at most 1" in too_many[2]["error"]["message"]
         for status, headers, answer in answers:
             if status == 429:
                 assert (

@@ -40,7 +40,7 @@ from transformer_zoo.serving.http.openai_protocol import (
     EmbeddingRequest,
     error_body,
 )
-from transformer_zoo.serving.http.scheduler import Closed, QueueFull
+from transformer_zoo.serving.http.scheduler import Closed, QueueFull, TooLarge
 
 log = logging.getLogger(__name__)
 POLL = 0.25  # seconds between checks that a waiting client is still there
@@ -389,6 +389,8 @@ def _submit(generation: Generation) -> None:
         generation.submit()
     except QueueFull as error:
         raise RequestError(429, str(error), headers={"Retry-After": "1"}) from None
+    except TooLarge as error:
+        raise RequestError(400, str(error)) from None
     except Closed as error:
         raise RequestError(503, str(error)) from None
 
@@ -487,6 +489,8 @@ async def _encoder_run(request, entry, kind: str, texts: list[str], settings) ->
         future = entry.worker.submit(kind, texts)
     except QueueFull as error:
         raise RequestError(429, str(error), headers={"Retry-After": "1"}) from None
+    except TooLarge as error:
+        raise RequestError(400, str(error)) from None
     except Closed as error:
         raise RequestError(503, str(error)) from None
     waiting = asyncio.wrap_future(future)

@@ -35,6 +35,10 @@ class QueueFull(Exception):
     """The model's queue holds as many requests as it may; nothing was started."""
 
 
+class TooLarge(Exception):
+    """The request alone holds more than the queue may: it would never fit (400)."""
+
+
 class Closed(Exception):
     """The server is shutting down and takes no new requests."""
 
@@ -131,6 +135,11 @@ class GenerationScheduler:
         with self._condition:
             if self._closing:
                 raise Closed("The server is shutting down.")
+            if len(rows) > self.max_queue:
+                raise TooLarge(
+                    f"The request has {len(rows)} sequences; this server queues at most "
+                    f"{self.max_queue} per model."
+                )
             if len(self._waiting) + len(rows) > self.max_queue:
                 raise QueueFull(
                     f"The queue of {self.max_queue} waiting sequences is full; retry shortly."
@@ -294,6 +303,11 @@ class EncoderBatcher:
         with self._condition:
             if self._closing:
                 raise Closed("The server is shutting down.")
+            if len(texts) > self.max_queue:
+                raise TooLarge(
+                    f"The request has {len(texts)} texts; this server queues at most "
+                    f"{self.max_queue} per model."
+                )
             if self._queued_texts + len(texts) > self.max_queue:
                 raise QueueFull(f"The queue of {self.max_queue} texts is full; retry shortly.")
             self._waiting.append(job)
