@@ -63,3 +63,44 @@ def test_chrf_scores_short_targets_where_bleu_gives_zero():
     assert bleu(digits, digits, tokenize="13a") == 0.0  # no word 4-grams in one word
     assert chrf(digits, digits) == 100.0
     assert 0 < chrf(["12", "8", "305"], digits) < 100
+
+
+# --- several right answers: grapheme-to-phoneme's word and phone error rates -------------
+G2P_PREDICTIONS = ["R IY D", "L IY D", "K AE T S", "D AO G"]
+G2P_REFERENCES = [
+    ["R EH D", "R IY D"],  # READ: the second pronunciation is predicted
+    ["L EH D", "L IY D"],  # LEAD: likewise
+    "K AE T",  # CATS -> CAT: one insertion over 3 phones
+    ["D AA G", "D AO G Z"],  # DOG: one substitution (3) or one deletion (4); closest 1/3
+]
+
+
+def test_word_error_rate_counts_words_matching_no_reference():
+    from transformer_zoo.evaluation.metrics import word_error_rate
+
+    assert word_error_rate(G2P_PREDICTIONS, G2P_REFERENCES) == 2 / 4
+    assert word_error_rate(["  R  IY D "], [["R IY D"]]) == 0.0  # spacing is not an error
+
+
+def test_phone_error_rate_uses_the_closest_reference_and_its_length():
+    from transformer_zoo.evaluation.metrics import phone_error_rate
+
+    # Edits 0 + 0 + 1 + 1 over closest-reference lengths 3 + 3 + 3 + 3. For DOG both
+    # references are one edit away; the first found (D AA G, 3 phones) counts.
+    assert phone_error_rate(G2P_PREDICTIONS, G2P_REFERENCES) == pytest.approx(2 / 12)
+    # Without spaces the symbols are characters: kitten -> sitting is 3 edits over 7.
+    assert phone_error_rate(["kitten"], ["sitting"]) == pytest.approx(3 / 7)
+
+
+def test_exact_match_bleu_and_chrf_take_several_references():
+    from transformer_zoo.evaluation.metrics import bleu, chrf, exact_match
+
+    assert exact_match(G2P_PREDICTIONS, G2P_REFERENCES) == 2 / 4
+    predictions = ["the cat sat on the mat"]
+    assert bleu(
+        predictions, [["a dog", "the cat sat on the mat"]], tokenize="13a"
+    ) == pytest.approx(100)
+    assert chrf(predictions, [["a dog", "the cat sat on the mat"]]) == pytest.approx(100)
+    # A reference given twice scores as given once.
+    once = bleu(["the cat sat"], ["the cat sat on the mat"], tokenize="13a")
+    assert bleu(["the cat sat"], [["the cat sat on the mat"] * 2], tokenize="13a") == once

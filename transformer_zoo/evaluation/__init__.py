@@ -1,6 +1,6 @@
-"""Evaluation: the metrics (exact match, BLEU, accuracy, perplexity, per category) and the
-one evaluation of a model on a task split, used by `train`, `evaluate`, `export --quantize`
-and the benchmarks."""
+"""Evaluation: the metrics (exact match, BLEU, chrF, word and phone error rates over
+several references, accuracy, perplexity, per category) and the one evaluation of a model
+on a task split, used by `train`, `evaluate`, `export --quantize` and the benchmarks."""
 
 from transformer_zoo.evaluation.metrics import (
     accuracy,
@@ -9,6 +9,17 @@ from transformer_zoo.evaluation.metrics import (
     corpus_perplexity,
     exact_match,
     per_category,
+    phone_error_rate,
+    word_error_rate,
 )
 
-__all__ = ["accuracy", "bleu", "chrf", "corpus_perplexity", "exact_match", "per_category"]
+__all__ = [
+    "accuracy",
+    "bleu",
+    "chrf",
+    "corpus_perplexity",
+    "exact_match",
+    "per_category",
+    "phone_error_rate",
+    "word_error_rate",
+]

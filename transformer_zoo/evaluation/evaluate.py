@@ -4,10 +4,13 @@
 The model is a `ServedModel` (the Keras model through `KerasRunner`, a SavedModel, or the
 ONNX files), so every engine is scored by the same code on the same inputs:
 
-- encoder-decoder: greedy translation of every source (each may run to 2 × its length + 16
-  tokens, within the context; all stop at `<eos>`) → exact match, BLEU (sacreBLEU; its
-  Chinese tokenizer when the targets are Chinese, named in `bleu_tokenize`) and chrF, per
-  category; and teacher-forced
+- encoder-decoder: greedy translation of every distinct source (each may run to 2 × its
+  length + 16 tokens, within the context; all stop at `<eos>`), scored against all the
+  targets that source has in the split (a G2P word with two pronunciations is right with
+  either) → exact match, BLEU (sacreBLEU; its Chinese tokenizer when the targets are
+  Chinese, named in `bleu_tokenize`), chrF, `wer` (share of sources matching none of
+  their targets) and `per` (symbol edits to the closest target over its length: phones
+  where targets are space-separated, else characters), per category; and teacher-forced
   token accuracy and perplexity of the references;
 - decoder-only: greedy completion of every prompt (at most 64 tokens) → exact match and
   BLEU of the completions when the examples have prompts; token accuracy and perplexity
@@ -21,13 +24,22 @@ Inputs are cut to the model's maximum length as the training pipelines cut them
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 
 import numpy as np
 
 from transformer_zoo.errors import with_article
-from transformer_zoo.evaluation.metrics import accuracy, bleu, chrf, exact_match, per_category
+from transformer_zoo.evaluation.metrics import (
+    accuracy,
+    bleu,
+    chrf,
+    exact_match,
+    per_category,
+    phone_error_rate,
+    word_error_rate,
+)
 from transformer_zoo.generation.search import log_softmax
 from transformer_zoo.text.formats import (
     language_model_example,
@@ -71,15 +83,20 @@ def evaluate(served, task, split: str = "test", limit: int | None = None, sample
     examples = list(getattr(task, split))[:limit]
     if not examples:
         raise ValueError(f"The {split} split is empty: nothing to evaluate.")
-    categories = [e.category or "all" for e in examples]
     result: dict = {"split": split, "examples": len(examples)}
-    inputs, references = _inputs_and_references(examples)
-    predictions = predict(served, examples)
+    scored = _distinct_sources(examples) if task.family == "encoder-decoder" else examples
+    categories = [e.category or "all" for e in scored]
+    inputs, references = _inputs_and_references(scored)
+    predictions = predict(served, scored)
     if task.family == "encoder-only":
         result["accuracy"] = per_category(accuracy, predictions, references, categories)
     else:
         if predictions is not None:
             result.update(_text_scores(predictions, references, categories))
+        if task.family == "encoder-decoder":
+            result["sources"] = len(scored)
+            result["wer"] = per_category(word_error_rate, predictions, references, categories)
+            result["per"] = per_category(phone_error_rate, predictions, references, categories)
         result.update(_token_scores(served, examples))
     if predictions is not None:
         rows = list(zip(inputs, references, predictions, categories, strict=True))
@@ -102,7 +119,21 @@ def predict(served, examples) -> list[str] | None:
     return _classify(served, examples)
 
 
-def _inputs_and_references(examples) -> tuple[list[str], list[str]]:
+def _distinct_sources(examples) -> list:
+    """One example per distinct source, in first-seen order, whose `target` is the list of
+    every target the source has (one string where it has one)."""
+    targets: dict[str, list[str]] = {}
+    first: dict[str, object] = {}
+    for example in examples:
+        targets.setdefault(example.source, []).append(example.target)
+        first.setdefault(example.source, example)
+    return [
+        dataclasses.replace(e, target=t[0] if len(t) == 1 else t)
+        for e, t in zip(first.values(), targets.values(), strict=True)
+    ]
+
+
+def _inputs_and_references(examples) -> tuple[list[str], list]:
     first = examples[0]
     if hasattr(first, "source"):
         return [e.source for e in examples], [e.target for e in examples]
@@ -202,7 +233,7 @@ def _padded(rows: list[list[int]]) -> np.ndarray:
 
 
 def _text_scores(predictions, references, categories) -> dict:
-    tokenize = "zh" if any(CJK.search(r) for r in references) else "13a"
+    tokenize = "zh" if any(CJK.search(str(r)) for r in references) else "13a"
 
     def corpus_bleu(p, r):
         return bleu(p, r, tokenize=tokenize)
@@ -222,7 +253,8 @@ def _errors(rows) -> dict[str, list[dict]]:
     errors: dict[str, list[dict]] = {}
     for given, reference, prediction, category in rows:
         wrong = errors.setdefault(category, [])
-        if prediction.strip() != reference.strip() and len(wrong) < ERRORS_PER_CATEGORY:
+        right = exact_match([prediction], [reference]) == 1.0
+        if not right and len(wrong) < ERRORS_PER_CATEGORY:
             wrong.append({"input": given, "reference": reference, "prediction": prediction})
     return {category: wrong for category, wrong in errors.items() if wrong}
 

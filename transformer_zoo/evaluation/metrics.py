@@ -1,4 +1,5 @@
-"""Evaluation of decoded outputs: exact match, BLEU and chrF for translation, accuracy for
+"""Evaluation of decoded outputs: exact match, BLEU and chrF for translation, word and phone
+error rates for sequences with several right answers (grapheme-to-phoneme), accuracy for
 classification, perplexity for language modelling. No TensorFlow: plain Python lists in,
 floats out, so the ONNX side can use them too."""
 
@@ -9,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import sacrebleu
+from rapidfuzz.distance import Levenshtein
 
 
 def _check_lengths(predictions: Sequence, references: Sequence) -> None:
@@ -21,26 +23,86 @@ def _check_lengths(predictions: Sequence, references: Sequence) -> None:
         raise ValueError("Nothing to evaluate: `references` is empty.")
 
 
-def exact_match(predictions: Sequence[str], references: Sequence[str]) -> float:
-    """Share of predictions equal to their reference, whole string (surrounding
+# Every metric takes, per prediction, one reference (a str) or several right ones (a list).
+Reference = str | Sequence[str]
+
+
+def exact_match(predictions: Sequence[str], references: Sequence[Reference]) -> float:
+    """Share of predictions equal to one of their references, whole string (surrounding
     whitespace ignored)."""
     _check_lengths(predictions, references)
-    hits = sum(p.strip() == r.strip() for p, r in zip(predictions, references, strict=True))
+    hits = sum(
+        any(p.strip() == r.strip() for r in _alternatives(refs))
+        for p, refs in zip(predictions, references, strict=True)
+    )
     return hits / len(references)
 
 
-def bleu(predictions: Sequence[str], references: Sequence[str], tokenize: str = "zh") -> float:
+def reference_streams(references: Sequence[Reference]) -> list[list[str]]:
+    """sacreBLEU's reference streams: stream k holds each prediction's k-th reference (its
+    first one where it has fewer; a repeated reference changes neither BLEU nor chrF)."""
+    rows = [_alternatives(r) for r in references]
+    return [
+        [row[k] if k < len(row) else row[0] for row in rows] for k in range(max(map(len, rows)))
+    ]
+
+
+def bleu(
+    predictions: Sequence[str], references: Sequence[Reference], tokenize: str = "zh"
+) -> float:
     """Corpus BLEU (0-100) from `sacrebleu`; `tokenize="zh"` splits Chinese characters,
     as sacreBLEU does for WMT Chinese targets."""
     _check_lengths(predictions, references)
-    return sacrebleu.corpus_bleu(list(predictions), [list(references)], tokenize=tokenize).score
+    streams = reference_streams(references)
+    return sacrebleu.corpus_bleu(list(predictions), streams, tokenize=tokenize).score
 
 
-def chrf(predictions: Sequence[str], references: Sequence[str]) -> float:
+def chrf(predictions: Sequence[str], references: Sequence[Reference]) -> float:
     """Corpus chrF (0-100) from `sacrebleu`: the F-score of character n-grams up to 6.
     Unlike BLEU it means something on short targets (a few digits) and in any script."""
     _check_lengths(predictions, references)
-    return sacrebleu.corpus_chrf(list(predictions), [list(references)]).score
+    return sacrebleu.corpus_chrf(list(predictions), reference_streams(references)).score
+
+
+def _alternatives(reference: str | Sequence[str]) -> list[str]:
+    return [reference] if isinstance(reference, str) else list(reference)
+
+
+def symbols(text: str) -> list[str]:
+    """The units an error rate counts: whitespace-separated symbols (phones, words) where
+    the text has spaces, else its characters."""
+    text = text.strip()
+    return text.split() if any(c.isspace() for c in text) else list(text)
+
+
+def word_error_rate(predictions: Sequence[str], references: Sequence[Reference]) -> float:
+    """Share of predictions equal to none of their references (surrounding and repeated
+    whitespace ignored): the word error rate of grapheme-to-phoneme, where each word is
+    one prediction and may have several right pronunciations."""
+    _check_lengths(predictions, references)
+    wrong = 0
+    for prediction, reference in zip(predictions, references, strict=True):
+        given = " ".join(prediction.split())
+        wrong += all(given != " ".join(r.split()) for r in _alternatives(reference))
+    return wrong / len(references)
+
+
+def phone_error_rate(predictions: Sequence[str], references: Sequence[Reference]) -> float:
+    """Corpus symbol error rate: for each prediction, the Levenshtein distance (rapidfuzz)
+    in `symbols` to its closest reference, summed and divided by the summed lengths of
+    those closest references."""
+    _check_lengths(predictions, references)
+    edits = length = 0
+    for prediction, reference in zip(predictions, references, strict=True):
+        given = symbols(prediction)
+        distance, size = min(
+            (Levenshtein.distance(given, symbols(r)), len(symbols(r)))
+            for r in _alternatives(reference)
+        )
+        edits, length = edits + distance, length + size
+    if not length:
+        raise ValueError("The references are empty: no symbols to count errors over.")
+    return edits / length
 
 
 def accuracy(predictions: Sequence, labels: Sequence) -> float:
