@@ -16,6 +16,7 @@ import sys
 from transformer_zoo.architectures import preset_names
 from transformer_zoo.cli.parsing import UsageError, positive_float
 from transformer_zoo.run_directory import BACKUP_DIR, FAMILIES
+from transformer_zoo.text.tokenizer import MODEL_TYPES as TOKENIZER_KINDS
 from transformer_zoo.train.config import OPTIMIZERS, PRECISIONS, STRATEGIES
 
 
@@ -40,6 +41,20 @@ def register(commands) -> None:
         default="builtin:dates-zh",
         help="builtin:dates-zh (default), or a file: TSV source<TAB>target (encoder-decoder), "
         "TSV label<TAB>text[<TAB>text2] (encoder-only), plain text (decoder-only)",
+    )
+    train.add_argument("--valid", help="a file for the validation split (default: cut from --data)")
+    train.add_argument("--test", help="a file for the test split (default: cut from --data)")
+    train.add_argument(
+        "--tokenizer",
+        choices=TOKENIZER_KINDS,
+        help="how text becomes pieces (the source's, for encoder-decoder): unigram (default), "
+        "bpe, char, or word (whitespace-separated symbols)",
+    )
+    train.add_argument(
+        "--source-tokenizer", choices=TOKENIZER_KINDS, help="encoder-decoder: the source's"
+    )
+    train.add_argument(
+        "--target-tokenizer", choices=TOKENIZER_KINDS, help="encoder-decoder: the target's"
     )
     train.add_argument("--out", help="the run directory (default runs/FAMILY-PRESET)")
     train.add_argument("--epochs", type=int, help="passes over the data (builtin: 4, files: 10)")
@@ -110,7 +125,17 @@ def config_from_args(args: argparse.Namespace):
         early_stopping_patience=args.early_stopping,
         evaluate=not args.no_evaluate,
         pretrain_steps=args.pretrain_steps,
+        valid=args.valid,
+        test=args.test,
+        tokenizer=_source_tokenizer(args),
+        target_tokenizer=args.target_tokenizer,
     )
+
+
+def _source_tokenizer(args) -> str | None:
+    if args.tokenizer and args.source_tokenizer and args.tokenizer != args.source_tokenizer:
+        raise ValueError("--tokenizer and --source-tokenizer name the same thing; give one")
+    return args.source_tokenizer or args.tokenizer
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -168,6 +193,8 @@ def summary_line(run_dir: str, metrics: dict | None) -> str:
         parts.append(f"BLEU {test['bleu']['all']:.1f} ({test.get('bleu_tokenize', '13a')})")
     if "chrf" in test:
         parts.append(f"chrF {test['chrf']['all']:.1f}")
+    if "wer" in test:
+        parts.append(f"WER {test['wer']['all']:.2%}, PER {test['per']['all']:.2%}")
     if "perplexity" in test:
         parts.append(f"perplexity {test['perplexity']:.3f}")
     return f"{run_dir}: " + "; ".join(parts)

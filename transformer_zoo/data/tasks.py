@@ -2,8 +2,8 @@
 
 `load_task("builtin:dates-zh", "encoder-decoder")` gives translation pairs,
 `"decoder-only"` prompt/completion text and `"encoder-only"` pair classification;
-a file path is read by the family's reader (`user_data`) and split 90/5/5, keeping
-examples with the same input in one split.
+a file path is read by the family's reader (`user_files`) and split 90/5/5, keeping
+examples with the same input in one split, unless `valid` and `test` files are given.
 
 Tokenizers per family (`Task.fit_tokenizers`):
 - encoder-decoder: separate source and target vocabularies (`tokenizer.model`,
@@ -75,25 +75,32 @@ class Task:
     shared_targets: dict[str, int] | None = None
 
     def fit_tokenizers(
-        self, vocabulary_size: int | None = None, target_vocabulary_size: int | None = None
+        self,
+        vocabulary_size: int | None = None,
+        target_vocabulary_size: int | None = None,
+        kind: str | None = None,
+        target_kind: str | None = None,
     ) -> tuple[Tokenizer, Tokenizer]:
         """`(tokenizer, target_tokenizer)` trained on the training split; the same
-        object for the shared-vocabulary families."""
+        object for the shared-vocabulary families. `kind` and `target_kind` are
+        `text.tokenizer.MODEL_TYPES`, "word" taking whitespace-separated symbols
+        (phones) as they are (default: unigram, and the task's target kind)."""
         options = self.tokenizer_options
         size = vocabulary_size or options["vocabulary_size"]
+        kind = kind or "unigram"
         if self.family == "encoder-decoder":
-            source = train_tokenizer([e.source for e in self.train], size)
+            source = train_tokenizer([e.source for e in self.train], size, model_type=kind)
             target = train_tokenizer(
                 [e.target for e in self.train],
                 target_vocabulary_size or options["target_vocabulary_size"],
-                model_type=options["target_model_type"],
+                model_type=target_kind or options["target_model_type"],
             )
             return source, target
         if self.family == "decoder-only":
             texts = [e.prompt for e in self.train] + [e.completion for e in self.train]
         else:
             texts = [e.text for e in self.train] + [e.text2 for e in self.train if e.text2]
-        shared = train_tokenizer(texts, size)
+        shared = train_tokenizer(texts, size, model_type=kind)
         return shared, shared
 
 
@@ -134,12 +141,17 @@ def _input_key(example) -> str | tuple:
     return example.source
 
 
-def _file_task(path: str, family: str, seed: int) -> Task:
-    reader = {
-        "encoder-decoder": read_translation_tsv,
-        "decoder-only": read_text,
-        "encoder-only": read_classification_tsv,
-    }[family]
+READERS = {
+    "encoder-decoder": read_translation_tsv,
+    "decoder-only": read_text,
+    "encoder-only": read_classification_tsv,
+}
+
+
+def _file_task(path: str, family: str, seed: int, valid=None, test=None) -> Task:
+    """A file's task: split 90/5/5 by input, or where `valid` and `test` name files of
+    their own, those; a split not named is cut from `path` (5%)."""
+    reader = READERS[family]
     examples = reader(path)
     groups: dict = {}
     for example in examples:
@@ -149,8 +161,16 @@ def _file_task(path: str, family: str, seed: int) -> Task:
         raise DataError(path, f"needs at least 3 distinct examples to split; found {len(keys)}")
     random.Random(seed).shuffle(keys)
     held_out = max(1, round(HELD_OUT_FRACTION * len(keys)))
-    splits = [keys[:held_out], keys[held_out : 2 * held_out], keys[2 * held_out :]]
-    test, valid, train = ([e for k in part for e in groups[k]] for part in splits)
+    cut = [test is None, valid is None]  # the splits cut from this file: test, then valid
+    bounds = [0, held_out * cut[0], held_out * (cut[0] + cut[1])]
+    parts = [keys[bounds[0] : bounds[1]], keys[bounds[1] : bounds[2]], keys[bounds[2] :]]
+    cut_test, cut_valid, train = ([e for k in part for e in groups[k]] for part in parts)
+    test_examples = reader(test) if test is not None else cut_test
+    valid_examples = reader(valid) if valid is not None else cut_valid
+    if not train:
+        raise DataError(path, "no training examples are left once the held-out splits are cut")
+    test, valid = test_examples, valid_examples
+    examples = train + valid + test
     labels = tuple(sorted({e.label for e in examples})) if family == "encoder-only" else ()
     if len(labels) > MAX_LABELS and len(labels) > LABEL_SHARE * len(examples):
         raise DataError(
@@ -183,17 +203,22 @@ def limit_task(task: Task, max_examples: int | None) -> Task:
     )
 
 
-def load_task(data: str, family: str, seed: int = 0) -> Task:
-    """The task of `data` (`builtin:NAME` or a file path) shaped for `family`.
+def load_task(
+    data: str, family: str, seed: int = 0, valid: str | None = None, test: str | None = None
+) -> Task:
+    """The task of `data` (`builtin:NAME` or a file path) shaped for `family`; `valid`
+    and `test` name files for those splits instead of cutting them from `data`.
 
     Raises:
         DataError: unknown built-in name, unreadable, malformed or empty file.
-        ValueError: unknown family.
+        ValueError: unknown family, or split files beside built-in data.
     """
     _check_family(family)
     if data.startswith("builtin:"):
+        if valid is not None or test is not None:
+            raise ValueError(f"{data} has its own splits: --valid and --test take files of yours.")
         return _builtin_task(data, family, seed)
-    return _file_task(data, family, seed)
+    return _file_task(data, family, seed, valid, test)
 
 
 def run_task(config) -> Task:
@@ -209,5 +234,12 @@ def run_task(config) -> Task:
             "This model names no task (config.json has no `data`): it was not trained "
             "here, so there is no test split to score it on."
         )
-    task = load_task(config.data, config.family, seed=config.seed or 0)
-    return limit_task(task, (config.extra.get("train") or {}).get("max_examples"))
+    settings = config.extra.get("train") or {}
+    task = load_task(
+        config.data,
+        config.family,
+        seed=config.seed or 0,
+        valid=settings.get("valid"),
+        test=settings.get("test"),
+    )
+    return limit_task(task, settings.get("max_examples"))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer_zoo.run_directory import FAMILIES
+from transformer_zoo.text.tokenizer import MODEL_TYPES
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multiworker")
@@ -74,6 +75,12 @@ class TrainConfig:
         evaluate: evaluate the final model on the test split.
         pretrain_steps: encoder-only: masked-LM steps on the training texts (the correct
             pairs of a built-in task) before the classifier trains; 0 or None: none.
+        valid, test: files of the validation and test splits (the family's format of
+            `data`); a split not given is cut from `data`.
+        tokenizer: how the (source, or shared) text becomes pieces: `"unigram"`
+            (default), `"bpe"`, `"char"` or `"word"` (whitespace-separated symbols).
+        target_tokenizer: the same for an encoder-decoder's targets (default: the
+            task's, unigram on files).
     """
 
     family: str
@@ -96,6 +103,10 @@ class TrainConfig:
     backup_every: int | None = None
     early_stopping_patience: int | None = None
     pretrain_steps: int | None = None
+    valid: str | None = None
+    test: str | None = None
+    tokenizer: str | None = None
+    target_tokenizer: str | None = None
     evaluate: bool = True
 
     def __post_init__(self) -> None:
@@ -135,6 +146,20 @@ def _positive(name: str, value, kind=int, optional: bool = False) -> None:
 
 def _validate(cfg: TrainConfig) -> None:
     _choice("family", cfg.family, FAMILIES)
+    for name in ("tokenizer", "target_tokenizer"):
+        if getattr(cfg, name) is not None:
+            _choice(name, getattr(cfg, name), MODEL_TYPES)
+    if cfg.target_tokenizer is not None and cfg.family != "encoder-decoder":
+        raise ValueError(
+            "`target_tokenizer` applies to the encoder-decoder family; the others share one "
+            f"vocabulary (`tokenizer`). Received: family={cfg.family!r}"
+        )
+    for name in ("valid", "test"):
+        value = getattr(cfg, name)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"`{name}` must be a file path. Received: {value!r}")
+        if value is not None and cfg.data.startswith("builtin:"):
+            raise ValueError(f"{cfg.data} has its own splits: `{name}` takes a file of yours.")
     _choice("precision", cfg.precision, PRECISIONS)
     _choice("strategy", cfg.strategy, STRATEGIES)
     if cfg.optimizer is not None:

@@ -74,9 +74,14 @@ class FamilySetup:
 
     @classmethod
     def create(
-        cls, task: Task, preset: str, tokenizers: tuple[Tokenizer, Tokenizer] | None = None
+        cls,
+        task: Task,
+        preset: str,
+        tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
+        kinds: tuple[str | None, str | None] = (None, None),
     ) -> FamilySetup:
-        """Resolves the preset and trains the tokenizers (unless `tokenizers` are given).
+        """Resolves the preset and trains the tokenizers (unless `tokenizers` are given),
+        of `kinds` (source or shared, target; `text.tokenizer.MODEL_TYPES`).
 
         Raises:
             ValueError: an unknown preset, or one of another family.
@@ -89,10 +94,11 @@ class FamilySetup:
                 shared = train_tokenizer(
                     [p.source for p in pairs] + [p.target for p in pairs],
                     task.tokenizer_options["vocabulary_size"],
+                    model_type=kinds[0] or "unigram",
                 )
                 tokenizers = (shared, shared)
             else:
-                tokenizers = task.fit_tokenizers()
+                tokenizers = task.fit_tokenizers(kind=kinds[0], target_kind=kinds[1])
         return cls(task, name, *tokenizers)
 
     @property

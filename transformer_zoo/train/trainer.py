@@ -142,13 +142,14 @@ def prepare(config: TrainConfig) -> Prepared:
     from transformer_zoo.models.presets import resolve_preset
 
     resolve_preset(config.preset, config.family)  # fails fast, before the data is read
-    task = limit_task(load_task(config.data, config.family, seed=config.seed), config.max_examples)
+    task = load_task(config.data, config.family, config.seed, config.valid, config.test)
+    task = limit_task(task, config.max_examples)
     tokenizers = None
     if os.path.isfile(os.path.join(out, "tokenizer.model")) and (state == rd.RESUME or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
-    return Prepared(
-        config, FamilySetup.create(task, config.preset, tokenizers), state, chief, write_dir
-    )
+    kinds = (config.tokenizer, config.target_tokenizer)
+    setup = FamilySetup.create(task, config.preset, tokenizers, kinds)
+    return Prepared(config, setup, state, chief, write_dir)
 
 
 def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfig:
