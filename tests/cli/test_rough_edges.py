@@ -232,7 +232,9 @@ def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path
     out = tmp_path / "run"
     command = [sys.executable, "-m", "transformer_zoo.cli", "train", "--family", "encoder-decoder"]
     command += ["--max-examples", "128", "--batch-size", "16", "--steps-per-execution", "1"]
-    command += ["--epochs", "4", "--no-evaluate", "--out", str(out)]
+    # Enough epochs that the run is still training when the signal comes, even on a busy
+    # machine; resuming runs the few seconds left.
+    command += ["--epochs", "16", "--no-evaluate", "--out", str(out)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     run = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
