@@ -226,6 +226,7 @@ def main() -> None:
         train_ids, valid_ids, len(chars) + 1, args.seed, args.steps_per_execution
     )
     report["sample"] = sample(model, chars)
+    print(json.dumps(report["ours"]), flush=True)
     if args.torch_python:
         report["nanogpt"] = run_nanogpt(args.torch_python, args.corpus)
     report["load_after"] = [round(x, 2) for x in os.getloadavg()]
