@@ -1,8 +1,15 @@
 """Tiny models of each family, their run directories and their exports, built once per
-session (a tf2onnx conversion takes a few seconds per graph) and shared by the tests."""
+session (a tf2onnx conversion takes a few seconds per graph) and shared by the tests:
+across pytest-xdist's workers too, where the first worker to need one builds it and the
+others load what it wrote (`built_once`)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
+import pickle
 import types
 
 import keras
@@ -11,7 +18,7 @@ import pytest
 
 from transformer_zoo.export import export_onnx, export_saved_model
 from transformer_zoo.models import EncoderOnlyClassifier, from_preset
-from transformer_zoo.run_directory import RunConfig, save_run_config
+from transformer_zoo.run_directory import RunConfig, load_run_config, save_run_config
 from transformer_zoo.text import WordPieceTokenizer, train_tokenizer
 
 SENTENCES = [
@@ -86,6 +93,32 @@ def target_tokenizer():
     return train_tokenizer(SENTENCES[::-1], 50, model_type="char")
 
 
+@contextlib.contextmanager
+def built_once(tmp_path_factory, name: str):
+    """`(directory, build)`: a directory that all xdist workers of the session share, and
+    whether this worker must build into it (the first to ask, holding a lock meanwhile;
+    the others wait, then find it built). What is built must not depend on the worker."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's directory, above each worker's own
+    directory = root / f"shared-{name}"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            build = not (directory / ".built").exists()
+            if build:
+                if directory.exists():  # a worker that failed half-way
+                    import shutil
+
+                    shutil.rmtree(directory)
+                directory.mkdir()
+            yield directory, build
+            if build:
+                (directory / ".built").touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def family_artifacts(tmp_path_factory, tokenizer, target_tokenizer):
     """`get(family)`: the model, its run directory and its ONNX + SavedModel export."""
@@ -94,17 +127,27 @@ def family_artifacts(tmp_path_factory, tokenizer, target_tokenizer):
     def get(family: str):
         if family not in built:
             target = target_tokenizer if family == "encoder-decoder" else None
-            model, config = _build(family, tokenizer, target)
-            root = tmp_path_factory.mktemp(family)
-            run_dir, export_dir = root / "run", root / "export"
-            run_dir.mkdir()
-            model.save(run_dir / "model.keras")
-            save_run_config(run_dir, config)
-            tokenizer.save(run_dir / "tokenizer.model")
-            if target is not None:
-                target.save(run_dir / "target_tokenizer.model")
-            onnx_report = export_onnx(model, export_dir, tokenizer, target, config=config)
-            saved_report = export_saved_model(model, export_dir, tokenizer, target, config=config)
+            with built_once(tmp_path_factory, family) as (root, build):
+                run_dir, export_dir = root / "run", root / "export"
+                if build:
+                    model, config = _build(family, tokenizer, target)
+                    run_dir.mkdir()
+                    model.save(run_dir / "model.keras")
+                    save_run_config(run_dir, config)
+                    tokenizer.save(run_dir / "tokenizer.model")
+                    if target is not None:
+                        target.save(run_dir / "target_tokenizer.model")
+                    onnx_report = export_onnx(model, export_dir, tokenizer, target, config=config)
+                    saved_report = export_saved_model(
+                        model, export_dir, tokenizer, target, config=config
+                    )
+                    reports = {"onnx": onnx_report, "saved_model": saved_report}
+                    (root / "reports.json").write_text(json.dumps(reports))
+                else:
+                    model = keras.models.load_model(run_dir / "model.keras")
+                    config = load_run_config(run_dir)
+                    reports = json.loads((root / "reports.json").read_text())
+                    onnx_report, saved_report = reports["onnx"], reports["saved_model"]
             built[family] = types.SimpleNamespace(
                 model=model,
                 config=config,
@@ -124,30 +167,33 @@ def family_artifacts(tmp_path_factory, tokenizer, target_tokenizer):
 def wordpiece_artifacts(tmp_path_factory):
     """An encoder-only embedding model with a WordPiece `vocab.txt` (as MiniLM has):
     its run directory and ONNX export."""
-    keras.utils.set_random_seed(1)
     tokenizer = WordPieceTokenizer(WORDPIECE_VOCABULARY, max_length=16)
-    model = from_preset(
-        "tiny",
-        family="encoder-only",
-        vocabulary_size=len(WORDPIECE_VOCABULARY),
-        max_length=16,
-        **SMALL,
-    )
-    root = tmp_path_factory.mktemp("wordpiece")
-    run_dir, export_dir = root / "run", root / "export"
-    config = RunConfig(
-        family="encoder-only",
-        preset="tiny",
-        task="embedding",
-        special_ids=tokenizer.special_ids,
-        tokenizer="vocab.txt",
-        max_length=16,
-    )
-    run_dir.mkdir()
-    model.save(run_dir / "model.keras")
-    save_run_config(run_dir, config)
-    tokenizer.save(run_dir)
-    export_onnx(model, export_dir, tokenizer, config=config)
+    with built_once(tmp_path_factory, "wordpiece") as (root, build):
+        run_dir, export_dir = root / "run", root / "export"
+        if build:
+            keras.utils.set_random_seed(1)
+            model = from_preset(
+                "tiny",
+                family="encoder-only",
+                vocabulary_size=len(WORDPIECE_VOCABULARY),
+                max_length=16,
+                **SMALL,
+            )
+            config = RunConfig(
+                family="encoder-only",
+                preset="tiny",
+                task="embedding",
+                special_ids=tokenizer.special_ids,
+                tokenizer="vocab.txt",
+                max_length=16,
+            )
+            run_dir.mkdir()
+            model.save(run_dir / "model.keras")
+            save_run_config(run_dir, config)
+            tokenizer.save(run_dir)
+            export_onnx(model, export_dir, tokenizer, config=config)
+        else:
+            model = keras.models.load_model(run_dir / "model.keras")
     return types.SimpleNamespace(
         model=model, tokenizer=tokenizer, run_dir=run_dir, export_dir=export_dir
     )
@@ -164,12 +210,16 @@ def trained_runs(tmp_path_factory):
     from transformer_zoo.train.config import TrainConfig
     from transformer_zoo.train.trainer import train
 
-    results = {}
-    for family in TRAINED_TASKS:
-        out = tmp_path_factory.mktemp("runs") / family
-        # A few masked-LM steps stand in for the 1,500 of the built-in default.
-        extra = {"pretrain_steps": 3} if family == "encoder-only" else {}
-        config = TrainConfig(family, out=str(out), **SMALL_RUN, **extra)
-        results[family] = train(config, verbose=0)
-    keras.config.set_dtype_policy("float32")
+    with built_once(tmp_path_factory, "runs") as (root, build):
+        if build:
+            results = {}
+            for family in TRAINED_TASKS:
+                # A few masked-LM steps stand in for the 1,500 of the built-in default.
+                extra = {"pretrain_steps": 3} if family == "encoder-only" else {}
+                config = TrainConfig(family, out=str(root / family), **SMALL_RUN, **extra)
+                results[family] = train(config, verbose=0)
+            keras.config.set_dtype_policy("float32")
+            (root / "results.pkl").write_bytes(pickle.dumps(results))
+        else:
+            results = pickle.loads((root / "results.pkl").read_bytes())
     return results
