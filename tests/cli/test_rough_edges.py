@@ -236,10 +236,13 @@ def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path
     # machine; resuming runs the few seconds left.
     command += ["--epochs", "16", "--no-evaluate", "--out", str(out)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The child starts with Ctrl-C's default action whatever its parent's is (an ignored
+    # SIGINT is inherited across exec, and then Python installs no KeyboardInterrupt).
     run = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 180
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 600
     while (
         (backup_epoch(out / "backup") or 0) < 1
         and run.poll() is None
@@ -247,8 +250,10 @@ def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path
     ):
         time.sleep(0.05)
     run.send_signal(signal.SIGINT)
-    _, err = run.communicate(timeout=120)
-    assert run.returncode == 130, err[-2000:]
+    finished_first = run.poll() is not None
+    out_text, err = run.communicate(timeout=300)
+    assert not finished_first, "the run ended before its first backup:\n" + out_text[-2000:]
+    assert run.returncode == 130, out_text[-1500:] + err[-1500:]
     lines = err.strip().splitlines()
     assert "Traceback" not in err
     assert lines[-1].startswith(
