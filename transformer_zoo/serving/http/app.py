@@ -384,15 +384,21 @@ def _model(registry: ModelRegistry, name: str, what: str | None = None, families
     return entry
 
 
-def _submit(generation: Generation) -> None:
+def _queue(submit, *args):
+    """`submit(*args)` on a model's worker, its refusals as the server's answers: a full
+    queue 429 (retry in a second), a request larger than the queue 400, shutting down 503."""
     try:
-        generation.submit()
+        return submit(*args)
     except QueueFull as error:
         raise RequestError(429, str(error), headers={"Retry-After": "1"}) from None
     except TooLarge as error:
         raise RequestError(400, str(error)) from None
     except Closed as error:
         raise RequestError(503, str(error)) from None
+
+
+def _submit(generation: Generation) -> None:
+    _queue(generation.submit)
 
 
 async def _wait(request: Request, generation: Generation, choices: list[Choice]) -> None:
@@ -485,14 +491,7 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
 
 
 async def _encoder_run(request, entry, kind: str, texts: list[str], settings) -> list | np.ndarray:
-    try:
-        future = entry.worker.submit(kind, texts)
-    except QueueFull as error:
-        raise RequestError(429, str(error), headers={"Retry-After": "1"}) from None
-    except TooLarge as error:
-        raise RequestError(400, str(error)) from None
-    except Closed as error:
-        raise RequestError(503, str(error)) from None
+    future = _queue(entry.worker.submit, kind, texts)
     waiting = asyncio.wrap_future(future)
     deadline = time.monotonic() + settings.request_timeout
     while True:
