@@ -48,6 +48,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "runs" / "bench_server_load"
 sys.path.insert(0, str(ROOT))
+from benchmarks.machine import cpu_flags  # noqa: E402
+
 NEW_TOKENS, PROMPT_TOKENS = 64, 16
 
 
@@ -233,15 +235,6 @@ def run(name, directory, path, bodies, args, stream, unit, per_level: int) -> di
     finally:
         exit_code = server.stop()
     return {"unit": unit, "levels": rows, "server_exit_code": exit_code}
-
-
-def cpu_flags() -> str:
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0]
-    except (OSError, IndexError):
-        return "unknown"
-    found = [f for f in ("avx512_bf16", "amx_bf16", "avx512f", "avx2") if f" {f}" in flags]
-    return ", ".join(found) or "none of avx2/avx512/amx"
 
 
 def markdown(report: dict) -> str:

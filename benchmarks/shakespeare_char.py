@@ -33,6 +33,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -44,6 +45,9 @@ import numpy as np  # noqa: E402
 from transformer_zoo.models import DecoderOnly  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.machine import cpu_flags  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "runs" / "bench_shakespeare_char"
 NANOGPT = ROOT.parent / "shared" / "peers" / "nanogpt"
@@ -171,15 +175,6 @@ def run_nanogpt(python: str, corpus: Path) -> dict:
         "val_loss": float(final[0][2]) if final else None,
         "torch": torch_version,
     }
-
-
-def cpu_flags() -> str:
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0]
-    except (OSError, IndexError):
-        return "unknown"
-    found = [f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f" {f}" in flags]
-    return ", ".join(found)
 
 
 def markdown(report: dict) -> str:

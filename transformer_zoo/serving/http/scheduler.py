@@ -43,6 +43,41 @@ class Closed(Exception):
     """The server is shutting down and takes no new requests."""
 
 
+class _Worker:
+    """One model's thread and bounded queue, shared by both workers: `submit` admits
+    work (all of a request or none), `close` drains."""
+
+    def __init__(self, name: str, max_queue: int, observe):
+        self.max_queue = max_queue
+        self.observe = observe or (lambda event, value: None)
+        self._waiting: collections.deque = collections.deque()
+        self._condition = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def _admit(self, count: int, queued: int, unit: str) -> None:
+        """Raises unless `count` more `unit`s fit beside the `queued` ones (under the lock)."""
+        if self._closing:
+            raise Closed("The server is shutting down.")
+        if count > self.max_queue:
+            raise TooLarge(
+                f"The request has {count} {unit}; this server queues at most "
+                f"{self.max_queue} per model."
+            )
+        if queued + count > self.max_queue:
+            raise QueueFull(f"The queue of {self.max_queue} waiting {unit} is full; retry shortly.")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Takes no new work; returns once the queued and running work is done."""
+        with self._condition:
+            self._closing = True
+            self._condition.notify()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
 @dataclass
 class Token:
     """One generated token: its id, its log-probability under the model, and the `top`
@@ -101,7 +136,7 @@ class GenerationRow:
         self.cancelled = True
 
 
-class GenerationScheduler:
+class GenerationScheduler(_Worker):
     """Continuous batching of `GenerationRow`s over one `ServedModel`'s engine.
 
     Args:
@@ -113,37 +148,21 @@ class GenerationScheduler:
     """
 
     def __init__(self, served, max_batch_size: int = 16, max_queue: int = 256, observe=None):
+        super().__init__("generation", max_queue, observe)
         self.served = served
         self.engine = served.engine
         self.max_batch_size = max_batch_size
-        self.max_queue = max_queue
-        self.observe = observe or (lambda event, value: None)
-        special = served.config.special_ids
-        self.eos_id = special.get("eos")
-        self._waiting: collections.deque[GenerationRow] = collections.deque()
+        self.eos_id = served.config.special_ids.get("eos")
         self._rows: list[GenerationRow] = []  # the running batch, in state order
         self._last: np.ndarray | None = None  # each running row's last token
         self._state = None
-        self._condition = threading.Condition()
-        self._closing = False
-        self._thread = threading.Thread(target=self._loop, name="generation", daemon=True)
         self._thread.start()
 
     # --- any thread -------------------------------------------------------------------
     def submit(self, rows: list[GenerationRow]) -> None:
         """Queues the rows of one request, all or none."""
         with self._condition:
-            if self._closing:
-                raise Closed("The server is shutting down.")
-            if len(rows) > self.max_queue:
-                raise TooLarge(
-                    f"The request has {len(rows)} sequences; this server queues at most "
-                    f"{self.max_queue} per model."
-                )
-            if len(self._waiting) + len(rows) > self.max_queue:
-                raise QueueFull(
-                    f"The queue of {self.max_queue} waiting sequences is full; retry shortly."
-                )
+            self._admit(len(rows), len(self._waiting), "sequences")
             self._waiting.extend(rows)
             self.observe("queue_depth", len(self._waiting))
             self._condition.notify()
@@ -151,13 +170,6 @@ class GenerationScheduler:
     @property
     def running(self) -> int:
         return len(self._rows)
-
-    def close(self, timeout: float | None = None) -> None:
-        """Takes no new rows; returns once the queued and running ones are done."""
-        with self._condition:
-            self._closing = True
-            self._condition.notify()
-        self._thread.join(timeout)
 
     # --- the scheduler's thread -------------------------------------------------------
     def _loop(self) -> None:
@@ -271,7 +283,7 @@ class EncoderJob:
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
 
 
-class EncoderBatcher:
+class EncoderBatcher(_Worker):
     """Runs the encoder-only requests that arrive within `max_wait_ms` of the first one
     as one batch of at most `max_batch_size` texts (a larger request runs alone).
 
@@ -284,16 +296,11 @@ class EncoderBatcher:
     """
 
     def __init__(self, served, max_batch_size=32, max_wait_ms=2.0, max_queue=1024, observe=None):
+        super().__init__("encoder", max_queue, observe)
         self.served = served
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait_ms / 1000
-        self.max_queue = max_queue
-        self.observe = observe or (lambda event, value: None)
-        self._waiting: collections.deque[EncoderJob] = collections.deque()
         self._queued_texts = 0
-        self._condition = threading.Condition()
-        self._closing = False
-        self._thread = threading.Thread(target=self._loop, name="encoder", daemon=True)
         self._thread.start()
 
     def submit(self, kind: str, texts: list[str]) -> concurrent.futures.Future:
@@ -301,26 +308,12 @@ class EncoderBatcher:
         array) or their `classify` results."""
         job = EncoderJob(kind, texts)
         with self._condition:
-            if self._closing:
-                raise Closed("The server is shutting down.")
-            if len(texts) > self.max_queue:
-                raise TooLarge(
-                    f"The request has {len(texts)} texts; this server queues at most "
-                    f"{self.max_queue} per model."
-                )
-            if self._queued_texts + len(texts) > self.max_queue:
-                raise QueueFull(f"The queue of {self.max_queue} texts is full; retry shortly.")
+            self._admit(len(texts), self._queued_texts, "texts")
             self._waiting.append(job)
             self._queued_texts += len(texts)
             self.observe("queue_depth", self._queued_texts)
             self._condition.notify()
         return job.future
-
-    def close(self, timeout: float | None = None) -> None:
-        with self._condition:
-            self._closing = True
-            self._condition.notify()
-        self._thread.join(timeout)
 
     def _loop(self) -> None:
         while True:
