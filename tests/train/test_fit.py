@@ -153,7 +153,9 @@ def test_cli_evaluate_prints_and_saves_the_recomputed_metrics(runs, capsys):
     assert printed["split"] == "valid" and "accuracy" in printed
     with open(os.path.join(run_dir, "metrics.json"), encoding="utf-8") as file:
         saved = json.load(file)
-    assert saved["valid"] == printed and saved["test"] == runs["encoder-only"].metrics["test"]
+    assert saved["test"] == runs["encoder-only"].metrics["test"]
+    assert printed["accuracy"] == saved["valid"]["accuracy"]["all"]
+    assert printed["examples"] == saved["valid"]["examples"] and printed["engine"] == "keras"
 
 
 def test_decoder_only_evaluation_completes_prompts_and_reports_perplexity():

@@ -13,7 +13,7 @@ from transformer_zoo.train.callbacks.backup import Backup, backup_epoch, restore
 from transformer_zoo.train.callbacks.budgeted_cosine_decay import BudgetedCosineDecay
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
 from transformer_zoo.train.callbacks.nan_guard import NaNGuard, NaNLossError
-from transformer_zoo.train.callbacks.time_budget import TimeBudget
+from transformer_zoo.train.callbacks.budget import Budget
 
 X = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
 Y = X @ np.arange(1.0, 5.0, dtype="float32")[:, None]
@@ -159,9 +159,17 @@ def test_nan_guard_lets_finite_losses_pass():
 
 
 def test_time_budget_stops_within_the_epoch():
-    budget = TimeBudget(1e-6)
+    budget = Budget(seconds=1e-6)
     history = _model().fit(X, Y, epochs=5, batch_size=8, verbose=0, callbacks=[budget])
-    assert budget.stopped and len(history.history["loss"]) == 1
+    assert budget.stopped_by == "time_budget" and len(history.history["loss"]) == 1
+
+
+def test_step_budget_stops_at_its_step_within_an_epoch():
+    model = _model()
+    budget = Budget(steps=3)
+    history = model.fit(X, Y, epochs=5, batch_size=4, verbose=0, callbacks=[budget])
+    assert budget.stopped_by == "steps" and len(history.history["loss"]) == 1
+    assert int(model.optimizer.iterations.numpy()) == 3
 
 
 def test_budgeted_cosine_without_budget_follows_keras_cosine_decay_after_warmup():

@@ -14,10 +14,15 @@ import os
 import sys
 
 from transformer_zoo.architectures import preset_names
-from transformer_zoo.cli.parsing import UsageError, positive_float
+from transformer_zoo.cli.parsing import (
+    UsageError,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from transformer_zoo.run_directory import BACKUP_DIR, FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES as TOKENIZER_KINDS
-from transformer_zoo.train.config import OPTIMIZERS, PRECISIONS, STRATEGIES
+from transformer_zoo.train.config import OPTIMIZERS, PRECISIONS, STRATEGIES, WINDOWS
 
 
 def register(commands) -> None:
@@ -56,8 +61,58 @@ def register(commands) -> None:
     train.add_argument(
         "--target-tokenizer", choices=TOKENIZER_KINDS, help="encoder-decoder: the target's"
     )
+    train.add_argument(
+        "--vocabulary-size",
+        type=positive_int,
+        metavar="N",
+        help="unigram/BPE vocabulary size of the (source, or shared) tokenizer (default 8000)",
+    )
+    train.add_argument(
+        "--target-vocabulary-size", type=positive_int, metavar="N", help="encoder-decoder: the target's"
+    )
+    train.add_argument(
+        "--columns",
+        type=_columns,
+        metavar="NAMES",
+        help="TSV files with a header: the columns to read, by name: SOURCE,TARGET "
+        "(encoder-decoder) or TEXT[,TEXT2],LABEL (encoder-only), e.g. sentence,label",
+    )
+    train.add_argument(
+        "--windows",
+        choices=WINDOWS,
+        help="decoder-only plain text: one token stream cut into context-long windows, "
+        "random per batch (default) or an epoch of shuffled windows; or lines (a line is "
+        "an example)",
+    )
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        nargs="+",
+        metavar="KEY=VALUE",
+        help="replace the preset's model arguments, e.g. --set num_layers=4 hidden_dim=128 "
+        "(values are JSON: 4, 0.1, true, \"text\"; or a .json file of them)",
+    )
+    train.add_argument(
+        "--init",
+        metavar="RUN_DIR",
+        help="encoder-only: start from this run's encoder and tokenizer (trained here or "
+        "imported with import-hf), with a fresh classifier head",
+    )
     train.add_argument("--out", help="the run directory (default runs/FAMILY-PRESET)")
     train.add_argument("--epochs", type=int, help="passes over the data (builtin: 4, files: 10)")
+    train.add_argument(
+        "--steps",
+        type=positive_int,
+        metavar="N",
+        help="train N optimizer steps instead of --epochs",
+    )
+    train.add_argument(
+        "--eval-every",
+        type=positive_int,
+        metavar="K",
+        help="with --steps: a validation loss every K steps (default: every pass over the "
+        "data, at most 10 a run)",
+    )
     train.add_argument(
         "--time-budget",
         type=positive_float,
@@ -79,6 +134,23 @@ def register(commands) -> None:
     train.add_argument(
         "--dropout", type=float, help="replace the preset's dropout (builtin data: 0)"
     )
+    train.add_argument(
+        "--weight-decay", type=non_negative_float, help="AdamW's weight decay (default 0.01)"
+    )
+    train.add_argument(
+        "--min-learning-rate",
+        type=non_negative_float,
+        metavar="RATE",
+        help="adamw-cosine: the floor the cosine ends at (default 0)",
+    )
+    train.add_argument(
+        "--clip-norm", type=positive_float, help="clip the gradients' global norm (default: none)"
+    )
+    train.add_argument(
+        "--label-smoothing",
+        type=non_negative_float,
+        help="of the translation and language-model loss (default 0.1; 0 on token streams)",
+    )
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--steps-per-execution", type=int, default=10)
     train.add_argument("--max-examples", type=int, help="train on this many examples only")
@@ -93,9 +165,28 @@ def register(commands) -> None:
     train.add_argument("--verbose", type=int, choices=(0, 1, 2), help="default: 1 on a terminal")
     train.set_defaults(handler=_train)
 
-    evaluate = commands.add_parser("evaluate", help="recompute the test metrics of a run directory")
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="score a run on its test split or a file, with the Keras model or an export",
+        description="Scores RUN_DIR's model (or --model, an export of it) on the run's "
+        "test split, or on --test FILE read as the run's data was. The run's own "
+        "split scored with the Keras model is written to its metrics.json. The last "
+        "line of output is one JSON object: examples, and as they apply exact_match, "
+        "accuracy, wer, per (fractions), bleu, chrf, val_loss (nats per token), "
+        "perplexity, token_accuracy; the engine and the model scored.",
+    )
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--split", choices=("test", "valid"), default="test")
+    evaluate.add_argument("--test", metavar="FILE", help="score this file instead of a split")
+    evaluate.add_argument(
+        "--engine",
+        choices=("keras", "onnx", "saved_model"),
+        default="keras",
+        help="keras (the run's model.keras, default), or onnx / saved_model (an export)",
+    )
+    evaluate.add_argument(
+        "--model", metavar="EXPORT_DIR", help="the export to score (onnx, saved_model)"
+    )
     evaluate.set_defaults(handler=_evaluate)
 
 
@@ -129,7 +220,58 @@ def config_from_args(args: argparse.Namespace):
         test=args.test,
         tokenizer=_source_tokenizer(args),
         target_tokenizer=args.target_tokenizer,
+        vocabulary_size=args.vocabulary_size,
+        target_vocabulary_size=args.target_vocabulary_size,
+        overrides=parse_overrides(args.overrides) if args.overrides else None,
+        steps=args.steps,
+        eval_every=args.eval_every,
+        windows=args.windows,
+        columns=args.columns,
+        init=args.init,
+        weight_decay=args.weight_decay,
+        min_learning_rate=args.min_learning_rate,
+        clip_norm=args.clip_norm,
+        label_smoothing=args.label_smoothing,
     )
+
+
+def _columns(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return names
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """`--set` arguments as a dict: `KEY=VALUE` pairs whose values are JSON (a bare word
+    that is not JSON stays a string), or paths of JSON files holding such a dict; later
+    items win.
+
+    Raises:
+        ValueError: an item that is neither, in one line.
+    """
+    overrides: dict = {}
+    for item in items:
+        if "=" not in item:
+            if not item.endswith(".json"):
+                raise ValueError(f"--set takes KEY=VALUE pairs or a .json file; got {item!r}")
+            try:
+                with open(item, encoding="utf-8") as file:
+                    loaded = json.load(file)
+            except (OSError, json.JSONDecodeError) as error:
+                raise ValueError(f"--set {item}: cannot read a JSON object ({error})") from None
+            if not isinstance(loaded, dict):
+                raise ValueError(f"--set {item}: the file holds no JSON object of arguments")
+            overrides.update(loaded)
+            continue
+        key, _, text = item.partition("=")
+        if not key.isidentifier():
+            raise ValueError(f"--set {item}: {key!r} is not an argument name")
+        try:
+            overrides[key] = json.loads(text)
+        except json.JSONDecodeError:
+            overrides[key] = text
+    return overrides
 
 
 def _source_tokenizer(args) -> str | None:
@@ -195,23 +337,37 @@ def summary_line(run_dir: str, metrics: dict | None) -> str:
         parts.append(f"chrF {test['chrf']['all']:.1f}")
     if "wer" in test:
         parts.append(f"WER {test['wer']['all']:.2%}, PER {test['per']['all']:.2%}")
+    if "loss" in test and "exact_match" not in test:
+        parts.append(f"test loss {test['loss']:.4f} nats/token")
     if "perplexity" in test:
         parts.append(f"perplexity {test['perplexity']:.3f}")
     return f"{run_dir}: " + "; ".join(parts)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from transformer_zoo.evaluation.evaluate import evaluate_directory
+    from transformer_zoo.evaluation.evaluate import evaluate_directory, headline
     from transformer_zoo.files import read_json, write_json
     from transformer_zoo.run_directory import METRICS_FILE
 
+    if args.engine != "keras" and args.model is None:
+        raise UsageError(f"--engine {args.engine} scores an export: give its directory with --model")
+    if args.engine == "keras" and args.model is not None:
+        raise UsageError("--model names an export: give --engine onnx or saved_model with it")
     try:
-        scores = evaluate_directory(args.run_dir, args.split)
+        scores = evaluate_directory(
+            args.run_dir, args.split, args.engine, test=args.test, model=args.model
+        )
     except (ValueError, OSError) as error:  # RunError, DataError, a missing file
         raise UsageError.from_error(error) from None
-    path = os.path.join(args.run_dir, METRICS_FILE)
-    metrics = read_json(path) if os.path.isfile(path) else {}
-    metrics[args.split] = scores
-    write_json(path, metrics)
-    print(json.dumps(scores, ensure_ascii=False))
+    if args.engine == "keras" and args.test is None:
+        path = os.path.join(args.run_dir, METRICS_FILE)
+        metrics = read_json(path) if os.path.isfile(path) else {}
+        metrics[args.split] = scores
+        write_json(path, metrics)
+    for sample in scores.get("samples", [])[:3]:
+        print(f"{sample['input']!r} -> {sample['prediction']!r} (reference {sample['reference']!r})")
+    flat = {**headline(scores), "engine": args.engine, "model": args.model or args.run_dir}
+    if args.test:
+        flat["file"] = args.test
+    print(json.dumps(flat, ensure_ascii=False))
     return 0

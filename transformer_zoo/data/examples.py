@@ -1,4 +1,5 @@
-"""The three shapes of training examples, one per model family (plain records).
+"""The shapes of training examples, one per model family (plain records), and the text
+stream a language model may read instead of lines.
 
 `category` groups examples for per-category reports (the built-in task's
 "dates", "numbers", "times"); user data leaves it empty.
@@ -42,4 +43,13 @@ class ClassificationExample:
     label: str
     text: str
     text2: str | None = None
+    category: str = ""
+
+
+@dataclass(frozen=True)
+class TextStream:
+    """A whole text for `DecoderOnly`, read as one token stream cut into windows of the
+    model's context (`data.pipelines.stream_dataset`) rather than line by line."""
+
+    text: str
     category: str = ""

@@ -18,7 +18,7 @@ import tensorflow as tf
 from transformer_zoo.data.bucketing import batch_by_length, tokenize_columns
 from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TranslationPair
 from transformer_zoo.text import Tokenizer
-from transformer_zoo.text.formats import pair_budget
+from transformer_zoo.text.formats import encoder_rows, pair_budget, stream_window
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -174,6 +174,53 @@ def language_model_dataset(
     return data.map(to_keras, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
 
 
+def stream_dataset(
+    ids: Sequence[int],
+    batch_size: int = 64,
+    max_length: int = 256,
+    windows: str = "random",
+    shuffle: bool = False,
+    seed: int = 0,
+) -> tf.data.Dataset:
+    """Next-token batches for `DecoderOnly` from one token stream, cut into windows of
+    `max_length` tokens (`text.formats.stream_window`: `[bos]` + the window's tokens but
+    its last, labelled with the window's tokens).
+
+    One pass holds `len(ids) // max_length` windows: with `windows="random"`, windows at
+    random starts (nanoGPT's `get_batch`; new ones every pass, from `seed`); with
+    `"epoch"`, the stream's non-overlapping windows, shuffled every pass when `shuffle`.
+    The last batch of a pass may be smaller.
+
+    Returns:
+        A dataset of `({"token_ids": (B, T), "padding_mask": (B, T)}, labels (B, T),
+        sample_weight (B, T))`, as `language_model_dataset`.
+    """
+    if windows not in ("random", "epoch"):
+        raise ValueError(f"`windows` must be 'random' or 'epoch'. Received: windows={windows!r}")
+    _check([0], {"max_length": max_length}, minimum=1)
+    count = len(ids) // max_length
+    if count < 1:
+        raise ValueError(
+            f"The stream holds {len(ids)} tokens: fewer than one window of {max_length}."
+        )
+    stream = tf.constant(ids, tf.int32)
+    if windows == "random":
+        starts = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(count)
+        last = len(ids) - max_length  # the largest start
+        starts = starts.map(lambda r: tf.cast(r % (last + 1), tf.int32))
+    else:
+        starts = tf.data.Dataset.range(count).map(lambda i: tf.cast(i * max_length, tf.int32))
+        if shuffle:
+            starts = starts.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+
+    def window(start):
+        inputs, labels = stream_window(stream, start, max_length, lambda a, b: tf.concat([a, b], 0))
+        return {"token_ids": inputs, "padding_mask": padding_mask(inputs)}, labels, _weights(labels)
+
+    data = starts.map(window, num_parallel_calls=AUTOTUNE).batch(batch_size)
+    return data.prefetch(AUTOTUNE)
+
+
 def packed_pairs(texts: Sequence, tokenizer: Tokenizer, max_length: int) -> tf.data.Dataset:
     """`{"token_ids", "segment_ids"}` per text or text pair, as `formats.pair_ids` packs them.
 
@@ -207,7 +254,7 @@ def packed_pairs(texts: Sequence, tokenizer: Tokenizer, max_length: int) -> tf.d
 
 def classification_dataset(
     examples: Sequence[ClassificationExample],
-    tokenizer: Tokenizer,
+    tokenizer,
     label_names: Sequence[str],
     batch_size: int = 64,
     max_length: int = 128,
@@ -216,6 +263,9 @@ def classification_dataset(
     **batching,
 ) -> tf.data.Dataset:
     """Text or text-pair classification batches for `EncoderOnly` (with a classifier head).
+
+    The texts are encoded as serving encodes them (`text.formats.encoder_rows`: a
+    SentencePiece `Tokenizer`, or the `WordPieceTokenizer` of an imported checkpoint).
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)},
@@ -226,11 +276,28 @@ def classification_dataset(
     unknown = sorted({e.label for e in examples} - set(index))
     if unknown:
         raise ValueError(f"Labels {unknown} are not in `label_names`={list(label_names)}.")
-    data = packed_pairs([(e.text, e.text2) for e in examples], tokenizer, max_length)
-    labels = tf.data.Dataset.from_tensor_slices(
-        tf.constant([index[e.label] for e in examples], tf.int32)
+    rows = encoder_rows(
+        tokenizer, [e.text for e in examples], [e.text2 for e in examples], max_length
     )
-    data = tf.data.Dataset.zip(data, labels).map(lambda e, label: {**e, "label": label})
+    lengths = [len(ids) for ids, _ in rows]
+    # The rows end to end, each example a slice of them.
+    flat_ids = tf.constant([t for ids, _ in rows for t in ids], tf.int32)
+    flat_segments = tf.constant([t for _, segments in rows for t in segments], tf.int32)
+    starts = [0]
+    for length in lengths[:-1]:
+        starts.append(starts[-1] + length)
+    labels = [index[e.label] for e in examples]
+
+    def example(start, length, label):
+        return {
+            "token_ids": flat_ids[start : start + length],
+            "segment_ids": flat_segments[start : start + length],
+            "label": label,
+        }
+
+    data = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(starts, tf.int32), tf.constant(lengths, tf.int32), tf.constant(labels, tf.int32))
+    ).map(example, num_parallel_calls=AUTOTUNE)
 
     def to_keras(batch):
         ids = batch["token_ids"]

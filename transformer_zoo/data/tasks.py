@@ -4,6 +4,9 @@
 `"decoder-only"` prompt/completion text and `"encoder-only"` pair classification;
 a file path is read by the family's reader (`user_files`) and split 90/5/5, keeping
 examples with the same input in one split, unless `valid` and `test` files are given.
+A decoder-only file read as a token stream (`stream=True`) is one `TextStream` per
+split: its first 90% of characters train and the last 10% validate (nanoGPT's split),
+and the test split is the validation text unless a `test` file is given.
 
 Tokenizers per family (`Task.fit_tokenizers`):
 - encoder-decoder: separate source and target vocabularies (`tokenizer.model`,
@@ -20,10 +23,11 @@ import random
 from dataclasses import dataclass, field
 
 from transformer_zoo.data.builtin.dates_zh import LABELS, DatesZh
-from transformer_zoo.data.examples import ClassificationExample, PromptCompletion
+from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TextStream
 from transformer_zoo.data.user_files import (
     DataError,
     read_classification_tsv,
+    read_stream,
     read_text,
     read_translation_tsv,
 )
@@ -33,6 +37,7 @@ from transformer_zoo.text import Tokenizer, train_tokenizer
 
 BUILTIN = {"dates-zh": DatesZh}
 HELD_OUT_FRACTION = 0.05  # of a user file, for each of valid and test
+STREAM_VALID_FRACTION = 0.1  # of a text stream: its end (nanoGPT's split)
 # A classification file whose labels are this many and this varied is taken for a file of
 # another family (its first column is text): refused, rather than a 3,000-class model.
 MAX_LABELS = 100
@@ -74,6 +79,11 @@ class Task:
     tokenizer_options: dict = field(default_factory=dict)
     shared_targets: dict[str, int] | None = None
 
+    @property
+    def stream(self) -> bool:
+        """Whether the examples are token streams (`TextStream`), not lines."""
+        return bool(self.train) and isinstance(self.train[0], TextStream)
+
     def fit_tokenizers(
         self,
         vocabulary_size: int | None = None,
@@ -96,6 +106,10 @@ class Task:
                 model_type=target_kind or options["target_model_type"],
             )
             return source, target
+        if self.stream:
+            lines = [line for e in self.train for line in e.text.split("\n")]
+            shared = train_tokenizer(lines, size, model_type=kind, keep_whitespace=True)
+            return shared, shared
         if self.family == "decoder-only":
             texts = [e.prompt for e in self.train] + [e.completion for e in self.train]
         else:
@@ -148,10 +162,27 @@ READERS = {
 }
 
 
-def _file_task(path: str, family: str, seed: int, valid=None, test=None) -> Task:
+def _stream_task(path: str, valid=None, test=None) -> Task:
+    text = read_stream(path)
+    if valid is None:
+        cut = int((1 - STREAM_VALID_FRACTION) * len(text))
+        text, valid_text = text[:cut], text[cut:]
+    else:
+        valid_text = read_stream(valid)
+    test_text = read_stream(test) if test is not None else valid_text
+    splits = ([TextStream(t)] for t in (text, valid_text, test_text))
+    return Task(path, "decoder-only", *splits, tokenizer_options=dict(USER_TOKENIZERS))
+
+
+def _file_task(
+    path: str, family: str, seed: int, valid=None, test=None, columns=None
+) -> Task:
     """A file's task: split 90/5/5 by input, or where `valid` and `test` name files of
     their own, those; a split not named is cut from `path` (5%)."""
-    reader = READERS[family]
+
+    def reader(file):
+        return READERS[family](file, columns)
+
     examples = reader(path)
     groups: dict = {}
     for example in examples:
@@ -185,7 +216,7 @@ def _file_task(path: str, family: str, seed: int, valid=None, test=None) -> Task
 def limit_task(task: Task, max_examples: int | None) -> Task:
     """The task cut to `max_examples` training examples and a tenth as many (at least 8)
     validation and test examples; unchanged for None."""
-    if max_examples is None:
+    if max_examples is None or task.stream:
         return task
     held_out = max(8, max_examples // 10)
     train = task.train[:max_examples]
@@ -204,10 +235,18 @@ def limit_task(task: Task, max_examples: int | None) -> Task:
 
 
 def load_task(
-    data: str, family: str, seed: int = 0, valid: str | None = None, test: str | None = None
+    data: str,
+    family: str,
+    seed: int = 0,
+    valid: str | None = None,
+    test: str | None = None,
+    columns: list[str] | None = None,
+    stream: bool = False,
 ) -> Task:
     """The task of `data` (`builtin:NAME` or a file path) shaped for `family`; `valid`
-    and `test` name files for those splits instead of cutting them from `data`.
+    and `test` name files for those splits instead of cutting them from `data`;
+    `columns` picks TSV columns by header name (`user_files`); `stream` reads a
+    decoder-only file as one token stream (see the module docstring).
 
     Raises:
         DataError: unknown built-in name, unreadable, malformed or empty file.
@@ -218,12 +257,17 @@ def load_task(
         if valid is not None or test is not None:
             raise ValueError(f"{data} has its own splits: --valid and --test take files of yours.")
         return _builtin_task(data, family, seed)
-    return _file_task(data, family, seed, valid, test)
+    if stream:
+        if family != "decoder-only":
+            raise ValueError("Only a decoder-only model reads a file as a token stream.")
+        return _stream_task(data, valid, test)
+    return _file_task(data, family, seed, valid, test, columns)
 
 
-def run_task(config) -> Task:
-    """The task a run was trained on, as its `RunConfig` names it: data, seed and the
-    `train` example limit.
+def run_task(config, test: str | None = None) -> Task:
+    """The task a run was trained on, as its `RunConfig` names it: data, its splits,
+    columns and windows, seed and the `train` example limit; with `test`, that file
+    (read as the training data was) is the test split instead.
 
     Raises:
         RunError: the config names no data (an imported checkpoint).
@@ -240,6 +284,9 @@ def run_task(config) -> Task:
         config.family,
         seed=config.seed or 0,
         valid=settings.get("valid"),
-        test=settings.get("test"),
+        test=test or settings.get("test"),
+        columns=settings.get("columns"),
+        stream=settings.get("windows") in ("random", "epoch"),
     )
-    return limit_task(task, settings.get("max_examples"))
+    limited = limit_task(task, settings.get("max_examples"))
+    return limited if test is None else dataclasses.replace(limited, test=task.test)

@@ -11,11 +11,13 @@ ONNX files), so every engine is scored by the same code on the same inputs:
   Chinese, named in `bleu_tokenize`), chrF, `wer` (share of sources matching none of
   their targets) and `per` (symbol edits to the closest target over its length: phones
   where targets are space-separated, else characters), per category; and teacher-forced
-  token accuracy and perplexity of the references;
+  token accuracy, `loss` (nats per token, no label smoothing) and perplexity of the
+  references;
 - decoder-only: greedy completion of every prompt (at most 64 tokens) → exact match and
   BLEU of the completions when the examples have prompts; token accuracy and perplexity
   over the tokens the loss covers (the completion and its `<eos>`, or every token of
-  plain text);
+  plain text); a token stream is scored on its non-overlapping context-long windows
+  (`text.formats.stream_window`, as training reads them);
 - encoder-only: classification accuracy, per category.
 
 Inputs are cut to the model's maximum length as the training pipelines cut them
@@ -41,10 +43,13 @@ from transformer_zoo.evaluation.metrics import (
     word_error_rate,
 )
 from transformer_zoo.generation.search import log_softmax
+from transformer_zoo.data.examples import TextStream
 from transformer_zoo.text.formats import (
     language_model_example,
     prompt_ids,
     source_ids,
+    stream_starts,
+    stream_window,
     translation_example,
 )
 
@@ -84,6 +89,11 @@ def evaluate(served, task, split: str = "test", limit: int | None = None, sample
     if not examples:
         raise ValueError(f"The {split} split is empty: nothing to evaluate.")
     result: dict = {"split": split, "examples": len(examples)}
+    if task.stream:
+        result.update(_token_scores(served, examples))
+        result["examples"] = result.pop("windows")
+        result["seconds"] = round(time.perf_counter() - started, 2)
+        return result
     scored = _distinct_sources(examples) if task.family == "encoder-decoder" else examples
     categories = [e.category or "all" for e in scored]
     inputs, references = _inputs_and_references(scored)
@@ -192,10 +202,17 @@ def _classify(served, examples) -> list[str]:
 
 
 def _token_scores(served, examples) -> dict[str, float]:
-    """Teacher-forced token accuracy and perplexity (no label smoothing) over the label
-    tokens the training loss covers."""
+    """Teacher-forced token accuracy, loss and perplexity (no label smoothing) over the
+    label tokens the training loss covers."""
     length = served.max_length
-    if served.family == "encoder-decoder":
+    windows = None
+    if isinstance(examples[0], TextStream):
+        ids = [t for e in examples for t in served.tokenizer.encode(e.text)]
+        rows = [stream_window(ids, s, length) for s in stream_starts(len(ids), length)]
+        windows = len(rows)
+        if not rows:
+            raise ValueError(f"The text holds {len(ids)} tokens: fewer than one window of {length}.")
+    elif served.family == "encoder-decoder":
         rows = [
             translation_example(
                 served.tokenizer, served.target_tokenizer, e.source, e.target, length, length
@@ -222,7 +239,8 @@ def _token_scores(served, examples) -> dict[str, float]:
         count += int(scored.sum())
     if not count:
         raise ValueError("No example has a token to score.")
-    return {"token_accuracy": hits / count, "perplexity": float(np.exp(nll / count))}
+    scores = {"token_accuracy": hits / count, "loss": nll / count, "perplexity": float(np.exp(nll / count))}
+    return scores if windows is None else {**scores, "windows": windows, "tokens": count}
 
 
 def _padded(rows: list[list[int]]) -> np.ndarray:
@@ -259,17 +277,59 @@ def _errors(rows) -> dict[str, list[dict]]:
     return {category: wrong for category, wrong in errors.items() if wrong}
 
 
-def evaluate_directory(directory: str, split: str = "test", engine: str = "keras") -> dict:
+def evaluate_directory(
+    directory: str,
+    split: str = "test",
+    engine: str = "keras",
+    test: str | None = None,
+    model: str | None = None,
+) -> dict:
     """Recomputes the evaluation of a run (or exported) directory on the task its
     `config.json` names (data, seed, example limit), with `engine` (`"keras"` reads the
     run's `model.keras`; `"onnx"` and `"saved_model"` an export).
+
+    Args:
+        directory: the run (or exported) directory whose task is scored.
+        split: `"test"` or `"valid"`.
+        engine: see above.
+        test: a file to score instead of the run's test split (read as its data was).
+        model: the directory of the model to score (an export of the run); default
+            `directory`.
 
     Raises:
         RunError / DataError / ModelDirectoryError (ValueErrors): not a trained run or
             an export of one, or its data is unreadable.
     """
     from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.run_directory import load_run_config
     from transformer_zoo.serving import load_served_model
 
-    served = load_served_model(directory, engine)
-    return evaluate(served, run_task(served.config), split)
+    served = load_served_model(model or directory, engine)
+    config = load_run_config(directory) if model else served.config
+    if config.family != served.family:
+        raise ValueError(
+            f"--model {model} holds {with_article(served.family)} model; {directory} "
+            f"{with_article(config.family)} one."
+        )
+    return evaluate(served, run_task(config, test), "test" if test else split)
+
+
+HEADLINE = ("examples", "exact_match", "accuracy", "wer", "per", "bleu", "chrf")
+
+
+def headline(result: dict) -> dict:
+    """The overall figures of an `evaluate` result as one flat dict of numbers:
+    `examples`, then as they apply `exact_match`, `accuracy`, `wer` and `per`
+    (fractions), `bleu`, `chrf`, `val_loss` (nats per token, no label smoothing),
+    `perplexity` and `token_accuracy`."""
+    flat = {"split": result["split"]}
+    for name in HEADLINE:
+        if name in result:
+            value = result[name]
+            flat[name] = value["all"] if isinstance(value, dict) else value
+    if "loss" in result:
+        flat["val_loss"] = result["loss"]
+    for name in ("perplexity", "token_accuracy", "tokens", "seconds"):
+        if name in result:
+            flat[name] = result[name]
+    return flat

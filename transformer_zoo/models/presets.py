@@ -40,6 +40,36 @@ def preset_config(name: str, family: str | None = None, **overrides) -> tuple[st
     return name, family, {**PRESETS[name]["config"], **overrides}
 
 
+_KIND_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def check_overrides(name: str, family: str, overrides: dict[str, Any]) -> None:
+    """Raises a one-line ValueError unless every key of `overrides` is an argument of the
+    family's constructor and its value has the type of the preset's (or the
+    constructor's default) value: an integer where an integer is expected, a number
+    where a float is, and so on."""
+    name = resolve_preset(name, family)
+    family = PRESETS[name]["family"]
+    parameters = inspect.signature(MODEL_CLASSES[family].__init__).parameters
+    accepted = sorted(set(parameters) - {"self", "kwargs", "name", "dtype"})
+    for key, value in overrides.items():
+        if key not in accepted:
+            raise ValueError(
+                f"`{key}` is not an argument of {with_article(family)} model; the arguments "
+                f"are: {', '.join(accepted)}"
+            )
+        expected = PRESETS[name]["config"].get(key, parameters[key].default)
+        kind = type(expected)
+        if kind not in _KIND_NAMES:
+            continue  # None or a structure by default: the constructor checks it
+        allowed = (int, float) if kind is float else (kind,)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and kind is not bool):
+            raise ValueError(
+                f"`{key}` takes {_KIND_NAMES[kind]} (the preset has {key}={expected!r}). "
+                f"Received: {key}={value!r}"
+            )
+
+
 def from_preset(name: str, family: str | None = None, **overrides):
     """Build a preset's model with fresh weights.
 

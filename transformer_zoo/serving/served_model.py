@@ -24,6 +24,7 @@ from transformer_zoo.generation.search import generate as run_search
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
 from transformer_zoo.serving.length_batches import length_batches
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids
+from transformer_zoo.text.formats import encoder_rows
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
 log = logging.getLogger(__name__)  # truncation warnings; the command line shows them
@@ -247,20 +248,14 @@ class ServedModel:
 
     def _tokenize(self, texts: list[str], text_pairs) -> list[tuple[list[int], list[int]]]:
         """`(ids, segment ids)` per text (or pair), truncated to `max_length`."""
-        tokenizer = self._tokenizer()
-        if isinstance(tokenizer, WordPieceTokenizer):
-            if text_pairs is not None:
-                raise InputError("Text pairs need a SentencePiece model; this one uses vocab.txt.")
-            _warn_truncated(tokenizer.lengths(texts), self.max_length)
-            rows = tokenizer.encode_ids(texts, max_length=self.max_length)
-            return [(ids, [0] * len(ids)) for ids in rows]
-        pairs = [None] * len(texts) if text_pairs is None else list(text_pairs)
-        rows = [pair_ids(tokenizer, a, b) for a, b in zip(texts, pairs, strict=True)]
+        try:
+            rows = encoder_rows(self._tokenizer(), texts, text_pairs)
+        except ValueError as error:  # pairs for a WordPiece model
+            raise InputError(str(error)) from None
         _warn_truncated([len(ids) for ids, _ in rows], self.max_length)
-        return [
-            pair_ids(tokenizer, a, b, self.max_length) if len(row[0]) > self.max_length else row
-            for a, b, row in zip(texts, pairs, rows, strict=True)
-        ]
+        if all(len(ids) <= self.max_length for ids, _ in rows):
+            return rows
+        return encoder_rows(self._tokenizer(), texts, text_pairs, self.max_length)
 
     def _encoder_feeds(self, encoded: list[tuple[list[int], list[int]]]) -> dict:
         """The graph's feeds for tokenized texts, padded to the longest."""

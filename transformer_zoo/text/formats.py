@@ -18,6 +18,9 @@ functions, see exactly the tokens the model was trained on.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
+
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, Tokenizer
 
 
@@ -74,6 +77,22 @@ def pair_ids(
     return ids, segments
 
 
+def encoder_rows(
+    tokenizer, texts: Sequence[str], pairs: Sequence[str | None] | None = None, max_length=None
+) -> list[tuple[list[int], list[int]]]:
+    """`(ids, segment ids)` per text or text pair, at most `max_length` long: `pair_ids`
+    for a SentencePiece `Tokenizer`; `[CLS] … [SEP]` for a `WordPieceTokenizer` (an
+    imported BERT checkpoint; single texts only)."""
+    from transformer_zoo.text.wordpiece import WordPieceTokenizer
+
+    if isinstance(tokenizer, WordPieceTokenizer):
+        if pairs is not None and any(p is not None for p in pairs):
+            raise ValueError("Text pairs need a SentencePiece model; this one uses vocab.txt.")
+        return [(ids, [0] * len(ids)) for ids in tokenizer.encode_ids(texts, max_length)]
+    pairs = [None] * len(texts) if pairs is None else list(pairs)
+    return [pair_ids(tokenizer, a, b, max_length) for a, b in zip(texts, pairs, strict=True)]
+
+
 def translation_example(
     source_tokenizer: Tokenizer,
     target_tokenizer: Tokenizer,
@@ -91,6 +110,21 @@ def translation_example(
         ([BOS_ID] + pieces)[:max_target_length],
         (pieces + [EOS_ID])[:max_target_length],
     )
+
+
+def stream_window(ids, start, length: int, concat=operator.add):
+    """`(inputs, labels)` of the window of a token stream `ids` at `start`: the labels
+    are the `length` tokens from `start`, the inputs `[bos]` and all but the last of them,
+    so every label is the next token of its input, the first predicted from `<bos>` alone
+    (as a prompt begins at generation). `concat` joins `[bos]` to a slice: `+` for
+    lists, `tf.concat` in the `tf.data` pipeline (`data.pipelines.stream_dataset`)."""
+    labels = ids[start : start + length]
+    return concat([BOS_ID], ids[start : start + length - 1]), labels
+
+
+def stream_starts(count: int, length: int) -> range:
+    """Starts of the non-overlapping windows of a stream of `count` tokens."""
+    return range(0, count - length + 1, length)
 
 
 def language_model_example(

@@ -7,6 +7,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from functools import partial
 
 import sentencepiece as spm
 
@@ -131,6 +132,7 @@ def train_tokenizer(
     character_coverage: float = 1.0,
     split_digits: bool = True,
     split_han: bool = True,
+    keep_whitespace: bool = False,
 ) -> Tokenizer:
     """Trains a SentencePiece model on `texts` with the zoo's special ids.
 
@@ -147,6 +149,9 @@ def train_tokenizer(
         split_han: make every Han character its own piece, as BERT does for CJK text.
             Chinese marks no word boundaries, so a unigram model would otherwise spend
             the vocabulary on phrases such as 晚上九点四十, each a rare class of its own.
+        keep_whitespace: text as it is, for a token stream: no NFKC normalization, no
+            collapsing of spaces, no "▁" before the text, and a piece for the newline, so
+            that `decode(encode(text)) == text` for text of known characters.
 
     Returns:
         The trained `Tokenizer`; `save` writes `tokenizer.model`.
@@ -165,13 +170,22 @@ def train_tokenizer(
     if character_coverage == 1.0:
         # SentencePiece refuses a vocabulary smaller than the characters it must keep
         # (counted after its NFKC normalization), plus the special pieces and "▁".
-        characters = set("".join(unicodedata.normalize("NFKC", t) for t in texts))
-        vocabulary_size = max(vocabulary_size, len(characters - set(" \t")) + 6)
+        normalize = (lambda t: t) if keep_whitespace else partial(unicodedata.normalize, "NFKC")
+        characters = set("".join(normalize(t) for t in texts))
+        vocabulary_size = max(vocabulary_size, len(characters - set(" \t")) + 6 + keep_whitespace)
     # Only unigram and BPE merge characters (and take SentencePiece's delimiter).
     split_han = split_han and model_type in ("unigram", "bpe")
     if split_han:
         texts = [HAN.sub(f"{_DELIMITER}\\1{_DELIMITER}", t) for t in texts]
     model = io.BytesIO()
+    whitespace = {}
+    if keep_whitespace:
+        whitespace = dict(
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            add_dummy_prefix=False,
+            user_defined_symbols=["\n"],
+        )
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(texts),
         model_writer=model,
@@ -184,6 +198,7 @@ def train_tokenizer(
         bos_id=BOS_ID,
         eos_id=EOS_ID,
         control_symbols=[MASK_PIECE],
+        **whitespace,
         pretokenization_delimiter=_DELIMITER if split_han else "",
         hard_vocab_limit=False,
         # Long corpora are sampled, not read whole; one thread keeps training deterministic.

@@ -14,6 +14,12 @@ from transformer_zoo.text.tokenizer import MODEL_TYPES
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multiworker")
 OPTIMIZERS = ("paper-adam", "adamw-cosine")
+# How a decoder-only model reads a plain-text file: as one token stream cut into windows
+# of its context (random windows per batch, as nanoGPT's `get_batch`, or an epoch of the
+# stream's windows, shuffled), or line by line (a line is an example).
+WINDOWS = ("random", "epoch", "lines")
+# Constructor arguments `overrides` may not set: the tokenizers size them.
+SIZED_BY_TOKENIZER = ("vocabulary_size", "target_vocabulary_size")
 # Defaults of the settings left as None: the quality-bar recipe of benchmarks/quality.py,
 # on any data. A short run whose rate anneals to 0 (AdamW + cosine) beats the paper's
 # step^-0.5 decay, and dropout only slows a tiny model down on a task it cannot overfit.
@@ -81,6 +87,28 @@ class TrainConfig:
             (default), `"bpe"`, `"char"` or `"word"` (whitespace-separated symbols).
         target_tokenizer: the same for an encoder-decoder's targets (default: the
             task's, unigram on files).
+        vocabulary_size, target_vocabulary_size: the (source, or shared) and target
+            tokenizers' vocabulary sizes (a soft limit for unigram and BPE; default 8,000
+            on files); character and word tokenizers take every symbol they see.
+        overrides: constructor arguments that replace the preset's (`--set
+            num_layers=4`), checked against the family's constructor by `prepare`.
+        steps: train this many optimizer steps (rounded up to whole executions)
+            instead of `epochs`; the run is cut into evaluation periods of
+            `eval_every` steps, which Keras counts as epochs.
+        eval_every: with `steps`, validate (into `history.csv` and TensorBoard) every
+            this many steps; default: once per pass over the training split, at most
+            10 times a run.
+        windows: decoder-only plain text: `"random"` (default) or `"epoch"` windows of
+            one token stream (`data.pipelines.stream_dataset`), or `"lines"`.
+        columns: the header names of a TSV's columns to read, in the family's order:
+            `source,target`, or `text[,text2],label`; None: headerless files.
+        init: encoder-only: a run directory (trained or imported) whose encoder and
+            tokenizer the classifier starts from, with a fresh head.
+        weight_decay: AdamW's decoupled weight decay (default 0.01).
+        min_learning_rate: adamw-cosine's floor at the end of the cosine (default 0).
+        clip_norm: clip the gradients' global norm to this (default: no clipping).
+        label_smoothing: of the generative families' loss (default 0.1, and 0 for
+            windows of a token stream, whose loss is then the per-token cross-entropy).
     """
 
     family: str
@@ -107,6 +135,18 @@ class TrainConfig:
     test: str | None = None
     tokenizer: str | None = None
     target_tokenizer: str | None = None
+    vocabulary_size: int | None = None
+    target_vocabulary_size: int | None = None
+    overrides: dict[str, Any] | None = None
+    steps: int | None = None
+    eval_every: int | None = None
+    windows: str | None = None
+    columns: list[str] | None = None
+    init: str | None = None
+    weight_decay: float | None = None
+    min_learning_rate: float | None = None
+    clip_norm: float | None = None
+    label_smoothing: float | None = None
     evaluate: bool = True
 
     def __post_init__(self) -> None:
@@ -120,6 +160,13 @@ class TrainConfig:
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.family == "decoder-only" and not builtin and self.windows is None:
+            self.windows = "random"
+
+    @property
+    def stream(self) -> bool:
+        """Whether the training text is read as one token stream cut into windows."""
+        return self.windows in ("random", "epoch")
 
     def identity(self) -> dict[str, Any]:
         """The settings that define what is trained: a run directory holds one run, and a
@@ -160,6 +207,7 @@ def _validate(cfg: TrainConfig) -> None:
             raise ValueError(f"`{name}` must be a file path. Received: {value!r}")
         if value is not None and cfg.data.startswith("builtin:"):
             raise ValueError(f"{cfg.data} has its own splits: `{name}` takes a file of yours.")
+    _validate_data_options(cfg)
     _choice("precision", cfg.precision, PRECISIONS)
     _choice("strategy", cfg.strategy, STRATEGIES)
     if cfg.optimizer is not None:
@@ -169,7 +217,8 @@ def _validate(cfg: TrainConfig) -> None:
             raise ValueError(
                 f"`{name}` must be a non-empty string. Received: {getattr(cfg, name)!r}"
             )
-    for name in ("epochs", "max_examples", "backup_every", "early_stopping_patience"):
+    names = ("epochs", "max_examples", "backup_every", "early_stopping_patience", "steps")
+    for name in names + ("eval_every", "vocabulary_size", "target_vocabulary_size"):
         _positive(name, getattr(cfg, name), optional=True)
     if cfg.pretrain_steps is not None and (
         not isinstance(cfg.pretrain_steps, int) or cfg.pretrain_steps < 0
@@ -184,8 +233,24 @@ def _validate(cfg: TrainConfig) -> None:
         )
     for name in ("batch_size", "steps_per_execution"):
         _positive(name, getattr(cfg, name))
-    for name in ("time_budget", "learning_rate"):
+    if cfg.steps is not None and cfg.epochs is not None:
+        raise ValueError("Give `steps` or `epochs`, not both: they both say how long to train.")
+    if cfg.eval_every is not None and cfg.steps is None:
+        raise ValueError("`eval_every` applies with `steps`; with `epochs`, a run validates per epoch.")
+    for name in ("time_budget", "learning_rate", "clip_norm"):
         _positive(name, getattr(cfg, name), kind=float, optional=True)
+    for name in ("weight_decay", "min_learning_rate"):
+        value = getattr(cfg, name)
+        if value is not None and not (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
+        ):
+            raise ValueError(f"`{name}` must be a number ≥ 0. Received: {name}={value!r}")
+    if cfg.label_smoothing is not None and not (
+        isinstance(cfg.label_smoothing, (int, float)) and 0 <= cfg.label_smoothing < 1
+    ):
+        raise ValueError(
+            f"`label_smoothing` must be in [0, 1). Received: label_smoothing={cfg.label_smoothing!r}"
+        )
     if cfg.warmup_steps is not None and (
         not isinstance(cfg.warmup_steps, int) or cfg.warmup_steps < 0
     ):
@@ -204,3 +269,78 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError(f"`out` must be a directory path. Received: out={cfg.out!r}")
     if cfg.out is not None:
         cfg.out = os.fspath(cfg.out)
+
+
+def _validate_data_options(cfg: TrainConfig) -> None:
+    """The settings of what is read and how: windows, columns, init, overrides."""
+    builtin = cfg.data.startswith("builtin:") if isinstance(cfg.data, str) else False
+    if cfg.windows is not None:
+        _choice("windows", cfg.windows, WINDOWS)
+        if cfg.family != "decoder-only" or builtin:
+            raise ValueError(
+                "`windows` applies to a decoder-only model trained on a plain-text file. "
+                f"Received: family={cfg.family!r}, data={cfg.data!r}"
+            )
+    if cfg.columns is not None:
+        if isinstance(cfg.columns, tuple):
+            cfg.columns = list(cfg.columns)
+        counts = {"encoder-decoder": (2,), "encoder-only": (2, 3)}.get(cfg.family, ())
+        layout = {"encoder-decoder": "source,target", "encoder-only": "text[,text2],label"}
+        if not counts:
+            raise ValueError(
+                "`columns` picks the columns of a TSV file: encoder-decoder "
+                "(source,target) and encoder-only (text[,text2],label) data; a decoder-only "
+                "model reads plain text."
+            )
+        if (
+            not isinstance(cfg.columns, list)
+            or len(cfg.columns) not in counts
+            or not all(isinstance(c, str) and c for c in cfg.columns)
+            or len(set(cfg.columns)) != len(cfg.columns)
+        ):
+            raise ValueError(
+                f"`columns` names {layout[cfg.family]} for {cfg.family} data: "
+                f"{' or '.join(map(str, counts))} distinct header names. Received: {cfg.columns!r}"
+            )
+        if builtin:
+            raise ValueError(f"`columns` picks columns of your TSV files, not of {cfg.data}.")
+    if cfg.init is not None:
+        if cfg.family != "encoder-only":
+            raise ValueError(
+                "`init` starts an encoder-only classifier from an encoder's run directory. "
+                f"Received: family={cfg.family!r}"
+            )
+        if not isinstance(cfg.init, str) or not cfg.init:
+            raise ValueError(f"`init` must be a run directory. Received: init={cfg.init!r}")
+        if cfg.vocabulary_size is not None or cfg.tokenizer is not None:
+            raise ValueError(
+                "A run started from `init` keeps that run's tokenizer: `tokenizer` and "
+                "`vocabulary_size` do not apply."
+            )
+        if cfg.overrides and set(cfg.overrides) - {"dropout"}:
+            raise ValueError(
+                "A run started from `init` keeps that run's architecture; `overrides` may "
+                f"set only dropout. Received: {sorted(cfg.overrides)}"
+            )
+        if cfg.pretrain_steps:
+            raise ValueError("A run started from `init` is already pretrained: drop `pretrain_steps`.")
+    if cfg.target_vocabulary_size is not None and cfg.family != "encoder-decoder":
+        raise ValueError(
+            "`target_vocabulary_size` applies to the encoder-decoder family; the others "
+            "share one vocabulary (`vocabulary_size`)."
+        )
+    if cfg.overrides and "dropout" in cfg.overrides and cfg.dropout is not None:
+        raise ValueError("`dropout` is given twice (as a setting and in `overrides`); give one.")
+    if cfg.overrides is not None:
+        if not isinstance(cfg.overrides, dict) or not all(
+            isinstance(k, str) for k in cfg.overrides
+        ):
+            raise ValueError(
+                f"`overrides` must map argument names to values. Received: {cfg.overrides!r}"
+            )
+        sized = sorted(set(cfg.overrides) & set(SIZED_BY_TOKENIZER))
+        if sized:
+            raise ValueError(
+                f"{sized[0]} is the tokenizer's vocabulary size: set it with "
+                f"--{sized[0].replace('_', '-')} (`{sized[0]}`), not as a model argument."
+            )

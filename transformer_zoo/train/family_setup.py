@@ -14,11 +14,19 @@ import tensorflow as tf
 from transformer_zoo.data.pipelines import (
     classification_dataset,
     language_model_dataset,
+    stream_dataset,
     translation_dataset,
 )
 from transformer_zoo.data.tasks import Task
-from transformer_zoo.models import EncoderOnlyClassifier
-from transformer_zoo.models.presets import MODEL_CLASSES, PRESETS, preset_config, resolve_preset
+from transformer_zoo.errors import with_article
+from transformer_zoo.models import EncoderOnly, EncoderOnlyClassifier
+from transformer_zoo.models.presets import (
+    MODEL_CLASSES,
+    PRESETS,
+    check_overrides,
+    preset_config,
+    resolve_preset,
+)
 from transformer_zoo.run_directory import FAMILY_TASKS
 from transformer_zoo.text import Tokenizer, pair_ids, train_tokenizer
 from transformer_zoo.text.formats import language_model_example
@@ -63,14 +71,21 @@ class FamilySetup:
     Attributes:
         task: the examples.
         preset: the full preset name (`"tiny_encoder_decoder"`).
-        tokenizer: the (source) tokenizer.
+        tokenizer: the (source) tokenizer (a `WordPieceTokenizer` when the run starts
+            from an imported BERT checkpoint).
         target_tokenizer: the target tokenizer (the same object when shared).
+        overrides: constructor arguments replacing the preset's.
+        windows: how a token stream is cut (`"random"` or `"epoch"`), for stream tasks.
+        init: the encoder a classifier starts from (`FamilySetup.create`'s `init`).
     """
 
     task: Task
     preset: str
     tokenizer: Tokenizer
     target_tokenizer: Tokenizer
+    overrides: dict = dataclasses.field(default_factory=dict)
+    windows: str = "random"
+    init: EncoderOnly | None = None
 
     @classmethod
     def create(
@@ -79,27 +94,40 @@ class FamilySetup:
         preset: str,
         tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
         kinds: tuple[str | None, str | None] = (None, None),
+        sizes: tuple[int | None, int | None] = (None, None),
+        overrides: dict | None = None,
+        windows: str | None = None,
+        init: str | None = None,
     ) -> FamilySetup:
         """Resolves the preset and trains the tokenizers (unless `tokenizers` are given),
-        of `kinds` (source or shared, target; `text.tokenizer.MODEL_TYPES`).
+        of `kinds` (source or shared, target; `text.tokenizer.MODEL_TYPES`) and
+        vocabulary `sizes`. With `init`, a run directory of an encoder-only model
+        (trained, or imported with `import-hf`), the classifier starts from its encoder
+        and tokenizer instead.
 
         Raises:
-            ValueError: an unknown preset, or one of another family.
+            ValueError: an unknown preset, or one of another family; bad `overrides`
+                (`presets.check_overrides`); an `init` that holds no encoder.
         """
         name = resolve_preset(preset, task.family)
+        overrides = dict(overrides or {})
+        check_overrides(name, task.family, overrides)
+        encoder = None
+        if init is not None:
+            encoder, tokenizers = _load_encoder(init)
         if tokenizers is None:
             tied = PRESETS[name]["config"].get("tie_weights") == "all"
             if tied:  # three-way tying needs one vocabulary for both sides
                 pairs = task.train
                 shared = train_tokenizer(
                     [p.source for p in pairs] + [p.target for p in pairs],
-                    task.tokenizer_options["vocabulary_size"],
+                    sizes[0] or task.tokenizer_options["vocabulary_size"],
                     model_type=kinds[0] or "unigram",
                 )
                 tokenizers = (shared, shared)
             else:
-                tokenizers = task.fit_tokenizers(kind=kinds[0], target_kind=kinds[1])
-        return cls(task, name, *tokenizers)
+                tokenizers = task.fit_tokenizers(*sizes, kind=kinds[0], target_kind=kinds[1])
+        return cls(task, name, *tokenizers, overrides, windows or "random", encoder)
 
     @property
     def family(self) -> str:
@@ -110,14 +138,22 @@ class FamilySetup:
         return self.target_tokenizer is not self.tokenizer
 
     def build_model(self, dropout: float | None = None) -> keras.Model:
-        """The preset's model sized to the tokenizers (under the current dtype policy)."""
-        overrides = {"vocabulary_size": self.tokenizer.vocabulary_size}
+        """The preset's model with the `overrides`, sized to the tokenizers (under the
+        current dtype policy); a classifier over a copy of the `init` encoder when the
+        run starts from one."""
+        overrides = {**self.overrides, "vocabulary_size": self.tokenizer.vocabulary_size}
         if self.family == "encoder-decoder" and self.separate_target:
             overrides["target_vocabulary_size"] = self.target_tokenizer.vocabulary_size
         if dropout is not None:
             overrides["dropout"] = float(dropout)
-        _, _, config = preset_config(self.preset, self.family, **overrides)
-        model = MODEL_CLASSES[self.family](**config)
+        if self.init is not None:
+            config = {**self.init.get_config(), **overrides}
+            config.pop("dtype", None)  # the current policy's
+            model = EncoderOnly.from_config(config)
+            model.set_weights(self.init.get_weights())
+        else:
+            _, _, config = preset_config(self.preset, self.family, **overrides)
+            model = MODEL_CLASSES[self.family](**config)
         if self.family == "encoder-only":
             head_dropout = config.get("dropout", 0.1) if dropout is None else float(dropout)
             model = EncoderOnlyClassifier(
@@ -148,6 +184,10 @@ class FamilySetup:
                 max_target_length=max_length,
                 **options,
             )
+        elif self.task.stream:
+            ids = self.tokenizer.encode(examples[0].text)
+            windows = self.windows if split == "train" else "epoch"  # all of it, in order
+            data = stream_dataset(ids, max_length=max_length, windows=windows, **options)
         elif self.family == "decoder-only":
             data = language_model_dataset(
                 examples, self.tokenizer, max_length=max_length, **options
@@ -162,6 +202,8 @@ class FamilySetup:
         """How many examples of `split` the pipelines cut to `max_length` tokens (their
         model inputs, `text.formats`, are longer)."""
         count = 0
+        if self.task.stream:
+            return 0  # windows are as long as the context
         for e in getattr(self.task, split):
             if self.family == "encoder-decoder":
                 source = len(self.tokenizer.encode(e.source)) + 1  # + <eos>
@@ -179,15 +221,40 @@ class FamilySetup:
         """The model that holds the Transformer (a classifier's backbone)."""
         return model.backbone if isinstance(model, EncoderOnlyClassifier) else model
 
-    def loss_and_metrics(self) -> tuple[keras.losses.Loss, list]:
-        """The paper's smoothed, padding-masked loss for the generative families;
-        plain cross-entropy and accuracy for classification."""
+    def loss_and_metrics(self, label_smoothing: float | None = None) -> tuple[keras.losses.Loss, list]:
+        """The paper's smoothed (`label_smoothing`, default 0.1; 0 for a token stream),
+        padding-masked loss for the generative families; plain cross-entropy and
+        accuracy for classification."""
         if self.family == "encoder-only":
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
             return loss, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-        loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+        if label_smoothing is None:
+            label_smoothing = 0.0 if self.task.stream else 0.1
+        loss = MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing)
         return loss, [MaskedAccuracy(), perplexity()]
 
     @property
     def task_name(self) -> str:
         return FAMILY_TASKS[self.family][0]  # what `train` trains each family for
+
+
+def _load_encoder(directory: str) -> tuple[EncoderOnly, tuple]:
+    """The encoder of an encoder-only run directory (an embedding model's, or a
+    classifier's backbone) and its tokenizers.
+
+    Raises:
+        ValueError: not a run directory, or not of an encoder-only model.
+    """
+    from transformer_zoo.models.saving import load_run_model
+    from transformer_zoo.run_directory import load_run_config
+    from transformer_zoo.text import load_tokenizers
+
+    config = load_run_config(directory)
+    if config.family != "encoder-only":
+        raise ValueError(
+            f"--init {directory} holds {with_article(config.family)} model; a classifier "
+            "starts from an encoder-only run (trained, or imported with import-hf)."
+        )
+    model = load_run_model(directory)
+    encoder = model.backbone if isinstance(model, EncoderOnlyClassifier) else model
+    return encoder, load_tokenizers(directory, config)

@@ -27,14 +27,18 @@ from transformer_zoo.evaluation.evaluate import evaluate
 from transformer_zoo.files import atomic_path, read_json, remove_stale_staging, write_json
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.models.family import float32_copy
-from transformer_zoo.run_directory import MODEL_FILE, RunConfig, save_run_config
+from transformer_zoo.run_directory import MODEL_FILE, RunConfig, load_run_config, save_run_config
 from transformer_zoo.serving import ServedModel
 from transformer_zoo.text import load_tokenizers, save_tokenizers
+from transformer_zoo.text.files import copy_tokenizers
+from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 from transformer_zoo.train import distribution
 from transformer_zoo.train.callbacks.backup import restore_backup
 from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
-from transformer_zoo.train.callbacks.time_budget import TimeBudget
+from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.config import MAX_EPOCHS, TARGET_STEPS, WARMUP_SHARE, TrainConfig
+
+MAX_VALIDATIONS = 10  # a run of `--steps` without `--eval-every` validates at most this often
 from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup
 from transformer_zoo.train.pretraining import pretrain_masked_lm
 from transformer_zoo.train.recipe.optimizers import make_optimizer
@@ -68,22 +72,30 @@ class StepPlan:
     warmup_steps: int
     batches: int  # in one pass over the training split
     chosen: tuple[str, ...]  # the settings sized to the data
+    total_steps: int = 0  # the run's steps (with `--steps`, the last epoch may be cut short)
+
+    def __post_init__(self):
+        if not self.total_steps:
+            object.__setattr__(self, "total_steps", self.epochs * self.steps_per_epoch)
 
     def describe(self, config: TrainConfig) -> str:
         """One line: what the run will do, and which settings were chosen for the data."""
-        total = self.epochs * self.steps_per_epoch
+        total = self.total_steps
         rate = config.learning_rate
         peak = f"peak {rate:g}" if config.optimizer == "adamw-cosine" else f"factor {rate or 1:g}"
+        if config.steps is not None:
+            length = f"{total} steps, validating every {self.steps_per_epoch} (batch"
+        else:
+            length = f"{self.epochs} epochs of {self.steps_per_epoch} steps ({total} steps, batch"
         line = (
-            f"Training {self.epochs} epochs of {self.steps_per_epoch} steps ({total} steps, "
-            f"batch {config.batch_size}): {config.optimizer}, {peak}, warmup "
+            f"Training {length} {config.batch_size}): {config.optimizer}, {peak}, warmup "
             f"{self.warmup_steps} steps, dropout {config.dropout}, {config.precision}."
         )
         if self.chosen:
             line += (
                 f" Chosen for the data ({self.batches} batches per pass): "
                 + " and ".join(self.chosen)
-                + "; --epochs and --warmup-steps set them."
+                + "; --epochs (or --steps, --eval-every) and --warmup-steps set them."
             )
         return line
 
@@ -91,19 +103,35 @@ class StepPlan:
 def plan_steps(config: TrainConfig, batches: int, steps_per_execution: int) -> StepPlan:
     """The run's `StepPlan` for `batches` training batches per pass: the given epochs and
     warmup, or (left None, on user data) about `TARGET_STEPS` steps and `WARMUP_SHARE` of
-    them as warmup."""
+    them as warmup. With `config.steps`, that many steps (whole executions) in epochs of
+    `eval_every` steps (default: a pass over the data, at most `MAX_VALIDATIONS` a run);
+    the last epoch ends at the step count (`callbacks.budget.Budget`)."""
     execution = max(1, steps_per_execution)
-    steps_per_epoch = max(1, math.ceil(batches / execution)) * execution
+
+    def whole(steps: int) -> int:  # whole executions
+        return max(1, math.ceil(steps / execution)) * execution
+
+    steps_per_epoch = whole(batches)
     chosen = []
     epochs = config.epochs
-    if epochs is None:
+    total = None
+    if config.steps is not None:
+        total = whole(config.steps)
+        period = config.eval_every
+        if period is None:
+            period = max(steps_per_epoch, math.ceil(total / MAX_VALIDATIONS))
+            chosen.append(f"a validation every pass over the data, at most {MAX_VALIDATIONS}")
+        steps_per_epoch = min(whole(period), total)
+        epochs = math.ceil(total / steps_per_epoch)
+    elif epochs is None:
         epochs = min(MAX_EPOCHS, max(1, math.ceil(TARGET_STEPS / steps_per_epoch)))
         chosen.append(f"{epochs} epochs for about {TARGET_STEPS} steps")
+    total = total or epochs * steps_per_epoch
     warmup = config.warmup_steps
     if warmup is None:
-        warmup = round(WARMUP_SHARE * epochs * steps_per_epoch)
+        warmup = round(WARMUP_SHARE * total)
         chosen.append(f"warmup {WARMUP_SHARE:.0%} of the steps")
-    return StepPlan(epochs, steps_per_epoch, warmup, batches, tuple(chosen))
+    return StepPlan(epochs, steps_per_epoch, warmup, batches, tuple(chosen), total)
 
 
 @dataclass
@@ -142,13 +170,29 @@ def prepare(config: TrainConfig) -> Prepared:
     from transformer_zoo.models.presets import resolve_preset
 
     resolve_preset(config.preset, config.family)  # fails fast, before the data is read
-    task = load_task(config.data, config.family, config.seed, config.valid, config.test)
+    task = load_task(
+        config.data,
+        config.family,
+        config.seed,
+        config.valid,
+        config.test,
+        columns=config.columns,
+        stream=config.stream,
+    )
     task = limit_task(task, config.max_examples)
     tokenizers = None
     if os.path.isfile(os.path.join(out, "tokenizer.model")) and (state == rd.RESUME or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
-    kinds = (config.tokenizer, config.target_tokenizer)
-    setup = FamilySetup.create(task, config.preset, tokenizers, kinds)
+    setup = FamilySetup.create(
+        task,
+        config.preset,
+        tokenizers,
+        kinds=(config.tokenizer, config.target_tokenizer),
+        sizes=(config.vocabulary_size, config.target_vocabulary_size),
+        overrides=config.overrides,
+        windows=config.windows,
+        init=config.init,
+    )
     return Prepared(config, setup, state, chief, write_dir)
 
 
@@ -164,11 +208,13 @@ def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfi
     }
     if setup.task.shared_targets is not None:
         extra["shared_test_targets"] = setup.task.shared_targets
+    wordpiece = isinstance(setup.tokenizer, WordPieceTokenizer)  # from an imported encoder
     return RunConfig(
         family=setup.family,
         preset=setup.preset,
         task=setup.task_name,
         special_ids=setup.tokenizer.special_ids,
+        **({"tokenizer": VOCAB_FILENAME} if wordpiece else {}),
         target_tokenizer="target_tokenizer.model" if setup.separate_target else None,
         max_length=length,
         max_target_length=length if setup.family == "encoder-decoder" else None,
@@ -225,9 +271,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         print(plan.describe(config), flush=True)
         _warn_cut(setup, setup.backbone(model).max_length)
         train_data = train_data.repeat()  # epochs of plan.steps_per_epoch steps each
-        total_steps = plan.epochs * plan.steps_per_epoch
+        total_steps = plan.total_steps
         with strategy.scope():
-            loss, metrics = setup.loss_and_metrics()
+            loss, metrics = setup.loss_and_metrics(config.label_smoothing)
             optimizer, rate_callbacks = make_optimizer(
                 config.optimizer,
                 setup.backbone(model).hidden_dim,
@@ -235,6 +281,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 plan.warmup_steps,
                 config.learning_rate,
                 config.time_budget,
+                weight_decay=config.weight_decay,
+                min_learning_rate=config.min_learning_rate,
+                clip_norm=config.clip_norm,
             )
             model.compile(
                 optimizer=optimizer,
@@ -265,7 +314,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 steps_per_execution=model.steps_per_execution,
                 verbose=verbose,
             )
-        budget = TimeBudget(config.time_budget) if config.time_budget else None
+        budget = None
+        if config.time_budget or config.steps:
+            budget = Budget(config.time_budget, total_steps if config.steps else None)
         all_callbacks = run_callbacks(
             out,
             best if resumed else None,
@@ -302,10 +353,11 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         "epochs": None,
         "planned_epochs": plan.epochs,
         "steps_per_epoch": plan.steps_per_epoch,
+        "planned_steps": plan.total_steps,
         "warmup_steps": plan.warmup_steps,
         "steps": int(model.optimizer.iterations.numpy()),
         "train_seconds": round(seconds, 1),
-        "stopped_by": "time_budget" if budget and budget.stopped else "epochs",
+        "stopped_by": (budget and budget.stopped_by) or ("steps" if config.steps else "epochs"),
         "resumed_from_epoch": resumed,
         "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
         "precision": config.precision,
@@ -332,6 +384,9 @@ def _write_start(prepared: Prepared, model: keras.Model) -> None:
     """A fresh run's config (status "training") and tokenizers, before the first step."""
     out, setup = prepared.write_dir, prepared.setup
     save_run_config(out, _run_config(prepared, model, "training"))
+    if prepared.config.init is not None:  # its files as they are (WordPiece's casing too)
+        copy_tokenizers(prepared.config.init, out, load_run_config(prepared.config.init).tokenizer_files)
+        return
     target = setup.target_tokenizer if setup.separate_target else None
     save_tokenizers(out, setup.tokenizer, target)
 
@@ -342,7 +397,8 @@ def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> T
     _save_model(serving, out)
     history = read_history(os.path.join(out, rd.HISTORY_FILE))
     summary["epochs"] = len(history)
-    if len(history) < summary["planned_epochs"] and summary["stopped_by"] == "epochs":
+    ended = summary["stopped_by"] in ("epochs", "steps") and summary["steps"] < summary["planned_steps"]
+    if len(history) < summary["planned_epochs"] and ended:
         summary["stopped_by"] = "early_stopping"
     if history:
         title = f"{setup.family} {setup.preset} on {config.data}"

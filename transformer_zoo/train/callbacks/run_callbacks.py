@@ -10,13 +10,13 @@ from transformer_zoo import run_directory as rd
 from transformer_zoo.train.callbacks.backup import Backup
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
 from transformer_zoo.train.callbacks.nan_guard import NaNGuard
-from transformer_zoo.train.callbacks.time_budget import TimeBudget
+from transformer_zoo.train.callbacks.budget import Budget
 
 
 def run_callbacks(
     out: str,
     resumed_best: float | None = None,
-    budget: TimeBudget | None = None,
+    budget: Budget | None = None,
     early_stopping_patience: int | None = None,
     backup_every: int | None = None,
     extra=(),
@@ -32,7 +32,7 @@ def run_callbacks(
         out: the directory to write.
         resumed_best: a resumed run's best validation loss so far (the best checkpoint
             is replaced only by a better one).
-        budget: the run's `TimeBudget`, if any.
+        budget: the run's `Budget`, if any.
         early_stopping_patience: stop after this many epochs without a better validation
             loss; None: never.
         backup_every: back up every this many steps; None: at every epoch's end.

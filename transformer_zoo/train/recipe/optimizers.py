@@ -32,6 +32,7 @@ def adamw_cosine(
     warmup_steps: int = 0,
     weight_decay: float = 0.01,
     final_fraction: float = 0.0,
+    clip_norm: float | None = None,
 ) -> keras.optimizers.AdamW:
     """AdamW (Loshchilov & Hutter 2019) whose rate rises linearly from 0 over
     `warmup_steps`, then follows a cosine down to `final_fraction · learning_rate` at
@@ -46,6 +47,7 @@ def adamw_cosine(
         warmup_steps: steps of linear warmup.
         weight_decay: the decoupled weight decay.
         final_fraction: the rate at the end as a share of the peak.
+        clip_norm: clip the gradients' global norm to this; None: no clipping.
     """
     if not isinstance(total_steps, int) or not 0 <= warmup_steps < total_steps:
         raise ValueError(
@@ -59,7 +61,9 @@ def adamw_cosine(
         warmup_target=learning_rate if warmup_steps else None,
         warmup_steps=warmup_steps,
     )
-    return keras.optimizers.AdamW(learning_rate=schedule, weight_decay=weight_decay)
+    return keras.optimizers.AdamW(
+        learning_rate=schedule, weight_decay=weight_decay, global_clipnorm=clip_norm
+    )
 
 
 DEFAULT_ADAMW_RATE = 1e-3
@@ -73,6 +77,9 @@ def make_optimizer(
     warmup_steps: int,
     learning_rate: float | None = None,
     time_budget: float | None = None,
+    weight_decay: float | None = None,
+    min_learning_rate: float | None = None,
+    clip_norm: float | None = None,
 ) -> tuple[keras.optimizers.Optimizer, list]:
     """A run's optimizer, and the callbacks that drive its rate (if any).
 
@@ -86,21 +93,28 @@ def make_optimizer(
             steps for the decay.
         learning_rate: see `name`.
         time_budget: with adamw-cosine, seconds after which the cosine must have reached
-            0 even if fewer steps ran (`BudgetedCosineDecay`, a callback).
+            its floor even if fewer steps ran (`BudgetedCosineDecay`, a callback).
+        weight_decay: AdamW's decoupled weight decay (default `ADAMW_WEIGHT_DECAY`).
+        min_learning_rate: adamw-cosine's floor, where the cosine ends (default 0).
+        clip_norm: clip the gradients' global norm to this (either optimizer).
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}. Received: {name!r}")
     if name == "paper-adam":  # warmup is the schedule's peak; the schedule does not end
-        return paper_adam(d_model, max(1, warmup_steps), scale=learning_rate or 1.0), []
+        optimizer = paper_adam(d_model, max(1, warmup_steps), scale=learning_rate or 1.0)
+        optimizer.global_clipnorm = clip_norm
+        return optimizer, []
     peak = learning_rate or DEFAULT_ADAMW_RATE
     warmup = min(warmup_steps, total_steps // 5)
     total = max(total_steps, warmup + 1)
+    decay = ADAMW_WEIGHT_DECAY if weight_decay is None else weight_decay
+    floor = min(1.0, (min_learning_rate or 0.0) / peak)
     if time_budget:
         from transformer_zoo.train.callbacks.budgeted_cosine_decay import BudgetedCosineDecay
 
-        schedule = BudgetedCosineDecay(peak, total, warmup, seconds=time_budget)
+        schedule = BudgetedCosineDecay(peak, total, warmup, seconds=time_budget, final_fraction=floor)
         optimizer = keras.optimizers.AdamW(
-            learning_rate=schedule.rate(0, 0.0), weight_decay=ADAMW_WEIGHT_DECAY
+            learning_rate=schedule.rate(0, 0.0), weight_decay=decay, global_clipnorm=clip_norm
         )
         return optimizer, [schedule]
-    return adamw_cosine(peak, total, warmup, weight_decay=ADAMW_WEIGHT_DECAY), []
+    return adamw_cosine(peak, total, warmup, decay, floor, clip_norm), []
