@@ -188,11 +188,13 @@ def _file_task(
     for example in examples:
         groups.setdefault(_input_key(example), []).append(example)
     keys = list(groups)
-    if len(keys) < 3:
-        raise DataError(path, f"needs at least 3 distinct examples to split; found {len(keys)}")
+    cut = [test is None, valid is None]  # the splits cut from this file: test, then valid
+    if len(keys) < 1 + sum(cut):
+        raise DataError(
+            path, f"needs at least {1 + sum(cut)} distinct examples to split; found {len(keys)}"
+        )
     random.Random(seed).shuffle(keys)
     held_out = max(1, round(HELD_OUT_FRACTION * len(keys)))
-    cut = [test is None, valid is None]  # the splits cut from this file: test, then valid
     bounds = [0, held_out * cut[0], held_out * (cut[0] + cut[1])]
     parts = [keys[bounds[0] : bounds[1]], keys[bounds[1] : bounds[2]], keys[bounds[2] :]]
     cut_test, cut_valid, train = ([e for k in part for e in groups[k]] for part in parts)

@@ -35,6 +35,8 @@ BUILTIN_FAMILY_DEFAULTS = {"encoder-only": {"learning_rate": 3e-4, "pretrain_ste
 # planned steps. (The paper's schedule with a fixed warmup of 400 steps never left its
 # warmup on a 3,000-line file: 63% exact match, against 100% with this recipe.)
 USER_DEFAULTS = dict(RECIPE)
+# Fine-tuning a pretrained encoder (`init`): a small rate, and the encoder's own dropout.
+INIT_DEFAULTS = {"optimizer": "adamw-cosine", "learning_rate": 1e-4}
 TARGET_STEPS = 1000
 MAX_EPOCHS = 500
 WARMUP_SHARE = 0.1
@@ -68,7 +70,8 @@ class TrainConfig:
         dropout: replaces the preset's dropout, if given.
 
     Settings left None take `BUILTIN_DEFAULTS` (and `BUILTIN_FAMILY_DEFAULTS`) on
-    `builtin:` data, the quality-bar recipe, and `USER_DEFAULTS` on user files.
+    `builtin:` data, the quality-bar recipe, `USER_DEFAULTS` on user files, and
+    `INIT_DEFAULTS` when fine-tuning from `init` (dropout stays the encoder's).
         seed: seeds the data, the initial weights, the shuffles and dropout.
         steps_per_execution: train steps per `tf.function` call (1 under `multiworker`,
             see `distribution.steps_per_execution`).
@@ -154,7 +157,7 @@ class TrainConfig:
         if self.out is None:
             self.out = os.path.join("runs", f"{self.family}-{self.preset}")
         builtin = self.data.startswith("builtin:")
-        defaults = USER_DEFAULTS
+        defaults = INIT_DEFAULTS if self.init is not None else USER_DEFAULTS
         if builtin:
             defaults = {**BUILTIN_DEFAULTS, **BUILTIN_FAMILY_DEFAULTS.get(self.family, {})}
         for name, value in defaults.items():

@@ -28,8 +28,8 @@ from transformer_zoo.models.presets import (
     resolve_preset,
 )
 from transformer_zoo.run_directory import FAMILY_TASKS
-from transformer_zoo.text import Tokenizer, pair_ids, train_tokenizer
-from transformer_zoo.text.formats import language_model_example
+from transformer_zoo.text import Tokenizer, train_tokenizer
+from transformer_zoo.text.formats import encoder_rows, language_model_example
 from transformer_zoo.train.recipe import (
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
@@ -202,9 +202,13 @@ class FamilySetup:
         """How many examples of `split` the pipelines cut to `max_length` tokens (their
         model inputs, `text.formats`, are longer)."""
         count = 0
+        examples = getattr(self.task, split)
         if self.task.stream:
             return 0  # windows are as long as the context
-        for e in getattr(self.task, split):
+        if self.family == "encoder-only":
+            rows = encoder_rows(self.tokenizer, [e.text for e in examples], [e.text2 for e in examples])
+            return sum(len(ids) > max_length for ids, _ in rows)
+        for e in examples:
             if self.family == "encoder-decoder":
                 source = len(self.tokenizer.encode(e.source)) + 1  # + <eos>
                 target = len(self.target_tokenizer.encode(e.target)) + 1  # <bos> + target
@@ -212,8 +216,6 @@ class FamilySetup:
             elif self.family == "decoder-only":
                 inputs, _ = language_model_example(self.tokenizer, e.prompt, e.completion, 10**9)
                 count += len(inputs) > max_length
-            else:
-                count += len(pair_ids(self.tokenizer, e.text, e.text2)[0]) > max_length
         return count
 
     @staticmethod
