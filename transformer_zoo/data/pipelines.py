@@ -296,7 +296,11 @@ def classification_dataset(
         }
 
     data = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(starts, tf.int32), tf.constant(lengths, tf.int32), tf.constant(labels, tf.int32))
+        (
+            tf.constant(starts, tf.int32),
+            tf.constant(lengths, tf.int32),
+            tf.constant(labels, tf.int32),
+        )
     ).map(example, num_parallel_calls=AUTOTUNE)
 
     def to_keras(batch):

@@ -174,9 +174,7 @@ def _stream_task(path: str, valid=None, test=None) -> Task:
     return Task(path, "decoder-only", *splits, tokenizer_options=dict(USER_TOKENIZERS))
 
 
-def _file_task(
-    path: str, family: str, seed: int, valid=None, test=None, columns=None
-) -> Task:
+def _file_task(path: str, family: str, seed: int, valid=None, test=None, columns=None) -> Task:
     """A file's task: split 90/5/5 by input, or where `valid` and `test` name files of
     their own, those; a split not named is cut from `path` (5%)."""
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from transformer_zoo.data.examples import (
     ClassificationExample,
     PromptCompletion,
-    TextStream,
     TranslationPair,
 )
 
@@ -72,8 +71,10 @@ def _read(path, parse, columns: list[str] | None = None) -> list:
         if pick is not None:
             if len(fields) != pick.width:
                 raise DataError(
-                    path, f"expected {pick.width} tab-separated fields as the header has, found "
-                    f"{len(fields)}", number
+                    path,
+                    f"expected {pick.width} tab-separated fields as the header has, found "
+                    f"{len(fields)}",
+                    number,
                 )
             fields = [fields[i] for i in pick.indices]
         examples.append(parse(number, fields))
@@ -104,7 +105,9 @@ def _header(path, lines: Iterator[tuple[int, str]], columns: list[str]) -> _Colu
     return _Columns([header.index(name) for name in columns], len(header))
 
 
-def _fields(path, number: int, fields: list[str], counts: tuple[int, ...], layout: str) -> list[str]:
+def _fields(
+    path, number: int, fields: list[str], counts: tuple[int, ...], layout: str
+) -> list[str]:
     if len(fields) not in counts:
         raise DataError(
             path,

@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from transformer_zoo.data.examples import TextStream
 from transformer_zoo.errors import with_article
 from transformer_zoo.evaluation.metrics import (
     accuracy,
@@ -43,7 +44,6 @@ from transformer_zoo.evaluation.metrics import (
     word_error_rate,
 )
 from transformer_zoo.generation.search import log_softmax
-from transformer_zoo.data.examples import TextStream
 from transformer_zoo.text.formats import (
     language_model_example,
     prompt_ids,
@@ -211,7 +211,9 @@ def _token_scores(served, examples) -> dict[str, float]:
         rows = [stream_window(ids, s, length) for s in stream_starts(len(ids), length)]
         windows = len(rows)
         if not rows:
-            raise ValueError(f"The text holds {len(ids)} tokens: fewer than one window of {length}.")
+            raise ValueError(
+                f"The text holds {len(ids)} tokens: fewer than one window of {length}."
+            )
     elif served.family == "encoder-decoder":
         rows = [
             translation_example(
@@ -239,7 +241,11 @@ def _token_scores(served, examples) -> dict[str, float]:
         count += int(scored.sum())
     if not count:
         raise ValueError("No example has a token to score.")
-    scores = {"token_accuracy": hits / count, "loss": nll / count, "perplexity": float(np.exp(nll / count))}
+    scores = {
+        "token_accuracy": hits / count,
+        "loss": nll / count,
+        "perplexity": float(np.exp(nll / count)),
+    }
     return scores if windows is None else {**scores, "windows": windows, "tokens": count}
 
 

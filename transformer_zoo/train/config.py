@@ -239,13 +239,17 @@ def _validate(cfg: TrainConfig) -> None:
     if cfg.steps is not None and cfg.epochs is not None:
         raise ValueError("Give `steps` or `epochs`, not both: they both say how long to train.")
     if cfg.eval_every is not None and cfg.steps is None:
-        raise ValueError("`eval_every` applies with `steps`; with `epochs`, a run validates per epoch.")
+        raise ValueError(
+            "`eval_every` applies with `steps`; with `epochs`, a run validates per epoch."
+        )
     for name in ("time_budget", "learning_rate", "clip_norm"):
         _positive(name, getattr(cfg, name), kind=float, optional=True)
     for name in ("weight_decay", "min_learning_rate"):
         value = getattr(cfg, name)
         if value is not None and not (
-            isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and 0 <= value < math.inf
         ):
             raise ValueError(f"`{name}` must be a number ≥ 0. Received: {name}={value!r}")
     if cfg.label_smoothing is not None and not (
@@ -326,7 +330,9 @@ def _validate_data_options(cfg: TrainConfig) -> None:
                 f"set only dropout. Received: {sorted(cfg.overrides)}"
             )
         if cfg.pretrain_steps:
-            raise ValueError("A run started from `init` is already pretrained: drop `pretrain_steps`.")
+            raise ValueError(
+                "A run started from `init` is already pretrained: drop `pretrain_steps`."
+            )
     if cfg.target_vocabulary_size is not None and cfg.family != "encoder-decoder":
         raise ValueError(
             "`target_vocabulary_size` applies to the encoder-decoder family; the others "

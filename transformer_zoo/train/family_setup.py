@@ -206,7 +206,9 @@ class FamilySetup:
         if self.task.stream:
             return 0  # windows are as long as the context
         if self.family == "encoder-only":
-            rows = encoder_rows(self.tokenizer, [e.text for e in examples], [e.text2 for e in examples])
+            rows = encoder_rows(
+                self.tokenizer, [e.text for e in examples], [e.text2 for e in examples]
+            )
             return sum(len(ids) > max_length for ids, _ in rows)
         for e in examples:
             if self.family == "encoder-decoder":
@@ -223,7 +225,9 @@ class FamilySetup:
         """The model that holds the Transformer (a classifier's backbone)."""
         return model.backbone if isinstance(model, EncoderOnlyClassifier) else model
 
-    def loss_and_metrics(self, label_smoothing: float | None = None) -> tuple[keras.losses.Loss, list]:
+    def loss_and_metrics(
+        self, label_smoothing: float | None = None
+    ) -> tuple[keras.losses.Loss, list]:
         """The paper's smoothed (`label_smoothing`, default 0.1; 0 for a token stream),
         padding-masked loss for the generative families; plain cross-entropy and
         accuracy for classification."""

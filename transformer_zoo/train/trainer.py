@@ -34,17 +34,16 @@ from transformer_zoo.text.files import copy_tokenizers
 from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 from transformer_zoo.train import distribution
 from transformer_zoo.train.callbacks.backup import restore_backup
-from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.callbacks.budget import Budget
+from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.config import MAX_EPOCHS, TARGET_STEPS, WARMUP_SHARE, TrainConfig
-
-MAX_VALIDATIONS = 10  # a run of `--steps` without `--eval-every` validates at most this often
 from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup
 from transformer_zoo.train.pretraining import pretrain_masked_lm
 from transformer_zoo.train.recipe.optimizers import make_optimizer
 from transformer_zoo.visualize.curves import plot_curves, read_history
 
 log = logging.getLogger(__name__)  # warnings; the command line shows them
+MAX_VALIDATIONS = 10  # a run of `--steps` without `--eval-every` validates at most this often
 
 
 @dataclass
@@ -225,6 +224,15 @@ def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfi
     )
 
 
+def served_model(prepared: Prepared, model: keras.Model) -> ServedModel:
+    """`model` (a float32 model of the run, for example the one training, or its copy)
+    behind the text interface that `evaluate` scores, with the run's tokenizers."""
+    runner = KerasRunner(model)
+    setup = prepared.setup
+    config = _run_config(prepared, model, "training")
+    return ServedModel(config, runner.dims, runner, setup.tokenizer, setup.target_tokenizer)
+
+
 def _save_model(model: keras.Model, out: str) -> None:
     with atomic_path(os.path.join(out, MODEL_FILE)) as temporary:
         model.save(temporary)
@@ -385,7 +393,9 @@ def _write_start(prepared: Prepared, model: keras.Model) -> None:
     out, setup = prepared.write_dir, prepared.setup
     save_run_config(out, _run_config(prepared, model, "training"))
     if prepared.config.init is not None:  # its files as they are (WordPiece's casing too)
-        copy_tokenizers(prepared.config.init, out, load_run_config(prepared.config.init).tokenizer_files)
+        copy_tokenizers(
+            prepared.config.init, out, load_run_config(prepared.config.init).tokenizer_files
+        )
         return
     target = setup.target_tokenizer if setup.separate_target else None
     save_tokenizers(out, setup.tokenizer, target)
@@ -397,7 +407,9 @@ def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> T
     _save_model(serving, out)
     history = read_history(os.path.join(out, rd.HISTORY_FILE))
     summary["epochs"] = len(history)
-    ended = summary["stopped_by"] in ("epochs", "steps") and summary["steps"] < summary["planned_steps"]
+    ended = (
+        summary["stopped_by"] in ("epochs", "steps") and summary["steps"] < summary["planned_steps"]
+    )
     if len(history) < summary["planned_epochs"] and ended:
         summary["stopped_by"] = "early_stopping"
     if history:
@@ -406,11 +418,7 @@ def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> T
     metrics = {"training": summary}
     run_config = _run_config(prepared, model, "finished")
     if config.evaluate:
-        runner = KerasRunner(serving)
-        served = ServedModel(
-            run_config, runner.dims, runner, setup.tokenizer, setup.target_tokenizer
-        )
-        metrics["test"] = evaluate(served, setup.task)
+        metrics["test"] = evaluate(served_model(prepared, serving), setup.task)
     write_json(os.path.join(out, rd.METRICS_FILE), metrics)
     save_run_config(out, run_config)
     return TrainResult(out, history, metrics, resumed_from=resumed)

@@ -8,9 +8,9 @@ import keras
 
 from transformer_zoo import run_directory as rd
 from transformer_zoo.train.callbacks.backup import Backup
+from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
 from transformer_zoo.train.callbacks.nan_guard import NaNGuard
-from transformer_zoo.train.callbacks.budget import Budget
 
 
 def run_callbacks(

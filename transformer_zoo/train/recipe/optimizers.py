@@ -112,7 +112,9 @@ def make_optimizer(
     if time_budget:
         from transformer_zoo.train.callbacks.budgeted_cosine_decay import BudgetedCosineDecay
 
-        schedule = BudgetedCosineDecay(peak, total, warmup, seconds=time_budget, final_fraction=floor)
+        schedule = BudgetedCosineDecay(
+            peak, total, warmup, seconds=time_budget, final_fraction=floor
+        )
         optimizer = keras.optimizers.AdamW(
             learning_rate=schedule.rate(0, 0.0), weight_decay=decay, global_clipnorm=clip_norm
         )
