@@ -19,7 +19,10 @@ nanoGPT needs torch: `--torch-python` points at a separate venv's python (torch 
 dependency of this package). Without it only our run is measured.
 
 Usage:
-    .venv/bin/python benchmarks/shakespeare_char.py [--corpus PATH] [--torch-python PY]
+    .venv/bin/python benchmarks/shakespeare_char.py [--corpus PATH] [--torch-python PY] [--cli]
+
+`--cli` also runs the same recipe through `transformer-zoo train` (the issue's command-line
+form) and scores it with `transformer-zoo evaluate`.
 
 Writes benchmarks/results/shakespeare_char.json and .md.
 """
@@ -145,6 +148,40 @@ def sample(model, chars: list[str], length: int = 500, seed: int = 0) -> str:
     return "".join(chars[i - 1] for i in ids[1:])
 
 
+def run_cli(corpus: Path, steps_per_execution: int) -> dict:
+    """The same recipe through the command line, in the form issue 13 gives: the file as
+    one character stream, random windows, `--set` for the sizes, `--steps`; scored by
+    `transformer-zoo evaluate` on every non-overlapping window of the validation text."""
+    out = WORK / "cli"
+    shutil.rmtree(out, ignore_errors=True)
+    sizes = [f"{k}={v}" for k, v in SIZES.items()] + [f"max_length={CONTEXT}"]
+    argv = [
+        "train", "--family", "decoder-only", "--data", str(corpus), "--tokenizer", "char",
+        "--set", *sizes, "--batch-size", str(BATCH), "--steps", str(STEPS),
+        "--eval-every", str(STEPS), "--learning-rate", str(LR), "--min-learning-rate",
+        str(MIN_LR), "--warmup-steps", str(WARMUP), "--weight-decay", "0.1", "--clip-norm",
+        "1", "--dropout", "0", "--precision", "float32", "--jit", "--steps-per-execution",
+        str(steps_per_execution), "--seed", "1337", "--no-evaluate", "--verbose", "0",
+        "--out", str(out),
+    ]  # fmt: skip
+    cli = [sys.executable, "-m", "transformer_zoo.cli"]
+    start = time.perf_counter()
+    subprocess.run(cli + argv, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    scored = subprocess.run(
+        cli + ["evaluate", str(out)], check=True, capture_output=True, text=True
+    )
+    scores = json.loads(scored.stdout.strip().splitlines()[-1])
+    training = json.loads((out / "metrics.json").read_text())["training"]
+    return {
+        "command": "transformer-zoo " + " ".join(argv),
+        "wall_s": wall,
+        "train_seconds": training["train_seconds"],
+        "val_loss": scores["val_loss"],
+        "windows": scores["examples"],
+    }
+
+
 def run_nanogpt(python: str, corpus: Path) -> dict:
     work = WORK / "nanogpt"
     if work.exists():
@@ -189,6 +226,12 @@ def markdown(report: dict) -> str:
         f"| ours: DecoderOnly, model.fit, XLA | {ours['val_loss']['same_as_nanogpt']:.4f} | "
         f"{ours['val_loss']['200_batches']:.4f} | {ours['wall_s']:.1f} | {ours['step_ms_median']:.1f} |",
     ]
+    cli = report.get("cli")
+    if cli:
+        lines.append(
+            f"| ours through the CLI (`train --steps 2000`, process wall time) | | "
+            f"{cli['val_loss']:.4f} (all {cli['windows']} windows) | {cli['wall_s']:.1f} | |"
+        )
     if theirs:
         lines.append(
             f"| nanoGPT train.py (torch {theirs['torch'][0]}) | {theirs['val_loss']:.4f} | | "
@@ -208,6 +251,7 @@ def main() -> None:
     parser.add_argument("--torch-python", help="a python with torch, to run nanoGPT")
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--steps-per-execution", type=int, default=50)
+    parser.add_argument("--cli", action="store_true", help="also run the recipe through the CLI")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     train_ids, valid_ids, chars = splits(args.corpus)
@@ -222,6 +266,9 @@ def main() -> None:
     )
     report["sample"] = sample(model, chars)
     print(json.dumps(report["ours"]), flush=True)
+    if args.cli:
+        report["cli"] = run_cli(args.corpus, args.steps_per_execution)
+        print(json.dumps(report["cli"]), flush=True)
     if args.torch_python:
         report["nanogpt"] = run_nanogpt(args.torch_python, args.corpus)
     report["load_after"] = [round(x, 2) for x in os.getloadavg()]
