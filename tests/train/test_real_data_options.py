@@ -226,7 +226,9 @@ def test_init_refuses_a_run_of_another_family_and_a_new_tokenizer(
 ):
     argv = ["train", "--family", "encoder-only", "--data", str(SST2 / "train.tsv"),
             "--columns", "sentence,label", "--out", str(tmp_path / "r")]  # fmt: skip
-    line = _error(capsys, [*argv, "--init", str(family_artifacts("decoder-only").run_dir)])
+    decoder = family_artifacts("decoder-only").run_dir  # built first: its export logs
+    capsys.readouterr()
+    line = _error(capsys, [*argv, "--init", str(decoder)])
     assert "holds a decoder-only model; a classifier starts from an encoder-only run" in line
     line = _error(capsys, [*argv, "--init", str(tmp_path), "--tokenizer", "char"])
     assert "keeps that run's tokenizer" in line
