@@ -144,7 +144,8 @@ def sst2(data: Path, budget: float) -> dict:
 
 G2P_ARGS = [
     "--source-tokenizer", "char", "--target-tokenizer", "word", "--precision", "float32",
-    "--batch-size", "256", "--dropout", "0.1", "--epochs", "200",
+    "--batch-size", "128", "--dropout", "0.1", "--epochs", "20", "--warmup-steps", "400",
+    "--learning-rate", "1e-3",
     "--set", "num_layers=3", "hidden_dim=256", "num_heads=4", "intermediate_dim=1024",
 ]  # fmt: skip
 CURVE_WORDS = 1000  # test words greedy-decoded for each point of the WER curve
