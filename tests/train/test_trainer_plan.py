@@ -1,5 +1,7 @@
 """How long a run trains: `plan_steps`, and the warning for examples the pipelines cut."""
 
+import pytest
+
 from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.trainer import plan_steps
 
@@ -20,6 +22,45 @@ def test_without_epochs_or_warmup_a_user_file_trains_about_a_thousand_steps():
     assert config.optimizer == "adamw-cosine" and config.learning_rate == 2e-3
     line = plan.describe(config)
     assert "34 epochs of 30 steps (1020 steps" in line and "Chosen for the data" in line
+
+
+def test_steps_cut_the_run_into_validation_periods_and_end_on_the_count():
+    config = TrainConfig("decoder-only", data="input.txt", steps=2000, eval_every=250)
+    plan = plan_steps(config, batches=1307, steps_per_execution=10)
+    assert (plan.epochs, plan.steps_per_epoch, plan.total_steps) == (8, 250, 2000)
+    assert plan.warmup_steps == 200 and "2000 steps, validating every 250" in plan.describe(config)
+    uneven = plan_steps(TrainConfig("decoder-only", data="a.txt", steps=25, eval_every=10), 3, 5)
+    assert (uneven.epochs, uneven.steps_per_epoch, uneven.total_steps) == (3, 10, 25)
+    # without --eval-every: once per pass over the data, at most ten times a run
+    assert plan_steps(TrainConfig("decoder-only", data="a.txt", steps=2000), 1307, 10).epochs == 2
+    assert plan_steps(TrainConfig("decoder-only", data="a.txt", steps=2000), 7, 10).epochs == 10
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"steps": 10, "epochs": 2}, "Give `steps` or `epochs`, not both"),
+        ({"eval_every": 10}, "`eval_every` applies with `steps`"),
+        ({"family": "encoder-only", "windows": "random"}, "`windows` applies to a decoder-only"),
+        ({"columns": ["a", "b"]}, "a decoder-only model reads plain text"),
+        ({"family": "encoder-only", "columns": ["a"]}, "`columns` names text[,text2],label"),
+        ({"family": "encoder-decoder", "init": "runs/x"}, "`init` starts an encoder-only"),
+        (
+            {"family": "encoder-only", "init": "r", "tokenizer": "char"},
+            "keeps that run's tokenizer",
+        ),
+        ({"family": "encoder-only", "init": "r", "overrides": {"num_layers": 2}}, "only dropout"),
+        ({"overrides": {"vocabulary_size": 9}}, "--vocabulary-size"),
+        ({"overrides": {"dropout": 0.1}, "dropout": 0.2}, "`dropout` is given twice"),
+        ({"weight_decay": -1.0}, "`weight_decay` must be a number ≥ 0"),
+        ({"label_smoothing": 1.0}, "`label_smoothing` must be in [0, 1)"),
+    ],
+)
+def test_the_new_settings_are_checked_in_one_line(settings, message):
+    settings = {"family": "decoder-only", "data": "corpus.txt", **settings}
+    with pytest.raises(ValueError) as error:
+        TrainConfig(**settings)
+    assert message in str(error.value) and "\n" not in str(error.value)
 
 
 def test_the_built_in_data_keeps_its_measured_recipe():
