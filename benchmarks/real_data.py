@@ -222,7 +222,7 @@ def plot_curve(points: list[dict], path: Path, budget: float) -> None:
         axis.annotate(name, (0, value), textcoords="offset points", xytext=(4, 3), fontsize=8)
     axis.set(xlabel="minutes of training (2 cores)", ylabel="WER %", ylim=(0, 100),
              xlim=(0, budget / 60 * 1.05),
-             title=f"G2P, first {CURVE_WORDS:,} words of g014b2b.test")  # fmt: skip
+             title=f"G2P, first {CURVE_WORDS:,} lines of g014b2b.test")  # fmt: skip
     axis.grid(alpha=0.3)
     figure.tight_layout()
     path.parent.mkdir(exist_ok=True)
