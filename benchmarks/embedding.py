@@ -102,7 +102,7 @@ def benchmark_sentences(count: int = 512, seed: int = 0) -> list[str]:
 def prepare(checkpoint: str, rebuild: bool) -> tuple[Path, Path]:
     """The run directory (import-hf) and its ONNX export, made once and cached."""
     from transformer_zoo.export.run_export import export_run
-    from transformer_zoo.models.hf_bert import import_hf_run
+    from transformer_zoo.models.hf.run import import_hf_run
 
     run_dir, export_dir = WORK / "run", WORK / "export"
     if rebuild or not (run_dir / "config.json").is_file():

@@ -66,8 +66,12 @@ FAMILY_TASKS = {
 }
 SENTENCEPIECE_SPECIALS = ("pad", "unk", "bos", "eos")
 WORDPIECE_SPECIALS = ("pad", "unk", "cls", "sep", "mask")
-TOKENIZER_FILES = ("tokenizer.model", "vocab.txt")
-TARGET_TOKENIZER_FILES = ("target_tokenizer.model",)
+# SentencePiece (trained here), WordPiece (BERT), byte-level BPE (GPT-2), Marian's source.
+TOKENIZER_FILES = ("tokenizer.model", "vocab.txt", "tokenizer.json", "source.spm")
+TARGET_TOKENIZER_FILES = ("target_tokenizer.model", "target.spm")
+# Files a tokenizer needs besides its own: Marian's two SentencePiece models share one
+# vocab.json.
+TOKENIZER_COMPANIONS = {"source.spm": ("vocab.json",)}
 DEFAULT_SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
 
 
@@ -139,10 +143,14 @@ class RunConfig:
             or `"masked-lm"`; must suit the family.
         special_ids: `{pad, unk, bos, eos}` for SentencePiece vocabularies (the zoo's
             0, 1, 2, 3), or `{pad, unk, cls, sep, mask}` for a WordPiece `vocab.txt`.
-            A SentencePiece vocabulary may add `mask`.
-        tokenizer: file name of the (source) vocabulary: `"tokenizer.model"` or `"vocab.txt"`.
+            A SentencePiece vocabulary may add `mask`. Imported GPT-2 and Marian
+            checkpoints keep their own ids (`unk` None for GPT-2; Marian's `bos`, the
+            decoder start, is its `pad`).
+        tokenizer: file name of the (source) vocabulary: `"tokenizer.model"`,
+            `"vocab.txt"` (BERT), `"tokenizer.json"` (GPT-2) or `"source.spm"` (Marian,
+            with `vocab.json`).
         target_tokenizer: `"target_tokenizer.model"` when an encoder-decoder has a
-            separate target vocabulary, else None (shared).
+            separate target vocabulary (`"target.spm"` for Marian), else None (shared).
         max_length: the longest input in tokens, special tokens included: the source of
             an encoder-decoder, prompt plus completion of a decoder-only model (its
             context), the text (pair) of an encoder-only model. None: the model's maximum.
@@ -178,7 +186,7 @@ class RunConfig:
         files = [self.tokenizer]
         if self.target_tokenizer:
             files.append(self.target_tokenizer)
-        return files
+        return files + list(TOKENIZER_COMPANIONS.get(self.tokenizer, ()))
 
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}

@@ -162,8 +162,8 @@ def test_bad_arguments_name_the_argument():
         TransformerBlock(2, 8, dropout=-0.1)
     with pytest.raises(ValueError, match="attention_dropout=1"):
         TransformerBlock(2, 8, attention_dropout=1)
-    with pytest.raises(ValueError, match="activation='swish'"):
-        TransformerBlock(2, 8, activation="swish")
+    with pytest.raises(ValueError, match="activation='tanh'"):
+        TransformerBlock(2, 8, activation="tanh")
     with pytest.raises(ValueError, match="layer_norm_epsilon=0"):
         TransformerBlock(2, 8, layer_norm_epsilon=0)
     with pytest.raises(ValueError, match="d_model=6, num_heads=4"):

@@ -13,9 +13,8 @@ from safetensors.numpy import save_file
 from tests.models.test_hf_bert_names import TINY, np_bert_embeddings, tiny_checkpoint
 from transformer_zoo import cli
 from transformer_zoo.models import EncoderOnly, EncoderOnlyClassifier, import_hf_bert
-from transformer_zoo.models.hf_bert import import_hf_run
-from transformer_zoo.models.hf_bert.load import assign_weights
-from transformer_zoo.models.hf_bert.names import read_bert_checkpoint
+from transformer_zoo.models.hf.bert import assign_weights, read_bert_checkpoint
+from transformer_zoo.models.hf.run import import_hf_run
 from transformer_zoo.run_directory import load_run_config
 
 CONFIG = {**TINY, "hidden_act": "gelu", "layer_norm_eps": 1e-12, "model_type": "bert"}

@@ -1,5 +1,5 @@
-"""`transformer-zoo import-hf CHECKPOINT_DIR --out RUN_DIR`: a Hugging Face BERT checkpoint
-as a run directory (`transformer_zoo.models.hf_bert.run`)."""
+"""`transformer-zoo import-hf CHECKPOINT_DIR --out RUN_DIR`: a Hugging Face BERT, GPT-2 or
+Marian checkpoint as a run directory (`transformer_zoo.models.hf.run`)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,25 @@ from transformer_zoo.cli.parsing import UsageError, positive_int
 def register(commands) -> None:
     """Adds `import-hf` to `commands` (an argparse subparsers object)."""
     parser = commands.add_parser(
-        "import-hf", help="import a Hugging Face BERT checkpoint as a run directory"
+        "import-hf",
+        help="import a Hugging Face BERT, GPT-2 or Marian checkpoint as a run directory",
     )
     parser.add_argument(
-        "checkpoint_dir", help="config.json, model.safetensors and vocab.txt (Hugging Face layout)"
+        "checkpoint_dir",
+        help="config.json, model.safetensors and the tokenizer files (Hugging Face layout)",
     )
     parser.add_argument("--out", required=True, help="the run directory to write (new or empty)")
     parser.add_argument(
         "--max-length",
         type=positive_int,
         help="longest input in tokens (default: sentence_bert_config.json's max_seq_length, "
-        "else max_position_embeddings)",
+        "else the checkpoint's positions)",
     )
     parser.set_defaults(handler=_import_hf)
 
 
 def _import_hf(args) -> int:
-    from transformer_zoo.models.hf_bert.run import import_hf_run
+    from transformer_zoo.models.hf.run import import_hf_run
 
     try:
         config = import_hf_run(args.checkpoint_dir, args.out, args.max_length)

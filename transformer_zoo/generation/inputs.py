@@ -11,10 +11,11 @@ from transformer_zoo.errors import InputError
 def token_array(
     values, name: str, vocabulary_size: int, max_length: int | None = None, mask=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`values` as a (B, S) int64 array and its (B, S) boolean mask (`mask`, else `ids != 0`).
+    """`values` as a (B, S) int64 array and its (B, S) boolean mask.
 
-    Accepts a 2-D integer array or a list of id lists (ragged lists are right-padded
-    with 0).
+    Accepts a 2-D integer array, whose mask is `mask`, else `ids != 0`, or a list of id
+    lists, right-padded with 0 and masked by their lengths, so that id 0 can be a real
+    token (GPT-2's `!`, Marian's `</s>`).
 
     Raises:
         InputError: not integers, not 2-D, an empty row, an id outside
@@ -31,8 +32,12 @@ def token_array(
         width = max((len(row) for row in rows), default=0)
         dtype = np.result_type(*[row.dtype for row in rows]) if rows else np.int64
         array = np.zeros((len(rows), width), dtype=dtype)
+        lengths_mask = np.zeros((len(rows), width), dtype=bool)
         for i, row in enumerate(rows):
             array[i, : len(row)] = row
+            lengths_mask[i, : len(row)] = True
+        if mask is None:
+            mask = lengths_mask
     else:
         array = np.asarray(values)
     if array.dtype == bool or not np.issubdtype(array.dtype, np.integer):

@@ -29,7 +29,12 @@ def gelu_tanh(x):
     return ops.gelu(x, approximate=True)
 
 
-ACTIVATIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh}
+def swish(x):
+    """Swish (SiLU), x·σ(x), as Marian's translation models use."""
+    return x * ops.sigmoid(x)
+
+
+ACTIVATIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh, "swish": swish}
 
 
 def get_activation(name: str):

@@ -11,6 +11,9 @@ from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.validation import check_sequence_length
 
 MODES = ("sinusoidal", "learned")
+# Where the sinusoidal table puts sine and cosine: the paper interleaves them (sin, cos,
+# sin, ...); Marian and fairseq put all sines first, then all cosines.
+LAYOUTS = ("interleaved", "halves")
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -22,13 +25,16 @@ class PositionalEncoding(keras.layers.Layer):
         PE(pos, 2i)   = sin(pos / 10000^(2i / D))
         PE(pos, 2i+1) = cos(pos / 10000^(2i / D))
 
-    even dimensions carry the sine, odd dimensions the cosine. `mode="learned"` is a
-    trainable (max_length, D) table, as in BERT and GPT-2.
+    even dimensions carry the sine, odd dimensions the cosine (`layout="interleaved"`).
+    `layout="halves"` puts the same D/2 sines in dimensions 0 .. D/2 - 1 and the cosines
+    after them, as Marian (Hugging Face `MarianSinusoidalPositionalEmbedding`) and fairseq
+    do. `mode="learned"` is a trainable (max_length, D) table, as in BERT and GPT-2.
 
     Args:
         max_length: the longest sequence (counting `start_index`) the layer accepts.
         mode: `"sinusoidal"` (paper) or `"learned"` (BERT, GPT-2).
         initializer: initializer of the learned table.
+        layout: `"interleaved"` (paper) or `"halves"` (Marian) sine and cosine dimensions.
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -56,6 +62,7 @@ class PositionalEncoding(keras.layers.Layer):
         max_length: int,
         mode: str = "sinusoidal",
         initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        layout: str = "interleaved",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -65,8 +72,11 @@ class PositionalEncoding(keras.layers.Layer):
             )
         if mode not in MODES:
             raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"`layout` must be one of {LAYOUTS}. Received: layout={layout!r}")
         self.max_length = max_length
         self.mode = mode
+        self.layout = layout
         self.initializer = keras.initializers.get(initializer)
 
     def build(self, inputs_shape):
@@ -104,6 +114,8 @@ class PositionalEncoding(keras.layers.Layer):
             ops.arange(0, d_model, 2, dtype="float32") * (-math.log(10000.0) / d_model)
         )
         angles = ops.expand_dims(ops.cast(positions, "float32"), -1) * inv_freq  # (B, T, D/2)
+        if self.layout == "halves":
+            return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)  # sin… | cos…
         table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (B, T, D/2, 2)
         batch, length = ops.shape(positions)[0], ops.shape(positions)[1]
         return ops.reshape(table, (batch, length, d_model))  # (B, T, D): sin, cos, sin, ...
@@ -118,6 +130,7 @@ class PositionalEncoding(keras.layers.Layer):
                 "max_length": self.max_length,
                 "mode": self.mode,
                 "initializer": keras.initializers.serialize(self.initializer),
+                "layout": self.layout,
             }
         )
         return config

@@ -29,6 +29,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         type_vocabulary_size: number of segment (token type) ids; 0 for none.
         dropout: dropout rate applied to the sum (paper §5.4: P_drop = 0.1).
         embeddings_initializer: initializer of the token, position and segment tables.
+        position_layout: the sinusoidal table's `"interleaved"` or `"halves"` layout
+            (`PositionalEncoding`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -58,6 +60,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         type_vocabulary_size: int = 0,
         dropout: float = 0.0,
         embeddings_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        position_layout: str = "interleaved",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -82,6 +85,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.type_vocabulary_size = type_vocabulary_size
         self.dropout = dropout
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.position_layout = position_layout
 
         self.token_embedding = keras.layers.Embedding(
             vocabulary_size,
@@ -94,6 +98,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             max_length,
             mode=position_mode,
             initializer=clone_initializer(self.embeddings_initializer),
+            layout=position_layout,
             dtype=self.dtype_policy,
             name="position_encoding",
         )
@@ -154,6 +159,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 "type_vocabulary_size": self.type_vocabulary_size,
                 "dropout": self.dropout,
                 "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+                "position_layout": self.position_layout,
             }
         )
         return config

@@ -6,7 +6,7 @@ from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.encoder_only import EncoderOnly, mean_pool
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
 from transformer_zoo.models.encoder_only_masked_lm import EncoderOnlyMaskedLM
-from transformer_zoo.models.hf_bert.load import import_hf_bert
+from transformer_zoo.models.hf.bert import import_hf_bert
 from transformer_zoo.models.presets import (
     MODEL_CLASSES,
     PRESETS,

@@ -37,6 +37,12 @@ class EncoderDecoder(keras.Model):
         max_length: the longest source or target sequence.
         dropout: embedding, residual and attention dropout (P_drop, §5.4).
         tie_weights: `"none"`, `"decoder"` or `"all"`, see above.
+        activation: FFN activation (`"relu"` in the paper, `"swish"` in Marian).
+        layer_norm_epsilon: LayerNorm epsilon.
+        scale_embeddings: multiply token embeddings by √D (§3.4).
+        position_layout: the sinusoidal table's sine and cosine dimensions,
+            `"interleaved"` (paper §3.5) or `"halves"` (Marian).
+        output_bias: add a (V,) bias to the logits (Marian's `final_logits_bias`).
         **kwargs: standard `keras.Model` arguments.
 
     Call arguments:
@@ -67,6 +73,11 @@ class EncoderDecoder(keras.Model):
         target_vocabulary_size: int | None = None,
         dropout: float = 0.0,
         tie_weights: str = "decoder",
+        activation: str = "relu",
+        layer_norm_epsilon: float = 1e-5,
+        scale_embeddings: bool = True,
+        position_layout: str = "interleaved",
+        output_bias: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -87,10 +98,22 @@ class EncoderDecoder(keras.Model):
         self.target_vocabulary_size = target_vocabulary_size
         self.dropout = dropout
         self.tie_weights = tie_weights
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.scale_embeddings = scale_embeddings
+        self.position_layout = position_layout
+        self.output_bias = output_bias
 
         def embedding(vocab, name):
             return TokenAndPositionEmbedding(
-                vocab, max_length, hidden_dim, dropout=dropout, dtype=self.dtype_policy, name=name
+                vocab,
+                max_length,
+                hidden_dim,
+                scale_embeddings=scale_embeddings,
+                position_layout=position_layout,
+                dropout=dropout,
+                dtype=self.dtype_policy,
+                name=name,
             )
 
         def blocks(prefix, decoder):
@@ -98,8 +121,10 @@ class EncoderDecoder(keras.Model):
                 TransformerBlock(
                     num_heads,
                     intermediate_dim,
+                    activation=activation,
                     dropout=dropout,
                     attention_dropout=dropout,
+                    layer_norm_epsilon=layer_norm_epsilon,
                     causal=decoder,
                     cross_attention=decoder,
                     dtype=self.dtype_policy,
@@ -118,6 +143,7 @@ class EncoderDecoder(keras.Model):
         self.lm_head = LMHead(
             self.output_vocabulary_size,
             embedding=None if tie_weights == "none" else self.decoder_embeddings,
+            use_bias=output_bias,
             dtype=self.dtype_policy,
             name="lm_head",
         )
@@ -213,6 +239,11 @@ class EncoderDecoder(keras.Model):
                 "target_vocabulary_size": self.target_vocabulary_size,
                 "dropout": self.dropout,
                 "tie_weights": self.tie_weights,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "scale_embeddings": self.scale_embeddings,
+                "position_layout": self.position_layout,
+                "output_bias": self.output_bias,
             }
         )
         return config

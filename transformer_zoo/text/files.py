@@ -3,7 +3,9 @@
 - SentencePiece (models trained here): `tokenizer.model`, and `target_tokenizer.model`
   when an encoder-decoder has a separate target vocabulary;
 - WordPiece (imported BERT checkpoints): `vocab.txt`, with `tokenizer_config.json` when
-  the checkpoint had one (its casing options).
+  the checkpoint had one (its casing options);
+- byte-level BPE (imported GPT-2 checkpoints): `tokenizer.json`;
+- Marian (imported translation checkpoints): `source.spm`, `target.spm` and `vocab.json`.
 
 `config.json` (`RunConfig.tokenizer`, `.target_tokenizer`) names the files; an export made
 without a tokenizer serves token ids only (`export.tokenizer` false).
@@ -15,6 +17,8 @@ import os
 import shutil
 
 from transformer_zoo.errors import ModelDirectoryError, first_line
+from transformer_zoo.text.byte_level_bpe import TOKENIZER_JSON, ByteLevelBPETokenizer
+from transformer_zoo.text.marian import SOURCE_SPM, TARGET_SPM, MarianTokenizer
 from transformer_zoo.text.tokenizer import Tokenizer
 from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 
@@ -29,7 +33,11 @@ def save_tokenizers(directory: str | os.PathLike, tokenizer, target_tokenizer=No
     it is a separate one (not None, not the same object), the target tokenizer; a stale
     target file from an earlier run is removed, since it would be read back as separate."""
     directory = os.fspath(directory)
-    if isinstance(tokenizer, WordPieceTokenizer):
+    if isinstance(tokenizer, MarianTokenizer):
+        tokenizer.save(directory, SOURCE_SPM)
+        (target_tokenizer or tokenizer).save(directory, TARGET_SPM)
+        return
+    if isinstance(tokenizer, (WordPieceTokenizer, ByteLevelBPETokenizer)):
         tokenizer.save(directory)
     else:
         tokenizer.save(os.path.join(directory, TOKENIZER_FILE))
@@ -80,6 +88,11 @@ def load_tokenizers(directory: str | os.PathLike, config=None):
             max_length = config.max_length or config.export.get("model", {}).get("max_length")
             tokenizer = WordPieceTokenizer.from_directory(directory, max_length=max_length)
             return tokenizer, tokenizer
+        if names[0] == TOKENIZER_JSON:
+            tokenizer = ByteLevelBPETokenizer.from_directory(directory, config.special_ids["eos"])
+            return tokenizer, tokenizer
+        if names[0] == SOURCE_SPM:
+            return MarianTokenizer.from_directory(directory)
         tokenizer = Tokenizer.load(path)
         target = tokenizer
         if len(names) > 1:

@@ -5,7 +5,9 @@ and a test checks they agree, so that generation and serving, which use these
 functions, see exactly the tokens the model was trained on.
 
 - Encoder-decoder source: `pieces(source) + [eos]`; the decoder starts from `[bos]`
-  and is trained to end with `[eos]`.
+  and is trained to end with `[eos]`. The ids are the tokenizer's own (`bos_id`,
+  `eos_id`): an imported Marian model starts its decoder from `<pad>`, and GPT-2's
+  `<|endoftext|>` is both its `[bos]` and its `[eos]`.
 - Decoder-only prompt: `[bos] + pieces(prompt)`; the model continues with
   `pieces(completion) + [eos]`. Prompt and completion are encoded separately, so a
   piece never straddles the boundary between them.
@@ -37,13 +39,13 @@ def source_ids(tokenizer: Tokenizer, source: str, max_length: int | None = None)
     pieces = tokenizer.encode(source)
     if max_length is not None:
         pieces = pieces[: max_length - 1]
-    return pieces + [EOS_ID]
+    return pieces + [tokenizer.eos_id]
 
 
 def prompt_ids(tokenizer: Tokenizer, prompt: str, max_length: int | None = None) -> list[int]:
     """Decoder-only prompt ids: `[bos]` + pieces, at most `max_length`."""
     _check_max_length(max_length, 1)
-    ids = [BOS_ID] + tokenizer.encode(prompt)
+    ids = [tokenizer.bos_id] + tokenizer.encode(prompt)
     return ids if max_length is None else ids[:max_length]
 
 

@@ -1,0 +1,199 @@
+"""GPT-2 and Marian checkpoints made by transformers itself (tests/data/make_hf_references.py:
+random weights, realistic layout) imported with `import-hf`: their logits within 1e-4 of
+transformers', their tokenizers' ids, and the same greedy and beam tokens as
+transformers' `generate()`, through the Keras and the ONNX engines."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from tests.helpers import DATA_DIR
+from transformer_zoo import cli
+from transformer_zoo.export.run_export import export_run
+from transformer_zoo.generation.search import BeamSearch, Greedy
+from transformer_zoo.models import DecoderOnly, EncoderDecoder
+from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
+from transformer_zoo.models.hf.marian import import_hf_marian, sinusoid_halves
+from transformer_zoo.models.hf.run import import_hf_run
+from transformer_zoo.serving import load_served_model
+from transformer_zoo.text.byte_level_bpe import ByteLevelBPETokenizer
+from transformer_zoo.text.marian import MarianTokenizer
+
+CHECKPOINTS = {"gpt2": DATA_DIR / "hf_gpt2", "marian": DATA_DIR / "hf_marian"}
+
+
+def reference(name):
+    directory = CHECKPOINTS[name]
+    return json.loads((directory / "reference.json").read_text()), np.load(
+        directory / "reference.npz"
+    )
+
+
+def gpt2_logits(model, ids):
+    x = np.array([ids])
+    return np.asarray(model({"token_ids": x, "padding_mask": np.ones_like(x, bool)}))[0]
+
+
+def marian_logits(model, ids, decoder_ids):
+    x, y = np.array([ids]), np.array([decoder_ids])
+    inputs = {
+        "encoder_token_ids": x,
+        "encoder_padding_mask": np.ones_like(x, bool),
+        "decoder_token_ids": y,
+        "decoder_padding_mask": np.ones_like(y, bool),
+    }
+    return np.asarray(model(inputs))[0]
+
+
+def test_gpt2_logits_match_transformers():
+    ref, logits = reference("gpt2")
+    model = import_hf_gpt2(CHECKPOINTS["gpt2"])
+    assert isinstance(model, DecoderOnly) and model.activation == "gelu_tanh"
+    for i, ids in enumerate(ref["inputs"]):  # ids start with <|endoftext|>, id 0 here
+        np.testing.assert_allclose(gpt2_logits(model, ids), logits[f"logits_{i}"], atol=1e-4)
+
+
+def test_marian_logits_match_transformers():
+    ref, logits = reference("marian")
+    model = import_hf_marian(CHECKPOINTS["marian"])
+    assert isinstance(model, EncoderDecoder)
+    assert (model.activation, model.position_layout, model.tie_weights) == (
+        "swish",
+        "halves",
+        "all",
+    )
+    for i, ids in enumerate(ref["inputs"]):  # sources end with </s>, id 0
+        got = marian_logits(model, ids, ref["decoder_inputs"])
+        np.testing.assert_allclose(got, logits[f"logits_{i}"], atol=1e-4)
+
+
+def test_tokenizers_give_the_ids_transformers_gave():
+    ref, _ = reference("gpt2")
+    bpe = ByteLevelBPETokenizer.from_directory(CHECKPOINTS["gpt2"])
+    assert bpe.encode(ref["prompts"]) == ref["tokenizer_ids"]
+    assert [bpe.decode(ids) for ids in ref["tokenizer_ids"]] == ref["prompts"]
+    ref, _ = reference("marian")
+    source, target = MarianTokenizer.from_directory(CHECKPOINTS["marian"])
+    assert [ids + [source.eos_id] for ids in source.encode(ref["sources"])] == ref["inputs"]
+    assert [target.decode(ids) for ids in ref["greedy"]] == ref["greedy_text"]
+
+
+def test_marian_sinusoid_is_the_layers_halves_layout():
+    from transformer_zoo.layers import PositionalEncoding
+
+    ours = np.asarray(PositionalEncoding(64, layout="halves")(np.zeros((1, 64, 16), "float32")))
+    np.testing.assert_allclose(ours[0], sinusoid_halves(64, 16), atol=1e-5)
+    interleaved = np.asarray(PositionalEncoding(64)(np.zeros((1, 64, 16), "float32")))[0]
+    np.testing.assert_allclose(interleaved[:, 0::2], ours[0, :, :8], atol=1e-6)  # same sines
+
+
+@pytest.fixture(scope="module", params=sorted(CHECKPOINTS))
+def imported(request, tmp_path_factory):
+    """`(name, run_dir, export_dir)`: the checkpoint imported and exported to ONNX."""
+    root = tmp_path_factory.mktemp(request.param)
+    run_dir, export_dir = root / "run", root / "export"
+    import_hf_run(CHECKPOINTS[request.param], run_dir)
+    export_run(run_dir, export_dir, formats=("onnx",))
+    return request.param, run_dir, export_dir
+
+
+@pytest.mark.parametrize("engine", ["keras", "onnx"])
+def test_generation_matches_transformers_generate(imported, engine):
+    name, run_dir, export_dir = imported
+    ref, _ = reference(name)
+    served = load_served_model(run_dir if engine == "keras" else export_dir, engine)
+    for strategy, search in (("greedy", Greedy()), ("beam", BeamSearch(ref["num_beams"]))):
+        for ids, expected in zip(ref["inputs"], ref[strategy], strict=True):
+            if name == "gpt2":
+                result = served.generate_ids([ids], ref["new_tokens"], search=search)
+            else:
+                result = served.translate_ids([ids], ref["new_tokens"], search=search)
+            assert result.tokens[0].tolist() == expected, (strategy, ids)
+    texts = ref["prompts"] if name == "gpt2" else ref["sources"]
+    run = served.generate if name == "gpt2" else served.translate
+    assert run(texts, ref["new_tokens"]) == ref["greedy_text"]
+
+
+def test_imported_run_directories_describe_themselves(imported):
+    name, run_dir, export_dir = imported
+    config = json.loads((run_dir / "config.json").read_text())
+    exported = json.loads((export_dir / "config.json").read_text())
+    if name == "gpt2":
+        assert config["tokenizer"] == "tokenizer.json" and config["task"] == "language-model"
+        assert config["special_ids"]["bos"] == config["special_ids"]["eos"] == 0
+    else:
+        assert (config["tokenizer"], config["target_tokenizer"]) == ("source.spm", "target.spm")
+        assert config["special_ids"]["bos"] == config["special_ids"]["pad"] == 279
+        assert (export_dir / "vocab.json").is_file()
+    assert exported["preset"] == f"hf-{name}"
+
+
+def _fail(capsys, *argv):
+    assert cli.main(["import-hf", *map(str, argv)]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1, error
+    return error
+
+
+def _copy(name, tmp_path, change_config=None, change_tensors=None):
+    """The checkpoint `name` copied to tmp_path, its config and tensors changed."""
+    directory = tmp_path / name
+    directory.mkdir(parents=True)
+    for path in CHECKPOINTS[name].iterdir():
+        (directory / path.name).write_bytes(path.read_bytes())
+    if change_config:
+        config = json.loads((directory / "config.json").read_text())
+        (directory / "config.json").write_text(json.dumps({**config, **change_config}))
+    if change_tensors:
+        tensors = load_file(directory / "model.safetensors")
+        change_tensors(tensors)
+        save_file(tensors, directory / "model.safetensors")
+    return directory
+
+
+def test_bad_gpt2_and_marian_checkpoints_fail_in_one_line(tmp_path, capsys):
+    out = tmp_path / "out"
+
+    def drop(name):
+        return lambda tensors: tensors.pop(name)
+
+    def add(name, value):
+        return lambda tensors: tensors.__setitem__(name, value)
+
+    cases = [
+        ("gpt2", {"activation_function": "relu"}, None, "activation_function"),
+        ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, None, "scale_attn_by_inverse"),
+        ("gpt2", None, drop("transformer.h.1.attn.c_attn.bias"), "Missing: ['h.1.attn.c_attn.bias']"),
+        ("gpt2", None, add("transformer.extra", np.zeros(3, np.float32)), "Unused: ['extra']"),
+        ("gpt2", None, add("lm_head.weight", np.zeros((384, 64), np.float32)), "tied"),
+        ("marian", {"decoder_layers": 3}, None, "decoder_layers=3"),
+        ("marian", {"share_encoder_decoder_embeddings": False}, None, "separate"),
+        ("marian", None, add("model.encoder.embed_positions.weight", np.ones((64, 64), np.float32)), "sinusoidal"),
+        ("marian", {"model_type": "t5"}, None, "model_type"),
+    ]  # fmt: skip
+    for i, (name, config, tensors, message) in enumerate(cases):
+        checkpoint = _copy(name, tmp_path / str(i), config, tensors)
+        assert message in _fail(capsys, checkpoint, "--out", out), (name, config)
+    assert not out.exists()  # nothing is written before everything is checked
+
+
+def test_transformers_layout_buffers_are_checked_and_dropped(tmp_path):
+    """Older files keep GPT-2's causal-mask buffers and a copy of the tied head, and
+    Marian's position tables and per-stack copies of the shared embedding."""
+
+    def gpt2_extras(tensors):
+        tensors["lm_head.weight"] = tensors["transformer.wte.weight"].copy()
+        tensors["transformer.h.0.attn.bias"] = np.tril(np.ones((1, 1, 64, 64), np.float32))
+
+    def marian_extras(tensors):
+        for stack in ("encoder", "decoder"):
+            tensors[f"model.{stack}.embed_positions.weight"] = sinusoid_halves(64, 64)
+            tensors[f"model.{stack}.embed_tokens.weight"] = tensors["model.shared.weight"].copy()
+
+    expected = import_hf_gpt2(CHECKPOINTS["gpt2"]).get_weights()
+    got = import_hf_gpt2(_copy("gpt2", tmp_path, change_tensors=gpt2_extras)).get_weights()
+    assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
+    model = import_hf_marian(_copy("marian", tmp_path, change_tensors=marian_extras))
+    assert len(model.get_weights()) == len(import_hf_marian(CHECKPOINTS["marian"]).get_weights())

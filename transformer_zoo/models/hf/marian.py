@@ -1,0 +1,224 @@
+"""Marian checkpoints (`MarianMTModel`, the `Helsinki-NLP/opus-mt-*` family) ↔ our
+`EncoderDecoder`.
+
+Marian is the paper's Post-LN encoder-decoder with four differences, which our layers
+express as options rather than special cases: sinusoidal positions laid out as
+`[sin | cos]` halves (`position_layout="halves"`), the swish activation, token embeddings
+scaled by √D (as the paper), and a `final_logits_bias` (`output_bias=True`); its source,
+target and output embeddings are one matrix (`tie_weights="all"`), and the decoder starts
+from the pad token (the run's `bos` id).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from transformer_zoo.models.encoder_decoder import EncoderDecoder
+from transformer_zoo.models.hf import weights
+from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand, positive_ints
+
+SHARED = "model.shared.weight"
+# fmt: off
+EMBEDDING_TABLE = (
+    ("embeddings.token", (SHARED,),              "copy",    ("V", "D")),
+    ("lm_head.bias",     ("final_logits_bias",), "flatten", ("V",)),
+)
+
+
+def _attention_rows(slot: str, source: str):
+    return (
+        (f"{slot}.query.kernel",     (f"{source}.q_proj.weight",),   "transpose", ("D", "D")),
+        (f"{slot}.query.bias",       (f"{source}.q_proj.bias",),     "copy",      ("D",)),
+        (f"{slot}.key_value.kernel", (f"{source}.k_proj.weight",
+                                      f"{source}.v_proj.weight"),    "transpose_concat", ("D", "2D")),
+        (f"{slot}.key_value.bias",   (f"{source}.k_proj.bias",
+                                      f"{source}.v_proj.bias"),      "concat",    ("2D",)),
+        (f"{slot}.output.kernel",    (f"{source}.out_proj.weight",), "transpose", ("D", "D")),
+        (f"{slot}.output.bias",      (f"{source}.out_proj.bias",),   "copy",      ("D",)),
+    )
+
+
+def _norm_rows(slot: str, source: str):
+    return (
+        (f"{slot}.gamma", (f"{source}.weight",), "copy", ("D",)),
+        (f"{slot}.beta",  (f"{source}.bias",),   "copy", ("D",)),
+    )
+
+
+FEED_FORWARD_ROWS = (
+    ("feed_forward.intermediate.kernel", ("fc1.weight",), "transpose", ("D", "F")),
+    ("feed_forward.intermediate.bias",   ("fc1.bias",),   "copy",      ("F",)),
+    ("feed_forward.output.kernel",       ("fc2.weight",), "transpose", ("F", "D")),
+    ("feed_forward.output.bias",         ("fc2.bias",),   "copy",      ("D",)),
+)
+# fmt: on
+ENCODER_LAYER = (
+    *_attention_rows("self_attention", "self_attn"),
+    *_norm_rows("self_attention_norm", "self_attn_layer_norm"),
+    *FEED_FORWARD_ROWS,
+    *_norm_rows("feed_forward_norm", "final_layer_norm"),
+)
+DECODER_LAYER = (
+    *ENCODER_LAYER,
+    *_attention_rows("cross_attention", "encoder_attn"),
+    *_norm_rows("cross_attention_norm", "encoder_attn_layer_norm"),
+)
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu",
+               "gelu_new": "gelu_tanh"}  # fmt: skip
+
+
+def sinusoid_halves(positions: int, width: int) -> np.ndarray:
+    """Marian's (P, D) position table in numpy: sin(p / 10000^(2i/D)) in the first D/2
+    columns, cos in the last (`MarianSinusoidalPositionalEmbedding._init_weight`)."""
+    angles = np.arange(positions)[:, None] / np.power(10000.0, np.arange(0, width, 2) / width)
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)
+
+
+def _positions_check(name: str):
+    def check(value, tensors):
+        expected = sinusoid_halves(*value.shape)
+        if value.ndim != 2 or np.abs(value - expected).max() > 1e-5:
+            raise ValueError(
+                f"`{name}` must be Marian's sinusoidal table (our layers compute it); it differs."
+            )
+
+    return check
+
+
+CHECKPOINT = Checkpoint(
+    "Marian",
+    buffers={
+        r"model\.(en|de)coder\.embed_positions\.weight": None,  # replaced below
+        r"model\.(en|de)coder\.embed_tokens\.weight": equal_to(SHARED, "embed_tokens.weight"),
+        r"lm_head\.weight": equal_to(SHARED, "lm_head.weight"),
+    },
+)
+CHECKPOINT.buffers[r"model\.(en|de)coder\.embed_positions\.weight"] = _positions_check(
+    "embed_positions.weight"
+)
+
+
+def marian_dimensions(config: dict) -> dict[str, int]:
+    keys = {
+        "vocab_size": "V",
+        "d_model": "D",
+        "encoder_layers": "layers",
+        "encoder_attention_heads": "H",
+        "encoder_ffn_dim": "F",
+        "max_position_embeddings": "P",
+    }
+    sizes = positive_ints(config, keys, "Marian")
+    same = {
+        "decoder_layers": "encoder_layers",
+        "decoder_attention_heads": "encoder_attention_heads",
+        "decoder_ffn_dim": "encoder_ffn_dim",
+        "decoder_vocab_size": "vocab_size",
+    }
+    for decoder_key, encoder_key in same.items():
+        value = config.get(decoder_key)
+        if value is not None and value != config[encoder_key]:
+            raise ValueError(
+                f"Our encoder-decoder has one `{encoder_key}` for both stacks. Received: "
+                f"{encoder_key}={config[encoder_key]}, {decoder_key}={value}"
+            )
+    if sizes["D"] % 2:
+        raise ValueError(f"The sinusoidal positions need an even d_model. Received: {sizes['D']}")
+    sizes["2D"] = 2 * sizes["D"]
+    return sizes
+
+
+def marian_weight_table(config: dict) -> list[weights.WeightRow]:
+    sizes = marian_dimensions(config)
+    layers = sizes["layers"]
+    rows = expand(EMBEDDING_TABLE, sizes)
+    rows += expand(ENCODER_LAYER, sizes, layers, "encoder_blocks.{i}.", "model.encoder.layers.{i}.")
+    rows += expand(DECODER_LAYER, sizes, layers, "decoder_blocks.{i}.", "model.decoder.layers.{i}.")
+    return rows
+
+
+def marian_model_config(config: dict) -> dict:
+    """`EncoderDecoder` constructor arguments for a Marian `config.json`.
+
+    Raises:
+        ValueError: another model type, or a variant our layers do not implement
+            (separate vocabularies, an untied head, stacks of different sizes).
+    """
+    if config.get("model_type") != "marian":
+        raise ValueError(
+            f"config.json must describe a Marian model. Received: model_type={config.get('model_type')!r}"
+        )
+    if not config.get("share_encoder_decoder_embeddings", True):
+        raise ValueError(
+            "Marian checkpoints with separate source and target embeddings are not supported."
+        )
+    if not config.get("tie_word_embeddings", True):
+        raise ValueError("Marian checkpoints with an untied output layer are not supported.")
+    activation = config.get("activation_function", "swish")
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"`activation_function` must be one of {sorted(ACTIVATIONS)}. "
+            f"Received: activation_function={activation!r}"
+        )
+    sizes = marian_dimensions(config)
+    return dict(
+        vocabulary_size=sizes["V"],
+        num_layers=sizes["layers"],
+        num_heads=sizes["H"],
+        hidden_dim=sizes["D"],
+        intermediate_dim=sizes["F"],
+        max_length=sizes["P"],
+        dropout=0.0,
+        tie_weights="all",
+        activation=ACTIVATIONS[activation],
+        layer_norm_epsilon=1e-5,  # torch's LayerNorm default, which Marian uses
+        scale_embeddings=bool(config.get("scale_embedding", False)),
+        position_layout="halves",
+        output_bias=True,
+    )
+
+
+def slot_variables(model: EncoderDecoder) -> dict:
+    """Slot name → the `keras.Variable` of `model` that holds it."""
+    table = {
+        "embeddings.token": model.encoder_embeddings.token_embedding.embeddings,
+        "lm_head.bias": model.lm_head.bias,
+    }
+    stacks = (("encoder_blocks", model.encoder_blocks), ("decoder_blocks", model.decoder_blocks))
+    for name, blocks in stacks:
+        for i, block in enumerate(blocks):
+            prefix = f"{name}.{i}."
+            norms = ["self_attention_norm", "feed_forward_norm"]
+            table.update(weights.attention_slots(prefix + "self_attention.", block.self_attention))
+            if block.cross_attention:
+                table.update(
+                    weights.attention_slots(
+                        prefix + "cross_attention.", block.cross_attention_layer
+                    )
+                )
+                norms.append("cross_attention_norm")
+            table.update(weights.feed_forward_slots(prefix + "feed_forward.", block.feed_forward))
+            table.update(weights.norm_slots(prefix, block, norms))
+    return table
+
+
+def import_hf_marian(checkpoint_dir) -> EncoderDecoder:
+    """Builds the `EncoderDecoder` a Marian checkpoint directory describes, with its weights.
+
+    Raises:
+        ValueError: a missing file, an unsupported variant, or tensors that do not match
+            the table one to one.
+    """
+    config = weights.read_config(checkpoint_dir)
+    arguments = marian_model_config(config)
+    slots = weights.map_weights(
+        weights.read_tensors(checkpoint_dir), marian_weight_table(config), CHECKPOINT
+    )
+    model = EncoderDecoder(**arguments)
+    weights.assign_weights(model, slot_variables(model), slots)
+    return model
+
+
+def embedding_scale(config: dict) -> float:
+    return math.sqrt(config["d_model"]) if config.get("scale_embedding") else 1.0

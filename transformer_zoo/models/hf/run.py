@@ -1,0 +1,242 @@
+"""Importing a Hugging Face checkpoint directory as a normal run directory: what
+`transformer-zoo import-hf` does. `config.json`'s `model_type` picks the architecture:
+
+- `bert`: `EncoderOnly` with its `vocab.txt`. A sentence-transformers checkpoint
+  contributes its maximum length (`sentence_bert_config.json`, 256 for all-MiniLM-L6-v2)
+  and its pooling (`1_Pooling/config.json`: mean, which `embed` implements;
+  `modules.json`: Normalize). A `BertForSequenceClassification` checkpoint becomes a
+  classifier with its `id2label`.
+- `gpt2`: `DecoderOnly` with its byte-level BPE (`tokenizer.json`, or `vocab.json` +
+  `merges.txt`), task language-model; `generate` and `serve` continue prompts.
+- `marian`: `EncoderDecoder` with `source.spm`, `target.spm` and `vocab.json`, task
+  translation; the decoder starts from the pad token.
+
+The run directory is what training writes (`transformer_zoo.run_directory`): `model.keras`,
+`config.json` and the tokenizer files, so `export`, `generate`, `translate`, `embed`,
+`classify` and `serve` take it as they take a trained model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from transformer_zoo.run_directory import MODEL_FILE, RunConfig, save_run_config
+from transformer_zoo.text.files import copy_tokenizers
+
+PRESET = "hf-bert"
+NORMALIZE_MODULE = "sentence_transformers.models.Normalize"
+
+
+def _read_json(directory: str, name: str) -> dict | list | None:
+    path = os.path.join(directory, name)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"Cannot read {path}: {error}") from None
+
+
+def sentence_transformers_pooling(checkpoint_dir: str) -> dict:
+    """`{"mode": "mean", "normalize": bool}` from a sentence-transformers checkpoint's
+    `modules.json` and pooling config; mean without normalisation when they are absent.
+
+    Raises:
+        ValueError: a pooling other than the mean over tokens, which `embed` implements.
+    """
+    modules = _read_json(checkpoint_dir, "modules.json") or []
+    pooling_dir = next(
+        (m.get("path", "") for m in modules if str(m.get("type", "")).endswith(".Pooling")),
+        "1_Pooling",
+    )
+    pooling = _read_json(checkpoint_dir, os.path.join(pooling_dir, "config.json")) or {}
+    prefix = "pooling_mode_"
+    modes = sorted(k[len(prefix) :] for k, v in pooling.items() if k.startswith(prefix) and v)
+    if pooling and modes != ["mean_tokens"]:
+        raise ValueError(
+            f"Only mean pooling is supported (`embed` averages the token vectors). "
+            f"Received: pooling modes {modes} in {pooling_dir}/config.json"
+        )
+    normalize = any(m.get("type") == NORMALIZE_MODULE for m in modules)
+    return {"mode": "mean", "normalize": normalize}
+
+
+def _max_length(checkpoint_dir: str, hf_config: dict, requested: int | None) -> int:
+    positions = hf_config["max_position_embeddings"]
+    if requested is None:
+        requested = (_read_json(checkpoint_dir, "sentence_bert_config.json") or {}).get(
+            "max_seq_length", positions
+        )
+    if not isinstance(requested, int) or not 2 <= requested <= positions:
+        raise ValueError(
+            f"`max_length` must be an integer in [2, {positions}] (max_position_embeddings). "
+            f"Received: max_length={requested!r}"
+        )
+    return requested
+
+
+def _label_names(hf_config: dict, num_classes: int) -> list[str]:
+    id2label = hf_config.get("id2label") or {}
+    names = [str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}"))) for i in range(num_classes)]
+    return names
+
+
+def import_hf_run(
+    checkpoint_dir: str | os.PathLike, run_dir: str | os.PathLike, max_length: int | None = None
+) -> RunConfig:
+    """Writes `run_dir` (`model.keras`, `config.json`, the tokenizer files) from a Hugging
+    Face BERT, GPT-2 or Marian checkpoint.
+
+    Args:
+        checkpoint_dir: `config.json`, `model.safetensors` and the tokenizer files
+            (`vocab.txt`; `tokenizer.json` or `vocab.json` + `merges.txt`; `source.spm`,
+            `target.spm` + `vocab.json`), and optionally `tokenizer_config.json` and
+            sentence-transformers' files.
+        run_dir: the run directory; created, and it must not hold files yet.
+        max_length: the longest input in tokens, special tokens included; default
+            sentence-transformers' `max_seq_length`, else the checkpoint's positions.
+
+    Returns:
+        The `RunConfig` written.
+
+    Raises:
+        ValueError: a missing or malformed checkpoint file, an unsupported architecture
+            or pooling, or a `run_dir` that already holds files.
+    """
+    from transformer_zoo.models.hf.weights import read_config
+
+    checkpoint_dir, run_dir = os.fspath(checkpoint_dir), os.fspath(run_dir)
+    if not os.path.isdir(checkpoint_dir):
+        raise ValueError(f"no such directory: {checkpoint_dir}")
+    if os.path.exists(run_dir) and (not os.path.isdir(run_dir) or os.listdir(run_dir)):
+        raise ValueError(f"`--out` must be a new or empty directory. Received: {run_dir}")
+    # Everything is read and checked before anything is written.
+    model_type = read_config(checkpoint_dir).get("model_type", "bert")
+    importers = {"bert": _bert_run, "gpt2": _gpt2_run, "marian": _marian_run}
+    if model_type not in importers:
+        raise ValueError(
+            f"config.json's model_type must be one of {sorted(importers)}. "
+            f"Received: model_type={model_type!r}"
+        )
+    model, save_tokenizers, config = importers[model_type](checkpoint_dir, max_length)
+    os.makedirs(run_dir, exist_ok=True)
+    save_tokenizers(run_dir)
+    model.save(os.path.join(run_dir, MODEL_FILE))
+    save_run_config(run_dir, config)  # last: a directory with config.json is complete
+    return config
+
+
+def _positions(hf_config: dict, key: str, requested: int | None) -> int:
+    positions = hf_config[key]
+    requested = positions if requested is None else requested
+    if not isinstance(requested, int) or not 2 <= requested <= positions:
+        raise ValueError(
+            f"`max_length` must be an integer in [2, {positions}] ({key}). "
+            f"Received: max_length={requested!r}"
+        )
+    return requested
+
+
+def _gpt2_run(checkpoint_dir: str, max_length: int | None):
+    from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
+    from transformer_zoo.text.byte_level_bpe import TOKENIZER_JSON, ByteLevelBPETokenizer
+
+    model = import_hf_gpt2(checkpoint_dir)
+    hf_config = _read_json(checkpoint_dir, "config.json")
+    tokenizer = ByteLevelBPETokenizer.from_directory(checkpoint_dir)
+    _check_vocabulary(tokenizer.vocabulary_size, hf_config["vocab_size"])
+    config = RunConfig(
+        family="decoder-only",
+        preset="hf-gpt2",
+        task="language-model",
+        special_ids=tokenizer.special_ids,
+        tokenizer=TOKENIZER_JSON,
+        max_length=_positions(hf_config, "n_positions", max_length),
+        extra=_provenance(checkpoint_dir, hf_config),
+    )
+    return model, tokenizer.save, config
+
+
+def _marian_run(checkpoint_dir: str, max_length: int | None):
+    from transformer_zoo.models.hf.marian import import_hf_marian
+    from transformer_zoo.text.marian import SOURCE_SPM, TARGET_SPM, MarianTokenizer
+
+    model = import_hf_marian(checkpoint_dir)
+    hf_config = _read_json(checkpoint_dir, "config.json")
+    source, target = MarianTokenizer.from_directory(checkpoint_dir)
+    _check_vocabulary(source.vocabulary_size, hf_config["vocab_size"])
+    for key, ours in (("eos_token_id", source.eos_id), ("decoder_start_token_id", source.bos_id)):
+        if hf_config.get(key, ours) != ours:
+            raise ValueError(
+                f"config.json's {key}={hf_config[key]} differs from the tokenizer's {ours}."
+            )
+    length = _positions(hf_config, "max_position_embeddings", max_length)
+    config = RunConfig(
+        family="encoder-decoder",
+        preset="hf-marian",
+        task="translation",
+        special_ids=source.special_ids,
+        tokenizer=SOURCE_SPM,
+        target_tokenizer=TARGET_SPM,
+        max_length=length,
+        max_target_length=length,
+        extra=_provenance(checkpoint_dir, hf_config),
+    )
+
+    def save(run_dir):
+        source.save(run_dir, SOURCE_SPM)
+        target.save(run_dir, TARGET_SPM)
+
+    return model, save, config
+
+
+def _check_vocabulary(tokens: int, model_tokens: int) -> None:
+    if tokens > model_tokens:
+        raise ValueError(
+            f"The tokenizer has {tokens} tokens, more than the model's vocab_size of {model_tokens}."
+        )
+
+
+def _provenance(checkpoint_dir: str, hf_config: dict) -> dict:
+    return {
+        "imported_from": os.path.abspath(checkpoint_dir),
+        "hf_architectures": hf_config.get("architectures"),
+    }
+
+
+def _bert_run(checkpoint_dir: str, max_length: int | None):
+    from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
+    from transformer_zoo.models.hf.bert import import_hf_bert
+    from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
+
+    model = import_hf_bert(checkpoint_dir)
+    hf_config = _read_json(checkpoint_dir, "config.json")
+    tokenizer = WordPieceTokenizer.from_directory(checkpoint_dir)
+    if tokenizer.vocabulary_size > hf_config["vocab_size"]:
+        raise ValueError(
+            f"{VOCAB_FILENAME} has {tokenizer.vocabulary_size} tokens, more than the model's "
+            f"vocab_size of {hf_config['vocab_size']}."
+        )
+    classifier = isinstance(model, EncoderOnlyClassifier)
+    pooling = sentence_transformers_pooling(checkpoint_dir) if not classifier else None
+    config = RunConfig(
+        family="encoder-only",
+        preset=PRESET,
+        task="classification" if classifier else "embedding",
+        special_ids=tokenizer.special_ids,
+        tokenizer=VOCAB_FILENAME,
+        max_length=_max_length(checkpoint_dir, hf_config, max_length),
+        label_names=_label_names(hf_config, model.num_classes) if classifier else None,
+        extra={
+            **_provenance(checkpoint_dir, hf_config),
+            "hidden_act": hf_config.get("hidden_act", "gelu"),
+            **({"pooling": pooling} if pooling else {}),
+        },
+    )
+
+    def save(run_dir):
+        copy_tokenizers(checkpoint_dir, run_dir, [VOCAB_FILENAME])
+
+    return model, save, config

@@ -1,0 +1,139 @@
+"""GPT-2's byte-level BPE tokenizer without TensorFlow or transformers, on the Rust
+`tokenizers` package: the files of a Hugging Face GPT-2 checkpoint (`tokenizer.json`, or
+`vocab.json` + `merges.txt`) read as `GPT2TokenizerFast` reads them. A run directory keeps
+one `tokenizer.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+
+from transformer_zoo.files import write_text
+
+TOKENIZER_JSON = "tokenizer.json"
+VOCAB_JSON, MERGES_TXT = "vocab.json", "merges.txt"
+END_OF_TEXT = "<|endoftext|>"
+
+
+class ByteLevelBPETokenizer:
+    """Text ↔ ids with a byte-level BPE model; one special token, GPT-2's `<|endoftext|>`,
+    serves as begin, end and padding (GPT-2 has no other), and no text is unknown.
+
+    Args:
+        tokenizer: a `tokenizers.Tokenizer`.
+        eos_id: the id of the end-of-text token.
+
+    Example:
+    >>> tok = ByteLevelBPETokenizer.from_directory("gpt2")  # doctest: +SKIP
+    >>> tok.decode(tok.encode("Hello world"))  # doctest: +SKIP
+    'Hello world'
+    """
+
+    def __init__(self, tokenizer: Tokenizer, eos_id: int):
+        size = tokenizer.get_vocab_size(with_added_tokens=True)
+        if not isinstance(eos_id, int) or not 0 <= eos_id < size:
+            raise ValueError(f"`eos_id` must be an id in [0, {size}). Received: eos_id={eos_id!r}")
+        self._tokenizer = tokenizer
+        self.eos_id = self.bos_id = self.pad_id = eos_id
+        self.unk_id = None
+        self.mask_id = None
+
+    @classmethod
+    def from_directory(cls, directory: str | os.PathLike, eos_id: int | None = None):
+        """Reads `tokenizer.json`, or else `vocab.json` and `merges.txt` (with GPT-2's
+        byte-level pre-tokenizer and decoder). The end-of-text token is `eos_id`, else
+        `tokenizer_config.json`'s `eos_token`, else `<|endoftext|>`.
+
+        Raises:
+            ValueError: neither file set is there, a file is unreadable, or the
+                end-of-text token is not in the vocabulary.
+        """
+        directory = os.fspath(directory)
+        path = os.path.join(directory, TOKENIZER_JSON)
+        try:
+            if os.path.isfile(path):
+                tokenizer = Tokenizer.from_file(path)
+            elif os.path.isfile(os.path.join(directory, VOCAB_JSON)):
+                tokenizer = _from_vocab_and_merges(directory)
+            else:
+                raise ValueError(
+                    f"A byte-level BPE tokenizer needs {TOKENIZER_JSON}, or {VOCAB_JSON} and "
+                    f"{MERGES_TXT}; {directory} has neither."
+                )
+        except Exception as error:  # tokenizers raises its own Exception type
+            if isinstance(error, ValueError):
+                raise
+            raise ValueError(f"Cannot read the tokenizer in {directory}: {error}") from None
+        if eos_id is None:
+            token = _eos_token(directory)
+            eos_id = tokenizer.token_to_id(token)
+            if eos_id is None:
+                raise ValueError(f"The end-of-text token {token!r} is not in the vocabulary.")
+        return cls(tokenizer, eos_id)
+
+    def save(self, directory: str | os.PathLike) -> str:
+        """Writes `tokenizer.json` into `directory`; returns its path."""
+        path = os.path.join(directory, TOKENIZER_JSON)
+        write_text(path, self._tokenizer.to_str())
+        return path
+
+    @property
+    def vocabulary_size(self) -> int:
+        return self._tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def special_ids(self) -> dict[str, int | None]:
+        return {"pad": self.pad_id, "unk": None, "bos": self.bos_id, "eos": self.eos_id}
+
+    def encode(self, text: str | Sequence[str]) -> list[int] | list[list[int]]:
+        """Ids of one string (no special token added), or id lists for a list of strings."""
+        if isinstance(text, str):
+            return self._tokenizer.encode(text, add_special_tokens=False).ids
+        if not all(isinstance(t, str) for t in text):
+            raise ValueError(
+                f"`text` must be a string or a list of strings. Received: {text!r:.60}"
+            )
+        return [e.ids for e in self._tokenizer.encode_batch(list(text), add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int], stop_at_eos: bool = True) -> str:
+        """Text of `ids` without special tokens; with `stop_at_eos`, up to the first
+        end-of-text (a generated sequence's end)."""
+        ids = [int(i) for i in ids]
+        if stop_at_eos and self.eos_id in ids:
+            ids = ids[: ids.index(self.eos_id)]
+        size = self.vocabulary_size
+        bad = [i for i in ids if not 0 <= i < size]
+        if bad:
+            raise ValueError(f"`ids` must lie in [0, {size}). Received an id of {bad[0]}.")
+        return self._tokenizer.decode(ids, skip_special_tokens=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"ByteLevelBPETokenizer(vocabulary_size={self.vocabulary_size}, eos_id={self.eos_id})"
+        )
+
+
+def _from_vocab_and_merges(directory: str) -> Tokenizer:
+    """GPT-2's tokenizer as `GPT2TokenizerFast` builds it from the two slow-tokenizer files."""
+    vocab, merges = os.path.join(directory, VOCAB_JSON), os.path.join(directory, MERGES_TXT)
+    tokenizer = Tokenizer(models.BPE.from_file(vocab, merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    token = _eos_token(directory)
+    if tokenizer.token_to_id(token) is not None:
+        tokenizer.add_special_tokens([token])
+    return tokenizer
+
+
+def _eos_token(directory: str) -> str:
+    path = os.path.join(directory, "tokenizer_config.json")
+    if not os.path.isfile(path):
+        return END_OF_TEXT
+    with open(path, encoding="utf-8") as file:
+        token = json.load(file).get("eos_token", END_OF_TEXT)
+    return token.get("content", END_OF_TEXT) if isinstance(token, dict) else token
