@@ -1,4 +1,4 @@
-"""`transformer-zoo export RUN_DIR --format onnx|saved_model|all --out DIR [--quantize int8]`.
+"""`transformer-zoo export RUN_DIR --format onnx|saved_model|all|hf --out DIR [--quantize int8]`.
 
 The stages of the export (conversion, node counts, sizes, the largest difference from the
 model, the int8 scores) go to stderr through the `transformer_zoo.export` logger; the
@@ -13,14 +13,20 @@ import logging
 import sys
 
 from transformer_zoo.cli.parsing import UsageError, fraction_or_none, positive_int
-from transformer_zoo.export import FORMATS
+from transformer_zoo.export import FORMATS, HF_FORMAT
 
 
 def register(commands) -> None:
     """Adds `export` to `commands` (an argparse subparsers object)."""
     export = commands.add_parser("export", help="export a run directory to ONNX/SavedModel")
     export.add_argument("run_dir", help="a run directory (model.keras, config.json, tokenizer)")
-    export.add_argument("--format", choices=(*FORMATS, "all"), default="all")
+    export.add_argument(
+        "--format",
+        choices=(*FORMATS, "all", HF_FORMAT),
+        default="all",
+        help="all: onnx and saved_model (default); hf: Hugging Face layout (GPT-2 for "
+        "decoder-only, BERT for encoder-only), which transformers' from_pretrained loads",
+    )
     export.add_argument("--out", required=True, help="the export directory to write")
     export.add_argument(
         "--no-fuse-layer-norm",

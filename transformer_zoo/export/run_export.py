@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from transformer_zoo.export import FORMATS
+from transformer_zoo.export import FORMATS, HF_FORMAT
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
@@ -33,7 +33,8 @@ def export_run(
     Args:
         run_dir: a run directory (`model.keras`, `config.json`, tokenizer files).
         out_dir: the export directory (created if needed; may not be `run_dir`).
-        formats: any of `"onnx"`, `"saved_model"`.
+        formats: any of `"onnx"`, `"saved_model"`; or `("hf",)` alone: Hugging Face
+            layout (`export.hf.export_hf`), whose `config.json` is transformers'.
         quantize: `"int8"` also writes `out_dir/int8/`, an ONNX export with int8 weights
             (`quantize_onnx`), measured on the run's task next to the float32 one.
         max_accuracy_drop: refuse the int8 copy if its score falls by more (None: do
@@ -53,6 +54,8 @@ def export_run(
     from transformer_zoo.export.saved_model.export import export_saved_model
 
     run_dir, out_dir = os.fspath(run_dir), os.fspath(out_dir)
+    if HF_FORMAT in formats:
+        return _export_hf(run_dir, out_dir, formats, quantize)
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
         raise ValueError(f"`formats` must be a non-empty subset of {FORMATS}. Received: {formats}")
@@ -84,3 +87,18 @@ def export_run(
             out_dir, quantized, max_accuracy_drop=max_accuracy_drop, examples=quantize_examples
         )
     return report
+
+
+def _export_hf(run_dir: str, out_dir: str, formats, quantize) -> dict:
+    from transformer_zoo.export.hf import export_hf
+
+    if tuple(formats) != (HF_FORMAT,) or quantize:
+        raise ValueError(
+            "`hf` is a directory of its own (transformers' config.json): export it alone, "
+            f"without other formats or --quantize. Received: formats={tuple(formats)}"
+        )
+    if os.path.abspath(run_dir) == os.path.abspath(out_dir):
+        raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
+    config = load_run_config(run_dir)
+    check_run_files(run_dir, config, MODEL_FILE)
+    return {HF_FORMAT: export_hf(load_run_model(run_dir), out_dir, config, run_dir)}

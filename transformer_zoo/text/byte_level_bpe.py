@@ -111,6 +111,10 @@ class ByteLevelBPETokenizer:
             raise ValueError(f"`ids` must lie in [0, {size}). Received an id of {bad[0]}.")
         return self._tokenizer.decode(ids, skip_special_tokens=True)
 
+    def id_to_token(self, token_id: int) -> str | None:
+        """The token string of an id (`<|endoftext|>` for the end-of-text id)."""
+        return self._tokenizer.id_to_token(int(token_id))
+
     def __repr__(self) -> str:
         return (
             f"ByteLevelBPETokenizer(vocabulary_size={self.vocabulary_size}, eos_id={self.eos_id})"

@@ -112,7 +112,7 @@ def _position_ids_check(max_positions: int):
     return check
 
 
-def bert_checkpoint(config: dict) -> Checkpoint:
+def bert_names(config: dict) -> Checkpoint:
     """BERT's names: the `bert.` prefix of `BertFor*`, the `position_ids` buffer, and the
     gamma/beta LayerNorm names of older (TensorFlow-converted) checkpoints."""
     return Checkpoint(
@@ -144,7 +144,7 @@ def map_bert_weights(tensors, config: dict, pooler: bool | None = None, ignore=(
             does not match the config, or a buffer is not what it should be.
     """
     bert_dimensions(config)  # validated before anything is read by name
-    checkpoint = bert_checkpoint(config)
+    checkpoint = bert_names(config)
     if pooler is None:
         names = checkpoint.canonical(tensors, ignore)
         pooler = any(name.startswith("pooler.") for name in names)
@@ -306,3 +306,56 @@ def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
         model = EncoderOnlyClassifier(model, num_classes, dropout=0.0)
     assign_weights(model, {**slots, **head})
     return model
+
+
+def to_bert(model, label_names: list[str] | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+    """`(config.json, tensors)` of a `BertModel` (or, for a classifier,
+    `BertForSequenceClassification`) holding `model`'s weights: the inverse of
+    `import_hf_bert`, through the same table.
+
+    A model without segment embeddings gets one zero row (BERT always adds segment 0).
+
+    Raises:
+        ValueError: a model BERT cannot express (a classifier without the pooler, whose
+            head BERT always reads).
+    """
+    classifier = isinstance(model, EncoderOnlyClassifier)
+    backbone = model.backbone if classifier else model
+    if classifier and backbone.pooler_dense is None:
+        raise ValueError(
+            "BertForSequenceClassification reads the pooler; this classifier has none, so "
+            "transformers could not compute its logits."
+        )
+    activation = {ours: hf for hf, ours in ACTIVATIONS.items() if hf != "gelu_pytorch_tanh"}
+    config = {
+        "architectures": ["BertForSequenceClassification" if classifier else "BertModel"],
+        "model_type": "bert",
+        "vocab_size": backbone.vocabulary_size,
+        "hidden_size": backbone.hidden_dim,
+        "num_hidden_layers": backbone.num_layers,
+        "num_attention_heads": backbone.num_heads,
+        "intermediate_size": backbone.intermediate_dim,
+        "max_position_embeddings": backbone.max_length,
+        "type_vocab_size": max(backbone.type_vocabulary_size, 1),
+        "hidden_act": activation[backbone.activation],
+        "layer_norm_eps": backbone.layer_norm_epsilon,
+        "hidden_dropout_prob": backbone.dropout,
+        "attention_probs_dropout_prob": backbone.dropout,
+        "position_embedding_type": "absolute",
+        "torch_dtype": "float32",
+    }
+    slots = weights.read_slots(slot_variables(backbone))
+    if backbone.embeddings.segment_embedding is None:
+        slots["embeddings.segment"] = np.zeros((1, backbone.hidden_dim), np.float32)
+    names = bert_names(config)
+    table = bert_weight_table(config, pooler=backbone.pooler_dense is not None)
+    tensors = weights.unmap_weights(slots, table, names if classifier else Checkpoint("BERT"))
+    if classifier:
+        labels = label_names or [f"LABEL_{i}" for i in range(model.num_classes)]
+        config["id2label"] = dict(enumerate(labels))
+        config["label2id"] = {label: i for i, label in enumerate(labels)}
+        tensors["classifier.weight"] = np.ascontiguousarray(
+            np.asarray(model.classifier.kernel.numpy(), np.float32).T
+        )
+        tensors["classifier.bias"] = np.asarray(model.classifier.bias.numpy(), np.float32)
+    return config, tensors

@@ -155,7 +155,7 @@ def import_hf_gpt2(checkpoint_dir) -> DecoderOnly:
     return model
 
 
-def gpt2_checkpoint(model: DecoderOnly) -> tuple[dict, dict[str, np.ndarray]]:
+def to_gpt2(model: DecoderOnly) -> tuple[dict, dict[str, np.ndarray]]:
     """`(config.json, tensors)` of a `GPT2LMHeadModel` holding `model`'s weights: the
     inverse of `import_hf_gpt2`.
 

@@ -1,0 +1,86 @@
+"""`export --format hf`: the same weight tables as `import-hf`, inverted. A checkpoint that
+transformers wrote comes back tensor for tensor (so transformers loads our export as it
+loaded its own; benchmarks/hf_checkpoints.py shows that in a torch environment), and a
+model trained here reads back with the same outputs."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from tests.models.test_hf_bert_import import CONFIG, LABELS, classifier_checkpoint, write_checkpoint
+from tests.models.test_hf_checkpoints import CHECKPOINTS
+from transformer_zoo import cli
+from transformer_zoo.export.run_export import export_run
+from transformer_zoo.models.hf.bert import import_hf_bert
+from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
+from transformer_zoo.models.hf.run import import_hf_run
+
+
+def _same_tensors(written, original, buffers=()):
+    ours, theirs = load_file(written), load_file(original)
+    assert sorted(ours) == sorted(set(theirs) - set(buffers))
+    for name, value in ours.items():
+        np.testing.assert_array_equal(value, theirs[name], err_msg=name)
+
+
+def test_gpt2_checkpoint_comes_back_tensor_for_tensor(tmp_path):
+    import_hf_run(CHECKPOINTS["gpt2"], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf", formats=("hf",))["hf"]
+    assert report["architecture"] == "GPT2LMHeadModel" and report["max_abs_diff"] == 0.0
+    _same_tensors(tmp_path / "hf" / "model.safetensors", CHECKPOINTS["gpt2"] / "model.safetensors")
+    ours = json.loads((tmp_path / "hf" / "config.json").read_text())
+    theirs = json.loads((CHECKPOINTS["gpt2"] / "config.json").read_text())
+    keys = ["model_type", "vocab_size", "n_positions", "n_embd", "n_layer", "n_head",
+            "activation_function", "layer_norm_epsilon", "bos_token_id", "eos_token_id"]  # fmt: skip
+    assert {k: ours[k] for k in keys} == {k: theirs[k] for k in keys}
+    assert ours["n_inner"] == 4 * theirs["n_embd"] and theirs["n_inner"] is None
+    tokenizer = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    assert tokenizer["eos_token"] == "<|endoftext|>"
+    assert (tmp_path / "hf" / "tokenizer.json").read_bytes() == (
+        tmp_path / "run" / "tokenizer.json"
+    ).read_bytes()
+
+
+def test_bert_classifier_checkpoint_comes_back_tensor_for_tensor(tmp_path):
+    checkpoint = write_checkpoint(
+        tmp_path / "ckpt", classifier_checkpoint(), {**CONFIG, "id2label": LABELS}
+    )
+    import_hf_run(checkpoint, tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf", formats=("hf",))["hf"]
+    assert report["architecture"] == "BertForSequenceClassification"
+    _same_tensors(
+        tmp_path / "hf" / "model.safetensors",
+        checkpoint / "model.safetensors",
+        buffers=["bert.embeddings.position_ids"],  # transformers makes it; not a weight
+    )
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["id2label"] == LABELS and config["hidden_act"] == "gelu"
+
+
+@pytest.mark.parametrize("family", ["decoder-only", "encoder-only"])
+def test_models_trained_here_read_back_with_the_same_outputs(family_artifacts, family, tmp_path):
+    artifacts = family_artifacts(family)
+    report = export_run(artifacts.run_dir, tmp_path / "hf", formats=("hf",))["hf"]
+    assert report["max_abs_diff"] <= 1e-5
+    assert "tokenizer.model" in report["files"]  # our SentencePiece model, copied
+    ids = np.array([[2, 5, 7, 9, 3], [2, 6, 8, 3, 0]])
+    inputs = {"token_ids": ids, "padding_mask": ids != 0}
+    read = (import_hf_gpt2 if family == "decoder-only" else import_hf_bert)(tmp_path / "hf")
+    np.testing.assert_allclose(
+        np.asarray(read(inputs)), np.asarray(artifacts.model(inputs)), atol=1e-5
+    )
+    if family == "encoder-only":
+        config = json.loads((tmp_path / "hf" / "config.json").read_text())
+        assert list(config["id2label"].values()) == artifacts.config.label_names
+
+
+def test_what_hf_cannot_hold_is_refused_in_one_line(family_artifacts, tmp_path, capsys):
+    run_dir = family_artifacts("encoder-decoder").run_dir
+    assert cli.main(["export", str(run_dir), "--format", "hf", "--out", str(tmp_path / "a")]) == 2
+    error = capsys.readouterr().err
+    assert "decoder-only (GPT-2) and encoder-only (BERT)" in error and len(error.splitlines()) == 1
+    with pytest.raises(ValueError, match="export it alone"):
+        export_run(run_dir, tmp_path / "b", formats=("hf", "onnx"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

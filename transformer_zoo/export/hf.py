@@ -1,0 +1,153 @@
+"""`export --format hf`: a run directory in Hugging Face layout (`config.json`,
+`model.safetensors`, tokenizer files), which transformers loads with `from_pretrained`.
+
+- `DecoderOnly` → `GPT2LMHeadModel` (our decoder-only model is GPT-2's architecture);
+- `EncoderOnly` → `BertModel`, `EncoderOnlyClassifier` → `BertForSequenceClassification`.
+
+The weights go through the same tables that `import-hf` reads (`models.hf`), inverted; the
+written directory is read back with our importer and its logits compared with the model
+(float32, within 1e-5) before the export counts as done. Tokenizers: GPT-2's
+`tokenizer.json` and BERT's `vocab.txt` are written with the `tokenizer_config.json`
+transformers needs; a SentencePiece `tokenizer.model` trained here is copied as it is
+(transformers' own classes do not read our special-id layout, so load it with
+`sentencepiece`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from transformer_zoo.files import atomic_path, write_json
+from transformer_zoo.run_directory import RunConfig
+
+log = logging.getLogger("transformer_zoo.export")
+TOLERANCE = 1e-5
+FILES = ("config.json", "model.safetensors", "tokenizer_config.json")
+
+
+def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_dir) -> dict:
+    """Writes `model` in Hugging Face layout into `out_dir` and checks it.
+
+    Args:
+        model: a `DecoderOnly`, `EncoderOnly` or `EncoderOnlyClassifier`.
+        out_dir: the directory to write (created if needed).
+        config: the run's `RunConfig` (special ids, label names, tokenizer file).
+        tokenizer_dir: where the run's tokenizer files are.
+
+    Returns:
+        `{"architecture", "files", "tensors", "parameters", "max_abs_diff"}`.
+
+    Raises:
+        ValueError: a model the formats cannot express (an encoder-decoder, an activation
+            GPT-2 lacks, a classifier without pooler).
+    """
+    from safetensors.numpy import save_file
+
+    from transformer_zoo.models import DecoderOnly, EncoderOnly, EncoderOnlyClassifier
+    from transformer_zoo.models.hf.bert import to_bert
+    from transformer_zoo.models.hf.gpt2 import to_gpt2
+
+    if isinstance(model, DecoderOnly):
+        hf_config, tensors = to_gpt2(model)
+    elif isinstance(model, (EncoderOnly, EncoderOnlyClassifier)):
+        hf_config, tensors = to_bert(model, config.label_names)
+    else:
+        raise ValueError(
+            "`--format hf` writes decoder-only (GPT-2) and encoder-only (BERT) models; "
+            f"this one is a {type(model).__name__}."
+        )
+    hf_config.update(_special_tokens(config))
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    tokenizer_files = _write_tokenizer(out_dir, config, tokenizer_dir, hf_config)
+    with atomic_path(os.path.join(out_dir, "model.safetensors")) as path:
+        save_file(tensors, path, metadata={"format": "pt"})
+    write_json(os.path.join(out_dir, "config.json"), hf_config)
+    difference = _read_back(model, out_dir)
+    log.info("hf: read back with import-hf, largest logit difference %.1e", difference)
+    if difference > TOLERANCE:
+        raise ValueError(
+            f"The Hugging Face export read back differs from the model by {difference:.2e} "
+            f"(more than {TOLERANCE})."
+        )
+    return {
+        "architecture": hf_config["architectures"][0],
+        "files": sorted(["config.json", "model.safetensors", *tokenizer_files]),
+        "tensors": len(tensors),
+        "parameters": int(sum(v.size for v in tensors.values())),
+        "max_abs_diff": difference,
+    }
+
+
+def _special_tokens(config: RunConfig) -> dict:
+    ids = config.special_ids
+    names = {"bos": "bos_token_id", "eos": "eos_token_id", "pad": "pad_token_id"}
+    if config.tokenizer == "vocab.txt":
+        return {"pad_token_id": ids["pad"]}
+    return {key: ids[name] for name, key in names.items() if ids.get(name) is not None}
+
+
+def _write_tokenizer(out_dir: str, config: RunConfig, tokenizer_dir, hf_config: dict) -> list:
+    import shutil
+
+    from transformer_zoo.text.files import WORDPIECE_EXTRA_FILES
+
+    tokenizer_dir = os.fspath(tokenizer_dir)
+    name = config.tokenizer
+    shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(out_dir, name))
+    written = [name]
+    model_max_length = config.max_length or hf_config.get("n_positions", 512)
+    if name == "tokenizer.json":
+        from transformer_zoo.text.byte_level_bpe import ByteLevelBPETokenizer
+
+        tokenizer = ByteLevelBPETokenizer.from_directory(tokenizer_dir, config.special_ids["eos"])
+        token = tokenizer.id_to_token(tokenizer.eos_id)
+        settings = {
+            "tokenizer_class": "GPT2Tokenizer",
+            "bos_token": token,
+            "eos_token": token,
+            "unk_token": token,
+            "add_prefix_space": False,
+            "model_max_length": model_max_length,
+        }
+    elif name == "vocab.txt":
+        extra = os.path.join(tokenizer_dir, WORDPIECE_EXTRA_FILES[0])
+        if os.path.isfile(extra):
+            shutil.copyfile(extra, os.path.join(out_dir, WORDPIECE_EXTRA_FILES[0]))
+            return [*written, WORDPIECE_EXTRA_FILES[0]]
+        settings = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": True,
+            "model_max_length": model_max_length,
+        }
+    else:
+        log.info("hf: %s is our SentencePiece model; read it with sentencepiece", name)
+        return written
+    write_json(os.path.join(out_dir, "tokenizer_config.json"), settings)
+    return [*written, "tokenizer_config.json"]
+
+
+def _read_back(model, out_dir: str) -> float:
+    """The largest difference between `model`'s outputs and those of `out_dir` imported."""
+    from transformer_zoo.models import DecoderOnly, EncoderOnlyClassifier
+    from transformer_zoo.models.hf.bert import import_hf_bert
+    from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
+
+    rng = np.random.default_rng(0)
+    if isinstance(model, DecoderOnly):
+        ids = rng.integers(0, model.vocabulary_size, (2, min(model.max_length, 16)))
+        inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids, bool)}
+        return float(
+            np.abs(np.asarray(model(inputs)) - np.asarray(import_hf_gpt2(out_dir)(inputs))).max()
+        )
+    backbone = model.backbone if isinstance(model, EncoderOnlyClassifier) else model
+    ids = rng.integers(0, backbone.vocabulary_size, (2, min(backbone.max_length, 16)))
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids, bool)}
+    theirs = import_hf_bert(out_dir)
+    if isinstance(model, EncoderOnlyClassifier):
+        return float(np.abs(np.asarray(model(inputs)) - np.asarray(theirs(inputs))).max())
+    ours, read = model(inputs)["sequence_output"], theirs(inputs)["sequence_output"]
+    return float(np.abs(np.asarray(ours) - np.asarray(read)).max())
