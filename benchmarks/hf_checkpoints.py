@@ -16,7 +16,12 @@ checkpoint's config.json) and decodes our greedy tokens with it, and loads our
 `export --format hf` directory with transformers and compares its logits.
 
 Usage:
-    .venv/bin/python benchmarks/hf_checkpoints.py --torch-python /tmp/torch-venv/bin/python
+    .venv/bin/python benchmarks/hf_checkpoints.py --torch-python /tmp/torch-venv/bin/python \
+        [--repeats 5] [--new-tokens 64] [--record]
+
+`--record` also rewrites tests/data/hf_gpt2/through_optimum.json: Optimum's greedy tokens on
+our ONNX export of the suite's small GPT-2, and transformers' logits on our `--format hf`
+export of it, which the suite holds our engines to.
 
 Writes benchmarks/results/hf_checkpoints.json and .md; the checkpoints and exports are
 cached under runs/bench_hf/.
@@ -54,7 +59,8 @@ SHAPES = {
 # The torch-side worker: argv = work dir, threads; makes what is missing, then answers one
 # JSON command per stdin line: {"op": "decode", "model": "gpt2", "engine": "torch" |
 # "optimum" | "optimum_ours", "ids": [...], "new_tokens": N} -> {"s", "tokens"};
-# {"op": "hf_logits", "dir": ..., "ids": [...]} -> {"logits": [[...]]}.
+# {"op": "hf_logits", "dir": ..., "ids": [...]} -> {"logits": [...]} (last position);
+# {"op": "load_ours", "model": name, "dir": ...}: our model.onnx in ORTModelForCausalLM.
 WORKER = r"""
 import json, os, shutil, sys, time
 import numpy as np, torch, transformers
@@ -103,15 +109,16 @@ for name in ("gpt2", "marian"):
     ort_cls = ORTModelForCausalLM if name == "gpt2" else ORTModelForSeq2SeqLM
     engines[name, "torch"] = torch_cls.from_pretrained(path).eval()
     engines[name, "optimum"] = ort_cls.from_pretrained(optimum_dir, session_options=options())
-ours = os.path.join(work, "gpt2-ours-for-optimum")
-if os.path.isdir(ours):
-    engines["gpt2", "optimum_ours"] = ORTModelForCausalLM.from_pretrained(
-        ours, session_options=options(), use_cache=True)
 print(json.dumps({"ready": sorted(f"{m}/{e}" for m, e in engines),
                   "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                                "onnxruntime": onnxruntime.__version__}}), flush=True)
 for line in sys.stdin:
     command = json.loads(line)
+    if command["op"] == "load_ours":
+        engines[command["model"], "optimum_ours"] = ORTModelForCausalLM.from_pretrained(
+            command["dir"], session_options=options(), use_cache=True)
+        print(json.dumps({"loaded": command["model"]}), flush=True)
+        continue
     if command["op"] == "hf_logits":
         model = transformers.AutoModelForCausalLM.from_pretrained(command["dir"]).eval()
         with torch.no_grad():
@@ -121,12 +128,14 @@ for line in sys.stdin:
     model = engines[command["model"], command["engine"]]
     ids = torch.tensor([command["ids"]])
     n = command["new_tokens"]
+    exact = {"min_new_tokens": n} if command.get("exact", True) else {"eos_token_id": 0}
     start = time.perf_counter()
     with torch.no_grad():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                             min_new_tokens=n, do_sample=False, num_beams=1, pad_token_id=0)
+                             do_sample=False, num_beams=1, pad_token_id=0, **exact)
     seconds = time.perf_counter() - start
-    tokens = out[0, -n:].tolist()
+    # A decoder-only output repeats the prompt; a seq2seq one starts with the start token.
+    tokens = out[0, 1 if model.config.is_encoder_decoder else ids.shape[1]:].tolist()
     print(json.dumps({"s": seconds, "tokens": tokens}), flush=True)
 """
 
@@ -173,16 +182,56 @@ def our_exports(name: str) -> tuple[Path, Path]:
     return run_dir, export_dir
 
 
-def optimum_view_of_ours(export_dir: Path) -> Path:
+def optimum_view_of_ours(export_dir: Path, checkpoint: Path, target: Path) -> Path:
     """Our decoder-only model.onnx with the checkpoint's transformers config.json: what
     `ORTModelForCausalLM.from_pretrained` reads."""
-    target = WORK / "gpt2-ours-for-optimum"
     if not target.is_dir():
         target.mkdir()
-        (target / "model.onnx").symlink_to(export_dir / "model.onnx")
+        (target / "model.onnx").symlink_to(export_dir.resolve() / "model.onnx")
         for name in ("config.json", "generation_config.json"):
-            shutil.copyfile(WORK / "gpt2" / name, target / name)
+            shutil.copyfile(checkpoint / name, target / name)
     return target
+
+
+def record_suite_reference(worker: Worker) -> dict:
+    """tests/data/hf_gpt2 through Optimum: our ONNX export of it decoded by
+    `ORTModelForCausalLM` (greedy, the reference prompts, EOS honoured), and our
+    `export --format hf` of it loaded by transformers (last-position logits), written to
+    tests/data/hf_gpt2/through_optimum.json for tests/models/test_hf_checkpoints.py."""
+    from transformer_zoo.export.run_export import export_run
+    from transformer_zoo.models.hf.run import import_hf_run
+
+    checkpoint = DATA / "hf_gpt2"
+    reference = json.loads((checkpoint / "reference.json").read_text())
+    run_dir, export_dir, hf_dir = (WORK / f"suite-gpt2-{part}" for part in ("run", "export", "hf"))
+    for path in (run_dir, export_dir, hf_dir, WORK / "suite-gpt2-optimum"):
+        shutil.rmtree(path, ignore_errors=True)
+    import_hf_run(checkpoint, run_dir)
+    export_run(run_dir, export_dir, formats=("onnx",))
+    export_run(run_dir, hf_dir, formats=("hf",))
+    view = optimum_view_of_ours(export_dir, checkpoint, WORK / "suite-gpt2-optimum")
+    worker.ask(op="load_ours", model="suite", dir=str(view))
+    greedy = [
+        worker.ask(
+            op="decode", model="suite", engine="optimum_ours", ids=ids,
+            new_tokens=reference["new_tokens"], exact=False,
+        )["tokens"]
+        for ids in reference["inputs"]
+    ]  # fmt: skip
+    logits = [
+        worker.ask(op="hf_logits", dir=str(hf_dir), ids=ids)["logits"]
+        for ids in reference["inputs"]
+    ]
+    record = {
+        "what": "ORTModelForCausalLM.generate on our model.onnx (greedy), and transformers' "
+        "GPT2LMHeadModel on our export --format hf (last-position logits)",
+        "inputs": reference["inputs"],
+        "optimum_greedy": greedy,
+        "hf_export_last_logits": logits,
+        "versions": worker.info["versions"],
+    }
+    (checkpoint / "through_optimum.json").write_text(json.dumps(record) + "\n")
+    return record
 
 
 def main() -> int:
@@ -191,6 +240,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="also write tests/data/hf_gpt2/through_optimum.json (Optimum on our export of "
+        "the suite's GPT-2 checkpoint)",
+    )
     args = parser.parse_args()
 
     import numpy as np
@@ -204,9 +259,14 @@ def main() -> int:
     worker = Worker(args.torch_python, args.threads)  # makes the checkpoints first
     exports = {name: our_exports(name) for name in SHAPES}
     if "gpt2/optimum_ours" not in worker.info["ready"]:
-        optimum_view_of_ours(exports["gpt2"][1])
-        worker.close()
-        worker = Worker(args.torch_python, args.threads)
+        view = WORK / "gpt2-ours-for-optimum"
+        worker.ask(
+            op="load_ours",
+            model="gpt2",
+            dir=str(optimum_view_of_ours(exports["gpt2"][1], WORK / "gpt2", view)),
+        )
+    if args.record:
+        record_suite_reference(worker)
     served = {
         name: load_served_model(export_dir, "onnx", intra_op_num_threads=args.threads)
         for name, (_, export_dir) in exports.items()
@@ -232,7 +292,10 @@ def main() -> int:
             worker.ask(op="decode", model=name, engine=engine, ids=inputs[name], new_tokens=4)
     for round_ in range(args.repeats):
         for name in SHAPES:
-            order = engines[name][round_ % len(engines[name]) :] + engines[name][: round_ % len(engines[name])]
+            order = (
+                engines[name][round_ % len(engines[name]) :]
+                + engines[name][: round_ % len(engines[name])]
+            )
             for engine in order:
                 if engine == "ours":
                     answer = ours(name)

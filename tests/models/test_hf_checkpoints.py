@@ -197,3 +197,20 @@ def test_transformers_layout_buffers_are_checked_and_dropped(tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
     model = import_hf_marian(_copy("marian", tmp_path, change_tensors=marian_extras))
     assert len(model.get_weights()) == len(import_hf_marian(CHECKPOINTS["marian"]).get_weights())
+
+
+@pytest.mark.parametrize("imported", ["gpt2"], indirect=True)
+def test_optimum_decoded_our_onnx_export_to_our_tokens(imported):
+    """benchmarks/hf_checkpoints.py --record loaded our ONNX export of this checkpoint in
+    Optimum's ORTModelForCausalLM and our `--format hf` export in transformers
+    (tests/data/hf_gpt2/through_optimum.json); our engines agree with what they gave."""
+    _, _, export_dir = imported
+    record = json.loads((CHECKPOINTS["gpt2"] / "through_optimum.json").read_text())
+    served = load_served_model(export_dir, "onnx")
+    ref, _ = reference("gpt2")
+    for ids, tokens in zip(record["inputs"], record["optimum_greedy"], strict=True):
+        ours = served.generate_ids([ids], ref["new_tokens"]).tokens[0].tolist()
+        assert ours == tokens
+    model = import_hf_gpt2(CHECKPOINTS["gpt2"])
+    for ids, logits in zip(record["inputs"], record["hf_export_last_logits"], strict=True):
+        np.testing.assert_allclose(gpt2_logits(model, ids)[-1], logits, atol=1e-4)
