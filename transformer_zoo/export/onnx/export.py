@@ -81,9 +81,9 @@ def _collect_between_optimizers():
     """
     import gc
 
-    from tf2onnx import optimizer
+    from tf2onnx import optimizer as tf2onnx_optimizer
 
-    registry = optimizer._optimizers
+    registry = tf2onnx_optimizer._optimizers
     original = dict(registry)
 
     def collecting(factory):
