@@ -31,6 +31,7 @@ from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
 OPSET = 17  # LayerNormalization needs 17; tf2onnx 1.17 supports up to 18
+COLLECT_ABOVE_BYTES = 32 * 2**20  # see `_collect_between_optimizers`
 log = logging.getLogger(__name__)  # stages of an export; `transformer-zoo export` shows them
 
 
@@ -44,7 +45,7 @@ def convert_graph(
     if opset < 17:
         raise ValueError(f"`opset` must be 17 or 18. Received: opset={opset}")
     started = time.perf_counter()
-    with _collect_between_optimizers():
+    with _collect_between_optimizers(_weight_bytes(graph) > COLLECT_ABOVE_BYTES):
         proto, _ = tf2onnx.convert.from_function(
             graph.function, input_signature=graph.inputs, opset=opset
         )
@@ -67,9 +68,17 @@ def convert_graph(
     return proto, info
 
 
+def _weight_bytes(graph: Graph) -> int:
+    """The bytes of the variables a graph's function captures (its weights)."""
+    function = graph.function.get_concrete_function(*graph.inputs)
+    return sum(v.shape.num_elements() * v.dtype.size for v in function.variables)
+
+
 @contextlib.contextmanager
-def _collect_between_optimizers():
-    """Runs Python's cycle collector after each of tf2onnx's ONNX optimizers.
+def _collect_between_optimizers(enabled: bool = True):
+    """Runs Python's cycle collector after each of tf2onnx's ONNX optimizers (for graphs
+    whose weights pass `COLLECT_ABOVE_BYTES`: a collection costs tenths of a second in a
+    process full of Keras objects, a small model's conversion three times its time).
 
     tf2onnx deep-copies the whole graph, weights included (protobuf memory the collector's
     object counts do not see), before every optimizer of every pass; the old copies are
@@ -85,6 +94,9 @@ def _collect_between_optimizers():
 
     registry = tf2onnx_optimizer._optimizers
     original = dict(registry)
+    if not enabled:
+        yield
+        return
 
     def collecting(factory):
         class Collecting(factory):
