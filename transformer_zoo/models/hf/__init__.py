@@ -5,5 +5,6 @@ BERT → `EncoderOnly` (`bert`), GPT-2 → `DecoderOnly` (`gpt2`), Marian → `E
 
 from transformer_zoo.models.hf.bert import import_hf_bert
 from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
+from transformer_zoo.models.hf.marian import import_hf_marian
 
-__all__ = ["import_hf_bert", "import_hf_gpt2"]
+__all__ = ["import_hf_bert", "import_hf_gpt2", "import_hf_marian"]
