@@ -65,6 +65,10 @@ def test_models_trained_here_read_back_with_the_same_outputs(family_artifacts, f
     report = export_run(artifacts.run_dir, tmp_path / "hf", formats=("hf",))["hf"]
     assert report["max_abs_diff"] <= 1e-5
     assert "tokenizer.model" in report["files"]  # our SentencePiece model, copied
+    settings = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    assert settings["tokenizer_class"] == "LlamaTokenizer" and settings["add_bos_token"]
+    assert settings["add_eos_token"] == (family == "encoder-only")  # [bos] text [eos]
+    assert (settings["bos_token"], settings["eos_token"]) == ("<s>", "</s>")
     ids = np.array([[2, 5, 7, 9, 3], [2, 6, 8, 3, 0]])
     inputs = {"token_ids": ids, "padding_mask": ids != 0}
     read = (import_hf_gpt2 if family == "decoder-only" else import_hf_bert)(tmp_path / "hf")

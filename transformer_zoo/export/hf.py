@@ -7,10 +7,10 @@
 The weights go through the same tables that `import-hf` reads (`models.hf`), inverted; the
 written directory is read back with our importer and its logits compared with the model
 (float32, within 1e-5) before the export counts as done. Tokenizers: GPT-2's
-`tokenizer.json` and BERT's `vocab.txt` are written with the `tokenizer_config.json`
-transformers needs; a SentencePiece `tokenizer.model` trained here is copied as it is
-(transformers' own classes do not read our special-id layout, so load it with
-`sentencepiece`).
+`tokenizer.json`, BERT's `vocab.txt` and the SentencePiece `tokenizer.model` of a run
+trained here are written with the `tokenizer_config.json` transformers' `AutoTokenizer`
+needs (the last as a `LlamaTokenizer`, which encodes with the SentencePiece model as it is
+and adds our begin and end tokens).
 """
 
 from __future__ import annotations
@@ -123,9 +123,24 @@ def _write_tokenizer(out_dir: str, config: RunConfig, tokenizer_dir, hf_config: 
             "do_lower_case": True,
             "model_max_length": model_max_length,
         }
-    else:
-        log.info("hf: %s is our SentencePiece model; read it with sentencepiece", name)
-        return written
+    else:  # our SentencePiece model: transformers' LlamaTokenizer reads it as it is
+        from transformer_zoo.text.tokenizer import Tokenizer
+
+        tokenizer = Tokenizer.load(os.path.join(tokenizer_dir, name))
+        ids = config.special_ids
+        settings = {
+            "tokenizer_class": "LlamaTokenizer",
+            # Our formats: a decoder-only prompt is [bos] + pieces; an encoder-only text
+            # [bos] + pieces + [eos] (BERT's [CLS] … [SEP]).
+            "add_bos_token": True,
+            "add_eos_token": config.family == "encoder-only",
+            "legacy": True,  # the pieces exactly as SentencePiece encodes them
+            **{
+                f"{name}_token": tokenizer.id_to_piece(ids[name])
+                for name in ("bos", "eos", "unk", "pad")
+            },
+            "model_max_length": model_max_length,
+        }
     write_json(os.path.join(out_dir, "tokenizer_config.json"), settings)
     return [*written, "tokenizer_config.json"]
 
