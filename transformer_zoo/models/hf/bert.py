@@ -213,12 +213,7 @@ def slot_variables(model: EncoderOnly) -> dict:
     if embeddings.segment_embedding is not None:
         table["embeddings.segment"] = embeddings.segment_embedding.embeddings
     for i, block in enumerate(model.blocks):
-        prefix = f"blocks.{i}."
-        table.update(weights.attention_slots(prefix + "self_attention.", block.self_attention))
-        table.update(weights.feed_forward_slots(prefix + "feed_forward.", block.feed_forward))
-        table.update(
-            weights.norm_slots(prefix, block, ["self_attention_norm", "feed_forward_norm"])
-        )
+        table.update(weights.block_slots(f"blocks.{i}.", block))
     if model.pooler_dense is not None:
         table["pooler.kernel"] = model.pooler_dense.kernel
         table["pooler.bias"] = model.pooler_dense.bias

@@ -129,12 +129,7 @@ def slot_variables(model: DecoderOnly) -> dict:
         **weights.norm_slots("", model, ["final_norm"]),
     }
     for i, block in enumerate(model.blocks):
-        prefix = f"blocks.{i}."
-        table.update(weights.attention_slots(prefix + "self_attention.", block.self_attention))
-        table.update(weights.feed_forward_slots(prefix + "feed_forward.", block.feed_forward))
-        table.update(
-            weights.norm_slots(prefix, block, ["self_attention_norm", "feed_forward_norm"])
-        )
+        table.update(weights.block_slots(f"blocks.{i}.", block))
     return table
 
 
@@ -145,14 +140,14 @@ def import_hf_gpt2(checkpoint_dir) -> DecoderOnly:
         ValueError: a missing file, an unsupported option, or tensors that do not match
             the table one to one.
     """
-    config = weights.read_config(checkpoint_dir)
-    arguments = gpt2_model_config(config)
-    slots = weights.map_weights(
-        weights.read_tensors(checkpoint_dir), gpt2_weight_table(config), CHECKPOINT
+    return weights.load_checkpoint(
+        checkpoint_dir,
+        gpt2_model_config,
+        gpt2_weight_table,
+        CHECKPOINT,
+        DecoderOnly,
+        slot_variables,
     )
-    model = DecoderOnly(**arguments)
-    weights.assign_weights(model, slot_variables(model), slots)
-    return model
 
 
 def to_gpt2(model: DecoderOnly) -> tuple[dict, dict[str, np.ndarray]]:

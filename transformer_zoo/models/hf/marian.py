@@ -11,8 +11,6 @@ from the pad token (the run's `bos` id).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
@@ -188,18 +186,7 @@ def slot_variables(model: EncoderDecoder) -> dict:
     stacks = (("encoder_blocks", model.encoder_blocks), ("decoder_blocks", model.decoder_blocks))
     for name, blocks in stacks:
         for i, block in enumerate(blocks):
-            prefix = f"{name}.{i}."
-            norms = ["self_attention_norm", "feed_forward_norm"]
-            table.update(weights.attention_slots(prefix + "self_attention.", block.self_attention))
-            if block.cross_attention:
-                table.update(
-                    weights.attention_slots(
-                        prefix + "cross_attention.", block.cross_attention_layer
-                    )
-                )
-                norms.append("cross_attention_norm")
-            table.update(weights.feed_forward_slots(prefix + "feed_forward.", block.feed_forward))
-            table.update(weights.norm_slots(prefix, block, norms))
+            table.update(weights.block_slots(f"{name}.{i}.", block))
     return table
 
 
@@ -210,15 +197,11 @@ def import_hf_marian(checkpoint_dir) -> EncoderDecoder:
         ValueError: a missing file, an unsupported variant, or tensors that do not match
             the table one to one.
     """
-    config = weights.read_config(checkpoint_dir)
-    arguments = marian_model_config(config)
-    slots = weights.map_weights(
-        weights.read_tensors(checkpoint_dir), marian_weight_table(config), CHECKPOINT
+    return weights.load_checkpoint(
+        checkpoint_dir,
+        marian_model_config,
+        marian_weight_table,
+        CHECKPOINT,
+        EncoderDecoder,
+        slot_variables,
     )
-    model = EncoderDecoder(**arguments)
-    weights.assign_weights(model, slot_variables(model), slots)
-    return model
-
-
-def embedding_scale(config: dict) -> float:
-    return math.sqrt(config["d_model"]) if config.get("scale_embedding") else 1.0

@@ -275,6 +275,31 @@ def feed_forward_slots(prefix: str, feed_forward) -> dict:
     )
 
 
+def block_slots(prefix: str, block) -> dict:
+    """Every variable of one of our `TransformerBlock`s: self-attention, cross-attention
+    where the block has it, the FFN and their LayerNorms, under `prefix`."""
+    norms = ["self_attention_norm", "feed_forward_norm"]
+    table = attention_slots(prefix + "self_attention.", block.self_attention)
+    if block.cross_attention:
+        table.update(attention_slots(prefix + "cross_attention.", block.cross_attention_layer))
+        norms.append("cross_attention_norm")
+    table.update(feed_forward_slots(prefix + "feed_forward.", block.feed_forward))
+    table.update(norm_slots(prefix, block, norms))
+    return table
+
+
+def load_checkpoint(checkpoint_dir, arguments_of, table_of, names: Checkpoint, build, slots_of):
+    """The one import path: `config.json` → constructor arguments (`arguments_of`) and the
+    expanded table (`table_of`); `model.safetensors` through the table; the model
+    (`build(**arguments)`) with every variable (`slots_of(model)`) assigned."""
+    config = read_config(checkpoint_dir)
+    arguments = arguments_of(config)
+    slots = map_weights(read_tensors(checkpoint_dir), table_of(config), names)
+    model = build(**arguments)
+    assign_weights(model, slots_of(model), slots)
+    return model
+
+
 def positive_ints(config: dict, keys: dict[str, str], what: str) -> dict[str, int]:
     """`{short: value}` for the `config.json` keys `keys` (key → short name), each a
     positive integer."""
