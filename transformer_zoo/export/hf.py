@@ -25,7 +25,6 @@ from transformer_zoo.run_directory import RunConfig
 
 log = logging.getLogger("transformer_zoo.export")
 TOLERANCE = 1e-5
-FILES = ("config.json", "model.safetensors", "tokenizer_config.json")
 
 
 def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_dir) -> dict:

@@ -169,12 +169,8 @@ def bert_model_config(config: dict) -> dict:
         ValueError: an architecture variant our layers do not implement (relative
             positions, a decoder, an unknown activation, a non-BERT model type).
     """
-    model_type = config.get("model_type", "bert")
-    if model_type != "bert":
-        # RoBERTa-style models offset positions by the padding index; their names differ too.
-        raise ValueError(
-            f"config.json must describe a BERT model. Received: model_type={model_type!r}"
-        )
+    # RoBERTa-style models offset positions by the padding index; their names differ too.
+    weights.require_model_type(config, "bert", "BERT", default="bert")
     position_type = config.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise ValueError(
@@ -183,11 +179,7 @@ def bert_model_config(config: dict) -> dict:
         )
     if config.get("is_decoder") or config.get("add_cross_attention"):
         raise ValueError("A BERT decoder (is_decoder / add_cross_attention) is not supported.")
-    activation = config.get("hidden_act", "gelu")
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"`hidden_act` must be one of {sorted(ACTIVATIONS)}. Received: hidden_act={activation!r}"
-        )
+    activation = weights.translated_option(config, "hidden_act", "gelu", ACTIVATIONS)
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -198,7 +190,7 @@ def bert_model_config(config: dict) -> dict:
         type_vocabulary_size=config["type_vocab_size"],
         dropout=0.0,  # inference; set `dropout` on a new model to fine-tune
         layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
-        activation=ACTIVATIONS[activation],
+        activation=activation,
     )
 
 

@@ -94,19 +94,11 @@ def gpt2_model_config(config: dict) -> dict:
     Raises:
         ValueError: another model type, or an option our layers do not implement.
     """
-    if config.get("model_type") != "gpt2":
-        raise ValueError(
-            f"config.json must describe a GPT-2 model. Received: model_type={config.get('model_type')!r}"
-        )
+    weights.require_model_type(config, "gpt2", "GPT-2")
     for key, value in FIXED_OPTIONS.items():
         if config.get(key, value) != value:
             raise ValueError(f"Only {key}={value} is supported. Received: {key}={config[key]!r}")
-    activation = config.get("activation_function", "gelu_new")
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"`activation_function` must be one of {sorted(ACTIVATIONS)}. "
-            f"Received: activation_function={activation!r}"
-        )
+    activation = weights.translated_option(config, "activation_function", "gelu_new", ACTIVATIONS)
     sizes = gpt2_dimensions(config)
     return dict(
         vocabulary_size=sizes["V"],
@@ -116,7 +108,7 @@ def gpt2_model_config(config: dict) -> dict:
         intermediate_dim=sizes["F"],
         max_length=sizes["P"],
         dropout=0.0,
-        activation=ACTIVATIONS[activation],
+        activation=activation,
         layer_norm_epsilon=float(config.get("layer_norm_epsilon", 1e-5)),
     )
 

@@ -88,13 +88,10 @@ def _positions_check(name: str):
 CHECKPOINT = Checkpoint(
     "Marian",
     buffers={
-        r"model\.(en|de)coder\.embed_positions\.weight": None,  # replaced below
+        r"model\.(en|de)coder\.embed_positions\.weight": _positions_check("embed_positions.weight"),
         r"model\.(en|de)coder\.embed_tokens\.weight": equal_to(SHARED, "embed_tokens.weight"),
         r"lm_head\.weight": equal_to(SHARED, "lm_head.weight"),
     },
-)
-CHECKPOINT.buffers[r"model\.(en|de)coder\.embed_positions\.weight"] = _positions_check(
-    "embed_positions.weight"
 )
 
 
@@ -143,22 +140,14 @@ def marian_model_config(config: dict) -> dict:
         ValueError: another model type, or a variant our layers do not implement
             (separate vocabularies, an untied head, stacks of different sizes).
     """
-    if config.get("model_type") != "marian":
-        raise ValueError(
-            f"config.json must describe a Marian model. Received: model_type={config.get('model_type')!r}"
-        )
+    weights.require_model_type(config, "marian", "Marian")
     if not config.get("share_encoder_decoder_embeddings", True):
         raise ValueError(
             "Marian checkpoints with separate source and target embeddings are not supported."
         )
     if not config.get("tie_word_embeddings", True):
         raise ValueError("Marian checkpoints with an untied output layer are not supported.")
-    activation = config.get("activation_function", "swish")
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"`activation_function` must be one of {sorted(ACTIVATIONS)}. "
-            f"Received: activation_function={activation!r}"
-        )
+    activation = weights.translated_option(config, "activation_function", "swish", ACTIVATIONS)
     sizes = marian_dimensions(config)
     return dict(
         vocabulary_size=sizes["V"],
@@ -169,7 +158,7 @@ def marian_model_config(config: dict) -> dict:
         max_length=sizes["P"],
         dropout=0.0,
         tie_weights="all",
-        activation=ACTIVATIONS[activation],
+        activation=activation,
         layer_norm_epsilon=1e-5,  # torch's LayerNorm default, which Marian uses
         scale_embeddings=bool(config.get("scale_embedding", False)),
         position_layout="halves",

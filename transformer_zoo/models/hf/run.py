@@ -113,14 +113,15 @@ def import_hf_run(
     if os.path.exists(run_dir) and (not os.path.isdir(run_dir) or os.listdir(run_dir)):
         raise ValueError(f"`--out` must be a new or empty directory. Received: {run_dir}")
     # Everything is read and checked before anything is written.
-    model_type = read_config(checkpoint_dir).get("model_type", "bert")
+    hf_config = read_config(checkpoint_dir)
+    model_type = hf_config.get("model_type", "bert")
     importers = {"bert": _bert_run, "gpt2": _gpt2_run, "marian": _marian_run}
     if model_type not in importers:
         raise ValueError(
             f"config.json's model_type must be one of {sorted(importers)}. "
             f"Received: model_type={model_type!r}"
         )
-    model, save_tokenizers, config = importers[model_type](checkpoint_dir, max_length)
+    model, save_tokenizers, config = importers[model_type](checkpoint_dir, hf_config, max_length)
     os.makedirs(run_dir, exist_ok=True)
     save_tokenizers(run_dir)
     model.save(os.path.join(run_dir, MODEL_FILE))
@@ -139,12 +140,11 @@ def _positions(hf_config: dict, key: str, requested: int | None) -> int:
     return requested
 
 
-def _gpt2_run(checkpoint_dir: str, max_length: int | None):
+def _gpt2_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
     from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
     from transformer_zoo.text.byte_level_bpe import TOKENIZER_JSON, ByteLevelBPETokenizer
 
     model = import_hf_gpt2(checkpoint_dir)
-    hf_config = _read_json(checkpoint_dir, "config.json")
     tokenizer = ByteLevelBPETokenizer.from_directory(checkpoint_dir)
     _check_vocabulary(tokenizer.vocabulary_size, hf_config["vocab_size"])
     config = RunConfig(
@@ -159,12 +159,11 @@ def _gpt2_run(checkpoint_dir: str, max_length: int | None):
     return model, tokenizer.save, config
 
 
-def _marian_run(checkpoint_dir: str, max_length: int | None):
+def _marian_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
     from transformer_zoo.models.hf.marian import import_hf_marian
     from transformer_zoo.text.marian import SOURCE_SPM, TARGET_SPM, MarianTokenizer
 
     model = import_hf_marian(checkpoint_dir)
-    hf_config = _read_json(checkpoint_dir, "config.json")
     source, target = MarianTokenizer.from_directory(checkpoint_dir)
     _check_vocabulary(source.vocabulary_size, hf_config["vocab_size"])
     for key, ours in (("eos_token_id", source.eos_id), ("decoder_start_token_id", source.bos_id)):
@@ -206,13 +205,12 @@ def _provenance(checkpoint_dir: str, hf_config: dict) -> dict:
     }
 
 
-def _bert_run(checkpoint_dir: str, max_length: int | None):
+def _bert_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
     from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
     from transformer_zoo.models.hf.bert import import_hf_bert
     from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 
     model = import_hf_bert(checkpoint_dir)
-    hf_config = _read_json(checkpoint_dir, "config.json")
     tokenizer = WordPieceTokenizer.from_directory(checkpoint_dir)
     if tokenizer.vocabulary_size > hf_config["vocab_size"]:
         raise ValueError(

@@ -300,6 +300,24 @@ def load_checkpoint(checkpoint_dir, arguments_of, table_of, names: Checkpoint, b
     return model
 
 
+def require_model_type(config: dict, model_type: str, name: str, default=None) -> None:
+    """Raises ValueError unless `config.json` describes `model_type` (`name` in messages)."""
+    found = config.get("model_type", default)
+    if found != model_type:
+        raise ValueError(
+            f"config.json must describe a {name} model. Received: model_type={found!r}"
+        )
+
+
+def translated_option(config: dict, key: str, default: str, ours: dict[str, str]) -> str:
+    """Our value for the `config.json` option `key` (e.g. an activation name), through the
+    table `ours`; ValueError for a value our layers do not implement."""
+    value = config.get(key, default)
+    if value not in ours:
+        raise ValueError(f"`{key}` must be one of {sorted(ours)}. Received: {key}={value!r}")
+    return ours[value]
+
+
 def positive_ints(config: dict, keys: dict[str, str], what: str) -> dict[str, int]:
     """`{short: value}` for the `config.json` keys `keys` (key → short name), each a
     positive integer."""
