@@ -7,7 +7,8 @@ iterations, dropout 0, AdamW (lr 1e-3, 100 warmup steps, cosine to 1e-4, betas 0
 weight decay 0.1 on matrices only, gradient norm clipped at 1). Data: `input.txt`, first 90%
 train, last 10% validation, random windows per batch (`get_batch`). Ours is the same model
 size and recipe, the same number of tokens seen (2,000 x 12 x 64), through the library's
-public API (`DecoderOnly`, `keras.optimizers.AdamW`, `model.fit` with XLA); characters are
+public API (`DecoderOnly`, `keras.optimizers.AdamW`, `model.fit`, XLA off unless
+`--jit-compile on`: at this size XLA's compilation costs more than it saves); characters are
 ids 1..65 (0 is our padding id, never a target).
 
 Validation loss (nats per character): nanoGPT's own estimate at step 2,000 (`--eval_iters`
@@ -98,7 +99,9 @@ class StepTimes(keras.callbacks.Callback):
         self.ends.append(time.perf_counter())
 
 
-def train_ours(train_ids, valid_ids, vocabulary: int, seed: int, steps_per_execution: int):
+def train_ours(
+    train_ids, valid_ids, vocabulary: int, seed: int, steps_per_execution: int, jit: bool
+):
     keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)
     x, y = windows(train_ids, STEPS * BATCH, rng)
@@ -111,7 +114,7 @@ def train_ours(train_ids, valid_ids, vocabulary: int, seed: int, steps_per_execu
     model.compile(
         optimizer=optimizer,
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=True,
+        jit_compile=jit,
         steps_per_execution=steps_per_execution,
     )
     times = StepTimes()
@@ -131,6 +134,7 @@ def train_ours(train_ids, valid_ids, vocabulary: int, seed: int, steps_per_execu
         "wall_s": wall,
         "step_ms_median": float(np.median(periods) * 1000) if len(periods) else None,
         "val_loss": loss,
+        "jit_compile": jit,
     }
 
 
@@ -148,7 +152,7 @@ def sample(model, chars: list[str], length: int = 500, seed: int = 0) -> str:
     return "".join(chars[i - 1] for i in ids[1:])
 
 
-def run_cli(corpus: Path, steps_per_execution: int) -> dict:
+def run_cli(corpus: Path, steps_per_execution: int, jit: bool) -> dict:
     """The same recipe through the command line, in the form issue 13 gives: the file as
     one character stream, random windows, `--set` for the sizes, `--steps`; scored by
     `transformer-zoo evaluate` on every non-overlapping window of the validation text."""
@@ -160,8 +164,8 @@ def run_cli(corpus: Path, steps_per_execution: int) -> dict:
         "--set", *sizes, "--batch-size", str(BATCH), "--steps", str(STEPS),
         "--eval-every", str(STEPS), "--learning-rate", str(LR), "--min-learning-rate",
         str(MIN_LR), "--warmup-steps", str(WARMUP), "--weight-decay", "0.1", "--clip-norm",
-        "1", "--dropout", "0", "--precision", "float32", "--jit", "--steps-per-execution",
-        str(steps_per_execution), "--seed", "1337", "--no-evaluate", "--verbose", "0",
+        "1", "--dropout", "0", "--precision", "float32", *(["--jit"] if jit else []),
+        "--steps-per-execution", str(steps_per_execution), "--seed", "1337", "--no-evaluate", "--verbose", "0",
         "--out", str(out),
     ]  # fmt: skip
     cli = [sys.executable, "-m", "transformer_zoo.cli"]
@@ -223,7 +227,7 @@ def markdown(report: dict) -> str:
         "| run | val loss (nanoGPT's estimate, 20 batches) | val loss (200 batches) | wall time (s) "
         "| median step (ms) |",
         "| --- | ---: | ---: | ---: | ---: |",
-        f"| ours: DecoderOnly, model.fit, XLA | {ours['val_loss']['same_as_nanogpt']:.4f} | "
+        f"| ours: DecoderOnly, model.fit, XLA {'on' if ours['jit_compile'] else 'off'} | {ours['val_loss']['same_as_nanogpt']:.4f} | "
         f"{ours['val_loss']['200_batches']:.4f} | {ours['wall_s']:.1f} | {ours['step_ms_median']:.1f} |",
     ]
     cli = report.get("cli")
@@ -251,6 +255,7 @@ def main() -> None:
     parser.add_argument("--torch-python", help="a python with torch, to run nanoGPT")
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--steps-per-execution", type=int, default=50)
+    parser.add_argument("--jit-compile", choices=("on", "off"), default="off")
     parser.add_argument("--cli", action="store_true", help="also run the recipe through the CLI")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -262,12 +267,13 @@ def main() -> None:
         "tokens_seen": STEPS * BATCH * CONTEXT,
     }
     model, report["ours"] = train_ours(
-        train_ids, valid_ids, len(chars) + 1, args.seed, args.steps_per_execution
-    )
+        train_ids, valid_ids, len(chars) + 1, args.seed, args.steps_per_execution,
+        args.jit_compile == "on",
+    )  # fmt: skip
     report["sample"] = sample(model, chars)
     print(json.dumps(report["ours"]), flush=True)
     if args.cli:
-        report["cli"] = run_cli(args.corpus, args.steps_per_execution)
+        report["cli"] = run_cli(args.corpus, args.steps_per_execution, args.jit_compile == "on")
         print(json.dumps(report["cli"]), flush=True)
     if args.torch_python:
         report["nanogpt"] = run_nanogpt(args.torch_python, args.corpus)
