@@ -164,6 +164,27 @@ def family_artifacts(tmp_path_factory, tokenizer, target_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def plain_export(tmp_path_factory, family_artifacts):
+    """`get(family)`: the family artifacts' model exported with `graphs="plain"` (tf2onnx,
+    standard operators only): `(export directory, report)`."""
+
+    def get(family: str):
+        art = family_artifacts(family)
+        with built_once(tmp_path_factory, f"plain-{family}") as (root, build):
+            if build:
+                target = art.target_tokenizer if family == "encoder-decoder" else None
+                report = export_onnx(
+                    art.model, root / "export", art.tokenizer, target,
+                    config=art.config, graphs="plain",
+                )  # fmt: skip
+                (root / "report.json").write_text(json.dumps(report))
+            report = json.loads((root / "report.json").read_text())
+        return root / "export", report
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def wordpiece_artifacts(tmp_path_factory):
     """An encoder-only embedding model with a WordPiece `vocab.txt` (as MiniLM has):
     its run directory and ONNX export."""

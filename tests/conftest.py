@@ -20,6 +20,7 @@ def _reset_keras_state():
 
 from tests.artifacts import (  # noqa: E402,F401  (session fixtures shared by the suite)
     family_artifacts,
+    plain_export,
     target_tokenizer,
     tokenizer,
     trained_runs,

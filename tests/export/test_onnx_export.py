@@ -1,5 +1,5 @@
 """The ONNX exporter: the Optimum file set and I/O names, a self-describing directory,
-fused LayerNorms, and validation that fails loudly."""
+the plain graphs' fused LayerNorms and rewrites, and validation that fails loudly."""
 
 import json
 
@@ -66,23 +66,26 @@ def test_export_directory_describes_itself(family_artifacts, family):
         assert report["max_abs_diff"] <= 1e-4
 
 
-def test_every_layer_norm_is_one_onnx_node(family_artifacts):
-    art = family_artifacts("decoder-only")
-    nodes = [n.op_type for n in onnx.load(str(art.export_dir / "model.onnx")).graph.node]
+def test_every_layer_norm_is_one_onnx_node_in_the_plain_graph(plain_export):
+    directory, report = plain_export("decoder-only")
+    nodes = [n.op_type for n in onnx.load(str(directory / "model.onnx")).graph.node]
     assert nodes.count("LayerNormalization") == 2 * 2 + 1  # two per block + the final norm
     assert "GlobalAveragePool" not in nodes
-    assert art.onnx_report["model.onnx"]["fused_layer_norms"] == 5
+    assert not any(
+        node.domain == "com.microsoft"
+        for node in onnx.load(str(directory / "model.onnx")).graph.node
+    )
+    assert report["model.onnx"]["fused_layer_norms"] == 5
+    assert load_run_config(directory).export["onnx"]["graph_kind"] == "plain"
 
 
 @pytest.mark.parametrize(
     "family, graph_file",
     [("decoder-only", "model.onnx"), ("encoder-decoder", "decoder_model.onnx")],
 )
-def test_rewrites_leave_one_matmul_per_projection_and_fuse_qkv(
-    family_artifacts, family, graph_file
-):
-    art = family_artifacts(family)
-    graph = onnx.load(str(art.export_dir / graph_file)).graph
+def test_rewrites_leave_one_matmul_per_projection_and_fuse_qkv(plain_export, family, graph_file):
+    directory, report = plain_export(family)
+    graph = onnx.load(str(directory / graph_file)).graph
     producers = {out: node for node in graph.node for out in node.output}
     weights = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
     projections = [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
@@ -97,7 +100,7 @@ def test_rewrites_leave_one_matmul_per_projection_and_fuse_qkv(
     # Dense's tensordot (Reshape to 2-D, MatMul, Reshape back) is one MatMul now.
     flattened = [n for n in projections if flattens(producers.get(n.input[0]))]
     assert not flattened
-    rewrites = art.onnx_report[graph_file]["rewrites"]
+    rewrites = report[graph_file]["rewrites"]
     assert rewrites["merged_matmuls"] >= 2  # the query and key/value of each self-attention
     assert rewrites["nodes_after"] < 0.8 * rewrites["nodes_before"]
 

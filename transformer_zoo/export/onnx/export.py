@@ -1,11 +1,19 @@
 """`export_onnx`: a model (ours, trained or built in user code) → a self-describing ONNX
 directory that `transformer_zoo.serving` and onnxruntime-genai can serve.
 
-Each graph of `generation.graphs.step_graphs` is converted by `tf2onnx.convert.from_function`
-(opset 17), rewritten by `layer_norm` (one `LayerNormalization` node per LayerNorm, which
-tf2onnx expands into 13 nodes), checked by `onnx.checker`, loaded in onnxruntime and
-compared with the TensorFlow function (`validation`); any failure raises `ExportError`
-and leaves no half-written model file behind.
+Two kinds of graph, with the same inputs and outputs (`generation.graphs`):
+
+- `graphs="fused"` (the default): written from the weights with onnxruntime's fused
+  `com.microsoft` operators (`fused`: MultiHeadAttention, SkipLayerNormalization,
+  BiasGelu / FastGelu), about a fifth of the nodes.
+- `graphs="plain"`: standard ONNX operators only, for runtimes without onnxruntime's contrib
+  operators: each graph of `generation.graphs.step_graphs` converted by
+  `tf2onnx.convert.from_function`, rewritten by `layer_norm` (one `LayerNormalization` node
+  per LayerNorm, which tf2onnx expands into 13 nodes) and `rewrites`.
+
+Either is checked by `onnx.checker`, loaded in onnxruntime and compared with the
+TensorFlow function (`validation`); any failure raises `ExportError` and leaves no
+half-written model file behind.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import onnx
 
 from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
-from transformer_zoo.export.onnx import layer_norm, rewrites
+from transformer_zoo.export.onnx import fused, layer_norm, rewrites
 from transformer_zoo.export.onnx.genai_config import write_genai_config
 from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
 from transformer_zoo.files import atomic_path
@@ -31,6 +39,7 @@ from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
 OPSET = 17  # LayerNormalization needs 17; tf2onnx 1.17 supports up to 18
+GRAPH_KINDS = ("fused", "plain")
 COLLECT_ABOVE_BYTES = 32 * 2**20  # see `_collect_between_optimizers`
 log = logging.getLogger(__name__)  # stages of an export; `transformer-zoo export` shows them
 
@@ -147,6 +156,7 @@ def export_onnx(
     intra_op_num_threads: int = DEFAULT_THREADS,
     tokenizer_dir: str | None = None,
     label_names=None,
+    graphs: str = "fused",
 ) -> dict:
     """Exports `model` to ONNX files with Optimum's names in `out_dir`.
 
@@ -160,31 +170,47 @@ def export_onnx(
         target_tokenizer: an encoder-decoder's separate target `Tokenizer`.
         config: the run's `RunConfig`; None makes one (preset "custom", default task).
         opset: ONNX opset, 17 or 18.
-        fuse_layer_norm: rewrite tf2onnx's LayerNorm expansions as single nodes (False
-            only to measure the difference).
-        simplify: apply `rewrites` (one MatMul per Dense, fused QKV, `Where`,
-            common subexpressions); False only to measure the difference.
+        fuse_layer_norm: (plain graphs) rewrite tf2onnx's LayerNorm expansions as single
+            nodes (False only to measure the difference).
+        simplify: (plain graphs) apply `rewrites` (one MatMul per Dense, fused QKV,
+            `Where`, common subexpressions); False only to measure the difference.
         validate: compare every graph with the model (always on, except to measure).
         atol: the largest absolute difference validation accepts.
         intra_op_num_threads: written into `genai_config.json`'s session options.
         tokenizer_dir: copy the tokenizer files from this run directory instead.
         label_names: a classifier's label names when `config` is None (default "0", "1", ...).
+        graphs: `"fused"` (onnxruntime's fused operators) or `"plain"` (standard ONNX
+            operators through tf2onnx, for other runtimes).
 
     Returns:
-        A report: per graph file, conversion seconds, fused LayerNorms, file size and the
-        largest difference from the model.
+        A report: per graph file, writing seconds, nodes, file size and the largest
+        difference from the model (plain graphs: also the fused LayerNorms and rewrites).
 
     Raises:
         ExportError: a graph failed to convert, load or match the model.
     """
+    if graphs not in GRAPH_KINDS:
+        raise ValueError(f"`graphs` must be one of {GRAPH_KINDS}. Received: graphs={graphs!r}")
+    if opset not in (17, 18):
+        raise ValueError(f"`opset` must be 17 or 18. Received: opset={opset}")
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     config = make_config(model, config, tokenizer, target_tokenizer, label_names)
     dims = dimensions_of(model)
     report, entries = {}, {}
+    written = {}
+    if graphs == "fused":
+        started = time.perf_counter()
+        log.info("writing the fused graphs (opset %d + com.microsoft)", opset)
+        written = fused.fused_graphs(model, opset)
+        seconds = round(time.perf_counter() - started, 2)
     for graph in step_graphs(model):
-        log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
-        proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
+        if graphs == "fused":
+            proto = written[graph.name]
+            info = {"seconds": seconds, "nodes": len(proto.graph.node)}
+        else:
+            log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
+            proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
         path = os.path.join(out_dir, graph.file)
         with atomic_path(path) as temporary:  # a file that fails validation is not kept
             onnx.save(proto, temporary)
@@ -205,12 +231,9 @@ def export_onnx(
             "outputs": graph.outputs,
         }
     has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)
-    entry = {
-        "opset": opset,
-        "fused_layer_norm": fuse_layer_norm,
-        "simplified": simplify,
-        "graphs": entries,
-    }
+    entry = {"opset": opset, "graph_kind": graphs, "graphs": entries}
+    if graphs == "plain":
+        entry.update(fused_layer_norm=fuse_layer_norm, simplified=simplify)
     update_export_config(out_dir, config, "onnx", entry, dims, has_tokenizer)
     if config.family == "decoder-only":
         write_genai_config(out_dir, dims, config.special_ids, intra_op_num_threads)

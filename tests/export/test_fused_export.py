@@ -1,0 +1,169 @@
+"""The fused export (`export.onnx.fused`): graphs of onnxruntime's `com.microsoft`
+operators written from the weights, held against the Keras model (every variant of each
+family's layers) and against the plain tf2onnx graph (outputs and the task's score)."""
+
+import dataclasses
+
+import keras
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from transformer_zoo.data.tasks import run_task
+from transformer_zoo.evaluation.evaluate import evaluate, primary_score
+from transformer_zoo.export import export_onnx
+from transformer_zoo.export.onnx.export import validate_onnx_file
+from transformer_zoo.export.onnx.fused import fused_graphs
+from transformer_zoo.export.validation import feed_cases
+from transformer_zoo.generation.graphs import step_graphs
+from transformer_zoo.models import (
+    DecoderOnly,
+    EncoderDecoder,
+    EncoderOnly,
+    EncoderOnlyClassifier,
+    EncoderOnlyMaskedLM,
+)
+from transformer_zoo.models.family import dimensions_of
+from transformer_zoo.serving import load_onnx
+
+SIZES = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=24)
+
+
+def _randomize(model, seed=0):
+    """Distinct random weights everywhere, LayerNorms included (zero-initialised biases
+    and unit scales would hide a bias or a gamma left out)."""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        weight.assign(rng.normal(0.0, 0.3, weight.shape).astype("float32"))
+    return model
+
+
+VARIANTS = {
+    "decoder-only, GPT-2 (gelu_tanh)": lambda: DecoderOnly(50, **SIZES),
+    "decoder-only, swish": lambda: DecoderOnly(50, activation="swish", **SIZES),
+    "decoder-only, relu": lambda: DecoderOnly(50, activation="relu", **SIZES),
+    "encoder-decoder, paper (relu, sinusoid, scaled, tied)": lambda: EncoderDecoder(40, **SIZES),
+    "encoder-decoder, Marian (swish, halves, output bias)": lambda: EncoderDecoder(
+        40, activation="swish", position_layout="halves", output_bias=True, **SIZES
+    ),
+    "encoder-decoder, separate target vocabulary, untied": lambda: EncoderDecoder(
+        40, target_vocabulary_size=30, tie_weights="none", activation="gelu", **SIZES
+    ),
+    "encoder-only, BERT classifier (pooler, segments)": lambda: EncoderOnlyClassifier(
+        EncoderOnly(40, **SIZES), num_classes=3
+    ),
+    "encoder-only, no pooler, no segments": lambda: EncoderOnlyClassifier(
+        EncoderOnly(40, use_pooler=False, type_vocabulary_size=0, **SIZES), num_classes=2
+    ),
+    "encoder-only, masked LM (transform head)": lambda: EncoderOnlyMaskedLM(
+        EncoderOnly(40, **SIZES)
+    ),
+    "encoder-only, embeddings": lambda: EncoderOnly(40, **SIZES),
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fused_graphs_reproduce_the_keras_model(variant, tmp_path):
+    """Every graph on the exporter's own checks: two batch sizes, two lengths, empty and
+    filled caches, left-padded masks (padding queries included) and right-padded
+    encoder inputs; within 1e-4 of the Keras model."""
+    keras.utils.set_random_seed(0)
+    model = _randomize(VARIANTS[variant]())
+    protos = fused_graphs(model, 17)
+    for graph in step_graphs(model):
+        path = tmp_path / graph.file
+        onnx.save(protos[graph.name], path)
+        assert validate_onnx_file(str(path), graph, dimensions_of(model)) <= 1e-4
+
+
+def test_validation_catches_a_wrong_fused_graph(tmp_path):
+    """The check that guards the fused export fails when a weight is wrong."""
+    from transformer_zoo.export import ExportError
+
+    keras.utils.set_random_seed(0)
+    model = _randomize(DecoderOnly(50, **SIZES))
+    proto = fused_graphs(model, 17)["model"]
+    gamma = model.final_norm.gamma
+    gamma.assign(gamma.numpy() * 1.01)
+    onnx.save(proto, tmp_path / "model.onnx")
+    with pytest.raises(ExportError, match="differs from the Keras model"):
+        validate_onnx_file(
+            str(tmp_path / "model.onnx"), step_graphs(model)[0], dimensions_of(model)
+        )
+
+
+def _op_types(proto):
+    return [node.op_type for node in proto.graph.node]
+
+
+@pytest.mark.parametrize(
+    "make, attention_per_layer",
+    [
+        (lambda: DecoderOnly(50, **SIZES), {"model": 1}),
+        (lambda: EncoderDecoder(40, **SIZES), {"encoder": 1, "decoder": 2}),
+        (lambda: EncoderOnly(40, **SIZES), {"model": 1}),
+    ],
+)
+def test_each_block_is_a_handful_of_fused_nodes(make, attention_per_layer):
+    model = make()
+    for name, proto in fused_graphs(model, 17).items():
+        ops = _op_types(proto)
+        layers = SIZES["num_layers"]
+        assert ops.count("MultiHeadAttention") == attention_per_layer[name] * layers
+        # One per sublayer: the residual add and the LayerNorm after it are one node.
+        assert ops.count("SkipLayerNormalization") >= (attention_per_layer[name] + 1) * layers
+        for decomposed in ("Softmax", "Erf", "Tanh", "Pow", "ReduceMean", "Sqrt"):
+            if decomposed == "Tanh" and name == "model" and isinstance(model, EncoderOnly):
+                continue  # the pooler's tanh
+            assert decomposed not in ops, (name, decomposed)
+        assert ops.count("Cast") <= 3  # the masks, once per graph, not once per layer
+
+
+@pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder", "encoder-only"])
+def test_fused_and_plain_graphs_give_the_same_outputs(family, family_artifacts, plain_export):
+    """Fused (the default export) against tf2onnx's plain graph, on the same inputs."""
+    art = family_artifacts(family)
+    plain_dir, _ = plain_export(family)
+    dims = dimensions_of(art.model)
+    for graph in step_graphs(art.model):
+        fused = ort.InferenceSession(str(art.export_dir / graph.file))
+        plain = ort.InferenceSession(str(plain_dir / graph.file))
+        assert any(
+            n.domain == "com.microsoft" for n in onnx.load(art.export_dir / graph.file).graph.node
+        )
+        for _, feeds in feed_cases(graph, dims):
+            ours, theirs = fused.run(None, feeds), plain.run(None, feeds)
+            for a, b in zip(ours, theirs, strict=True):
+                np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder", "encoder-only"])
+def test_fused_and_plain_exports_score_the_same_on_the_task(family, family_artifacts, plain_export):
+    art = family_artifacts(family)
+    # The artifacts' models were built, not trained, on the built-in task's tokenizers.
+    task = run_task(dataclasses.replace(art.config, data="builtin:dates-zh"))
+    fused = evaluate(load_onnx(art.export_dir), task, limit=40, samples=0)
+    plain = evaluate(load_onnx(plain_export(family)[0]), task, limit=40, samples=0)
+    assert primary_score(fused) == primary_score(plain)
+    assert fused.keys() == plain.keys()
+    del fused["seconds"], plain["seconds"]
+    for key, value in fused.items():  # predictions equal, losses to float32 rounding
+        assert value == (
+            pytest.approx(plain[key], rel=1e-6) if isinstance(value, float) else plain[key]
+        )
+
+
+def test_the_export_records_its_graph_kind(family_artifacts, plain_export):
+    from transformer_zoo.run_directory import load_run_config
+
+    assert (
+        load_run_config(family_artifacts("decoder-only").export_dir).export["onnx"]["graph_kind"]
+        == "fused"
+    )
+    assert load_run_config(plain_export("decoder-only")[0]).export["onnx"]["graph_kind"] == "plain"
+
+
+def test_export_refuses_an_unknown_graph_kind(tmp_path):
+    with pytest.raises(ValueError, match="`graphs` must be one of"):
+        export_onnx(DecoderOnly(50, **SIZES), tmp_path, graphs="fast")
