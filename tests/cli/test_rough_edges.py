@@ -273,5 +273,6 @@ def test_export_shows_each_stage_once(trained_runs, tmp_path):
     command += [trained_runs["encoder-decoder"].run_dir, "--format", "onnx", "--out", str(tmp_path)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
+    assert result.stderr.count("writing the fused graphs") == 1, result.stderr
     for graph in ("encoder_model.onnx", "decoder_model.onnx"):
-        assert result.stderr.count(f"{graph}: converting with tf2onnx") == 1, result.stderr
+        assert result.stderr.count(f"{graph}: ") == 1, result.stderr  # nodes, size, difference

@@ -25,8 +25,10 @@ def _run(capsys, *argv, stdin=None, monkeypatch=None):
 def test_export_command_writes_both_formats_from_a_run_directory(
     family_artifacts, tmp_path, capsys
 ):
+    """`--plain` here; the fused default is what every other test serves."""
     art = family_artifacts("encoder-only")
-    code, out, err = _run(capsys, "export", art.run_dir, "--format", "all", "--out", tmp_path)
+    argv = ["export", art.run_dir, "--format", "all", "--out", tmp_path, "--plain"]
+    code, out, err = _run(capsys, *argv)
     assert code == 0
     # The stages on stderr, the report alone on stdout.
     assert "transformer-zoo export: model.onnx: converting with tf2onnx" in err
@@ -37,9 +39,10 @@ def test_export_command_writes_both_formats_from_a_run_directory(
     config = load_run_config(tmp_path)
     assert config.label_names == art.config.label_names and config.seed == 0
     assert {"onnx", "saved_model", "model"} <= set(config.export)
+    assert config.export["onnx"]["graph_kind"] == "plain"
     texts = ["dogs", "the cat"]
-    np.testing.assert_allclose(
-        load_onnx(tmp_path).embed(texts), load_onnx(art.export_dir).embed(texts)
+    np.testing.assert_allclose(  # plain (here) and fused (the artifacts' export)
+        load_onnx(tmp_path).embed(texts), load_onnx(art.export_dir).embed(texts), atol=1e-5
     )
 
 
@@ -111,6 +114,7 @@ def test_classify_prints_labels_and_jsonl_probabilities(family_artifacts, capsys
         (["generate", "x", "--model", "{decoder}", "--engine", "keras"], "lacks model.keras"),
         (["embed", "x", "--model", "{decoder}", "--batch-size", "0"], "embed"),
         (["export", "{missing}", "--out", "{missing}"], "no such directory"),
+        (["export", "{decoder}", "--out", "{missing}", "--no-simplify"], "apply to --plain"),
     ],
 )
 def test_bad_input_is_one_line_with_exit_code_2(family_artifacts, tmp_path, capsys, argv, message):

@@ -1,5 +1,6 @@
-"""onnxruntime-genai, an independent client, runs our decoder-only export and produces
-our greedy tokens: the proof that the graph follows the conventions (DESIGN.md)."""
+"""onnxruntime-genai, an independent client, runs our decoder-only export (the fused
+graph, and its int8 and int4 copies) and produces our greedy tokens: the proof that the
+graph follows the conventions (DESIGN.md)."""
 
 import numpy as np
 import pytest
@@ -33,11 +34,13 @@ def test_onnxruntime_genai_greedy_tokens_equal_ours(family_artifacts, prompt):
     np.testing.assert_array_equal(theirs, ours)
 
 
-def test_onnxruntime_genai_runs_the_int8_export(family_artifacts, tmp_path):
-    """The int8 copy keeps the conventions: genai's greedy tokens equal our runtime's on it."""
+@pytest.mark.parametrize("weights", ["int8", "int4"])
+def test_onnxruntime_genai_runs_the_quantized_exports(family_artifacts, tmp_path, weights):
+    """The int8 and int4 copies keep the conventions: genai's greedy tokens equal our
+    runtime's on them."""
     art = family_artifacts("decoder-only")
-    quantize_onnx(art.export_dir, tmp_path / "int8", max_accuracy_drop=None)
+    quantize_onnx(art.export_dir, tmp_path / weights, max_accuracy_drop=None, weights=weights)
     prompt, new_tokens = [2, 7, 9, 11, 5], 12
-    theirs = genai_greedy(tmp_path / "int8", prompt, new_tokens)
-    ours = load_onnx(tmp_path / "int8").generate_ids([prompt], new_tokens).tokens[0]
+    theirs = genai_greedy(tmp_path / weights, prompt, new_tokens)
+    ours = load_onnx(tmp_path / weights).generate_ids([prompt], new_tokens).tokens[0]
     np.testing.assert_array_equal(theirs, ours)

@@ -1,5 +1,5 @@
-"""`quantize_onnx` and `transformer-zoo export --quantize int8`: an int8 copy that serves,
-is scored on the task next to float32 (references from the Keras engine, so the float32
+"""`quantize_onnx` and `transformer-zoo export --quantize int8 int4`: an int8 or int4 copy
+that serves, is scored on the task next to float32 (references from the Keras engine, so the float32
 export must score exactly 1), and is refused, leaving nothing behind, past the limit."""
 
 import json
@@ -7,6 +7,7 @@ import os
 import types
 
 import numpy as np
+import onnx
 import pytest
 
 from tests.artifacts import SENTENCES
@@ -64,25 +65,30 @@ def keras_task(art, family: str) -> Task:
     )
 
 
+@pytest.mark.parametrize("weights", ["int8", "int4"])
 @pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only", "encoder-only"])
-def test_int8_copy_serves_and_is_scored_next_to_float32(family_artifacts, tmp_path, family):
+def test_quantized_copy_serves_and_is_scored_next_to_float32(
+    family_artifacts, tmp_path, family, weights
+):
     art = family_artifacts(family)
     task = keras_task(art, family)
-    out = tmp_path / "int8"
-    report = quantize_onnx(art.export_dir, out, task=task, max_accuracy_drop=1.0)
+    out = tmp_path / weights
+    report = quantize_onnx(art.export_dir, out, task=task, max_accuracy_drop=1.0, weights=weights)
 
     assert report["float32"] == 1.0  # the float32 ONNX export predicts what Keras does
-    assert 0.0 <= report["int8"] <= 1.0
-    assert report["drop"] == pytest.approx(1.0 - report["int8"])
+    assert 0.0 <= report[weights] <= 1.0
+    assert report["drop"] == pytest.approx(1.0 - report[weights])
     assert report["examples"] == len(INPUTS)
     assert report["metric"] == ("accuracy" if family == "encoder-only" else "exact_match")
     for name, sizes in report["files"].items():
         assert name.endswith(".onnx") and os.path.isfile(out / name)
-        assert sizes["int8_bytes"] < sizes["float32_bytes"]
+        assert sizes[f"{weights}_bytes"] < sizes["float32_bytes"]
     assert json.loads((out / "quantization.json").read_text()) == report
+    nodes = {n.op_type for name in report["files"] for n in onnx.load(out / name).graph.node}
+    assert ("MatMulNBits" in nodes) == (weights == "int4")
 
     config = load_run_config(out)
-    assert config.export["onnx"]["quantization"] == "int8"
+    assert config.export["onnx"]["quantization"] == weights
     assert "saved_model" not in config.export  # the SavedModel is float32 and stays behind
     served = load_onnx(out)
     if family == "encoder-decoder":
@@ -93,9 +99,10 @@ def test_int8_copy_serves_and_is_scored_next_to_float32(family_artifacts, tmp_pa
         assert served.classify(INPUTS[:2])[0]["label"] in art.config.label_names
 
 
-def test_int8_weights_stay_close_to_float32(family_artifacts, tmp_path):
+@pytest.mark.parametrize("weights, within", [("int8", 0.1), ("int4", 0.25)])
+def test_quantized_weights_stay_close_to_float32(family_artifacts, tmp_path, weights, within):
     art = family_artifacts("encoder-only")
-    quantize_onnx(art.export_dir, tmp_path / "q", max_accuracy_drop=None)
+    quantize_onnx(art.export_dir, tmp_path / "q", max_accuracy_drop=None, weights=weights)
     ids = np.array([[5, 9, 12, 7, 3, 0]])
     feeds = {"input_ids": ids, "attention_mask": (ids != 0).astype(np.int64)}
     feeds["token_type_ids"] = np.zeros_like(ids)
@@ -104,7 +111,7 @@ def test_int8_weights_stay_close_to_float32(family_artifacts, tmp_path):
         for d in (art.export_dir, tmp_path / "q")
     ]
     difference = np.abs(outputs[0] - outputs[1]).max()
-    assert 0 < difference < 0.1 * np.abs(outputs[0]).max()  # changed, but not much
+    assert 0 < difference < within * np.abs(outputs[0]).max()  # changed, but not much
 
 
 def test_a_drop_past_the_limit_writes_nothing(family_artifacts, tmp_path, monkeypatch):
@@ -129,21 +136,25 @@ def test_bad_requests_are_refused(family_artifacts, wordpiece_artifacts, tmp_pat
         quantize_onnx(art.export_dir, tmp_path / "full", max_accuracy_drop=None)
     with pytest.raises(ValueError, match="max_accuracy_drop"):
         quantize_onnx(art.export_dir, tmp_path / "b", max_accuracy_drop=1.5)
+    with pytest.raises(ValueError, match="`weights` must be one of"):
+        quantize_onnx(art.export_dir, tmp_path / "b", max_accuracy_drop=None, weights="int2")
     quantize_onnx(art.export_dir, tmp_path / "c", max_accuracy_drop=None)
     with pytest.raises(ModelDirectoryError, match="already quantized"):
         quantize_onnx(tmp_path / "c", tmp_path / "d", max_accuracy_drop=None)
 
 
-def test_export_command_writes_the_int8_copy(family_artifacts, tmp_path, capsys):
+def test_export_command_writes_the_quantized_copies(family_artifacts, tmp_path, capsys):
     art = family_artifacts("decoder-only")
     argv = ["export", art.run_dir, "--format", "onnx", "--out", tmp_path / "e"]
-    code = main([str(a) for a in argv] + ["--quantize", "int8", "--max-accuracy-drop", "none"])
+    quantize = ["--quantize", "int8", "int4", "--max-accuracy-drop", "none"]
+    code = main([str(a) for a in argv] + quantize)
     out, _ = capsys.readouterr()
     assert code == 0
     report = json.loads(out)
-    assert set(report) == {"onnx", "int8"} and "float32" not in report["int8"]
-    code = main(["generate", "the cat", "--model", str(tmp_path / "e" / "int8")])
-    assert code == 0 and capsys.readouterr().out.strip() != ""
+    assert set(report) == {"onnx", "int8", "int4"} and "float32" not in report["int8"]
+    for weights in ("int8", "int4"):
+        code = main(["generate", "the cat", "--model", str(tmp_path / "e" / weights)])
+        assert code == 0 and capsys.readouterr().out.strip() != ""
 
     code = main([str(a) for a in argv] + ["--quantize", "int8"])  # the run names no task
     assert code == 2 and "names no task" in capsys.readouterr().err

@@ -1,7 +1,8 @@
-"""`transformer-zoo export RUN_DIR --format onnx|saved_model|all|hf --out DIR [--quantize int8]`.
+"""`transformer-zoo export RUN_DIR --format onnx|saved_model|all|hf --out DIR [--plain]
+[--quantize int8 int4]`.
 
 The stages of the export (conversion, node counts, sizes, the largest difference from the
-model, the int8 scores) go to stderr through the `transformer_zoo.export` logger; the
+model, the quantized copies' scores) go to stderr through the `transformer_zoo.export` logger; the
 report is one JSON line on stdout.
 """
 
@@ -13,7 +14,7 @@ import logging
 import sys
 
 from transformer_zoo.cli.parsing import UsageError, fraction_or_none, positive_int
-from transformer_zoo.export import FORMATS, HF_FORMAT
+from transformer_zoo.export import FORMATS, HF_FORMAT, WEIGHT_TYPES
 
 
 def register(commands) -> None:
@@ -29,33 +30,41 @@ def register(commands) -> None:
     )
     export.add_argument("--out", required=True, help="the export directory to write")
     export.add_argument(
+        "--plain",
+        action="store_true",
+        help="standard ONNX operators only (tf2onnx), for runtimes without onnxruntime's "
+        "com.microsoft operators; by default the graphs use onnxruntime's fused operators",
+    )
+    export.add_argument(
         "--no-fuse-layer-norm",
         action="store_true",
-        help="keep tf2onnx's 13-node LayerNorm expansions (for measurement)",
+        help="with --plain: keep tf2onnx's 13-node LayerNorm expansions (for measurement)",
     )
     export.add_argument(
         "--no-simplify",
         action="store_true",
-        help="skip the graph rewrites (one MatMul per Dense, fused QKV, Where), to measure them",
+        help="with --plain: skip the graph rewrites (one MatMul per Dense, fused QKV, Where)",
     )
     export.add_argument("--opset", type=int, default=17, choices=(17, 18))
     export.add_argument(
         "--quantize",
-        choices=("int8",),
-        help="also write OUT/int8/: the ONNX export with int8 weights, scored on the run's task",
+        choices=WEIGHT_TYPES,
+        nargs="+",
+        help="also write OUT/int8/ and/or OUT/int4/: the ONNX export with int8 or int4 "
+        "(MatMulNBits) weights, each scored on the run's task",
     )
     export.add_argument(
         "--max-accuracy-drop",
         type=fraction_or_none,
         default=0.01,
-        help="refuse the int8 copy if its test score falls by more (0-1, default 0.01; "
+        help="refuse a quantized copy if its test score falls by more (0-1, default 0.01; "
         "'none': do not measure)",
     )
     export.add_argument(
         "--quantize-examples",
         type=positive_int,
         default=1000,
-        help="test examples the int8 measurement uses (default 1000)",
+        help="test examples the quantized copies are scored on (default 1000)",
     )
     export.set_defaults(handler=_export)
 
@@ -88,7 +97,10 @@ def _export(args: argparse.Namespace) -> int:
     from transformer_zoo.export.run_export import export_run
     from transformer_zoo.export.validation import ExportError
 
+    if (args.no_fuse_layer_norm or args.no_simplify) and not args.plain:
+        raise UsageError("--no-fuse-layer-norm and --no-simplify apply to --plain graphs only.")
     options = {
+        "graphs": "plain" if args.plain else "fused",
         "fuse_layer_norm": not args.no_fuse_layer_norm,
         "simplify": not args.no_simplify,
         "opset": args.opset,
@@ -103,7 +115,8 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError.from_error(error) from None
     except QuantizationError as error:
         print(
-            f"transformer-zoo export: int8 refused ({error}) The float32 export is in {args.out}.",
+            f"transformer-zoo export: quantized copy refused ({error}) The float32 export is "
+            f"in {args.out}.",
             file=sys.stderr,
         )
         return 1

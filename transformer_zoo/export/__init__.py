@@ -8,6 +8,7 @@ from __future__ import annotations
 
 FORMATS = ("onnx", "saved_model")  # what `export_run` writes by default ("all")
 HF_FORMAT = "hf"  # Hugging Face layout: a directory of its own, not with the others
+WEIGHT_TYPES = ("int8", "int4")  # what `quantize_onnx` writes (`--quantize`)
 
 _LAZY = {
     "export_onnx": "transformer_zoo.export.onnx.export",
@@ -19,7 +20,7 @@ _LAZY = {
     "QuantizationError": "transformer_zoo.export.quantize",
 }
 
-__all__ = ["FORMATS", "HF_FORMAT", *sorted(_LAZY)]
+__all__ = ["FORMATS", "HF_FORMAT", "WEIGHT_TYPES", *sorted(_LAZY)]
 
 
 def __getattr__(name: str):

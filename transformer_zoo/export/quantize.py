@@ -1,7 +1,7 @@
-"""`quantize_onnx`: an ONNX export directory → a copy with int8 weights, measured on the
-model's task next to the float32 original and refused if it is too much worse.
+"""`quantize_onnx`: an ONNX export directory → a copy with int8 or int4 weights, measured
+on the model's task next to the float32 original and refused if it is too much worse.
 
-The weights of every MatMul with a constant right-hand side (all Dense layers and the LM
+**int8** (`weights="int8"`): the weights of every MatMul with a constant right-hand side (all Dense layers and the LM
 head) and of the embedding Gathers become int8 through onnxruntime's
 `quantize_dynamic`; activations are quantized per call (uint8), so no calibration data
 is needed. Attention's activation × activation products stay float32.
@@ -11,6 +11,13 @@ without VNNI (AVX2 only) add pairs of products in 16 bits, which full-range weig
 overflow. Measured on an AVX2-only EPYC: largest difference from float32 0.46 with full
 range, 0.047 with 7 bits (of outputs up to 2.5). An int8 file is built once and may be
 served on any CPU, so it is built for both.
+
+**int4** (`weights="int4"`): the weights of every MatMul with a constant right-hand side
+become onnxruntime's `MatMulNBits` (4 bits, blocks of `INT4_BLOCK_SIZE` values along the
+input dimension, one float scale per block, symmetric), through onnxruntime's
+`MatMulNBitsQuantizer` (round to nearest, no calibration data). Its CPU kernels quantize
+the activations to int8 per block (`accuracy_level` 4), as onnxruntime-genai's model
+builder does for CPUs. The embedding tables stay float32.
 
 The check: both directories serve the task's first `examples` test examples through
 `transformer_zoo.serving` (the same code as `transformer-zoo translate|generate|
@@ -23,7 +30,7 @@ classify`):
 
 each scored by `transformer_zoo.evaluation.evaluate`, the scoring of `metrics.json`.
 
-If the int8 score is more than `max_accuracy_drop` (absolute, 0-1) below the float32
+If the quantized score is more than `max_accuracy_drop` (absolute, 0-1) below the float32
 score, `QuantizationError` is raised and nothing is written. The report (sizes, seconds,
 scores) goes into the directory as `quantization.json`.
 """
@@ -37,6 +44,7 @@ import shutil
 from transformer_zoo.data.tasks import run_task
 from transformer_zoo.errors import ModelDirectoryError, first_line
 from transformer_zoo.evaluation.evaluate import evaluate, primary_score
+from transformer_zoo.export import WEIGHT_TYPES
 from transformer_zoo.export.validation import ExportError
 from transformer_zoo.files import atomic_path, write_json
 from transformer_zoo.generation.onnx_runner import make_session
@@ -47,10 +55,11 @@ REPORT_FILE = "quantization.json"
 log = logging.getLogger(__name__)  # stages; `transformer-zoo export --quantize` shows them
 DEFAULT_MAX_ACCURACY_DROP = 0.01
 DEFAULT_EXAMPLES = 1000
+INT4_BLOCK_SIZE = 32  # onnxruntime-genai's CPU default; 2.7% more bytes than 128, less error
 
 
 class QuantizationError(ExportError):
-    """The int8 model scores too far below the float32 one (nothing was written)."""
+    """The quantized model scores too far below the float32 one (nothing was written)."""
 
 
 def quantize_onnx(
@@ -60,8 +69,9 @@ def quantize_onnx(
     max_accuracy_drop: float | None = DEFAULT_MAX_ACCURACY_DROP,
     examples: int = DEFAULT_EXAMPLES,
     per_channel: bool = False,
+    weights: str = "int8",
 ) -> dict:
-    """Writes an int8 copy of the ONNX export in `onnx_dir` to `out_dir`.
+    """Writes an int8 or int4 copy of the ONNX export in `onnx_dir` to `out_dir`.
 
     Args:
         onnx_dir: an ONNX export directory (float32).
@@ -76,16 +86,17 @@ def quantize_onnx(
 
     Returns:
         The report also written to `out_dir/quantization.json`: per graph file the
-        float32 and int8 sizes, and (when measured) the metric, both scores, the drop
+        float32 and quantized sizes (`"float32_bytes"`, `"int8_bytes"` or `"int4_bytes"`),
+        and (when measured) the metric, both scores (`"float32"` and `weights`), the drop
         and the seconds each model took to serve the examples.
 
     Raises:
         ModelDirectoryError: `onnx_dir` is not an ONNX export, or `out_dir` is not empty.
-        QuantizationError: the int8 score fell by more than `max_accuracy_drop`.
+        QuantizationError: the quantized score fell by more than `max_accuracy_drop`.
         ExportError: onnxruntime cannot quantize or load the graphs.
     """
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
+    if weights not in WEIGHT_TYPES:
+        raise ValueError(f"`weights` must be one of {WEIGHT_TYPES}. Received: weights={weights!r}")
     onnx_dir, out_dir = os.fspath(onnx_dir), os.fspath(out_dir)
     config = load_run_config(onnx_dir)
     entry = config.export.get("onnx")
@@ -105,33 +116,30 @@ def quantize_onnx(
         require_task(config)
         task = run_task(config)
 
-    with atomic_path(out_dir) as staging:  # nothing is written unless int8 passes
+    with atomic_path(out_dir) as staging:  # nothing is written unless the copy passes
         os.makedirs(staging)
-        report = {"weights": "int8", "method": "quantize_dynamic", "per_channel": per_channel}
+        if weights == "int8":
+            report = {"weights": weights, "method": "quantize_dynamic", "per_channel": per_channel}
+        else:
+            report = {"weights": weights, "method": "MatMulNBits", "block_size": INT4_BLOCK_SIZE}
         files = {}
         for name in os.listdir(onnx_dir):
             source = os.path.join(onnx_dir, name)
             if name.endswith(".onnx"):
                 target = os.path.join(staging, name)
-                log.info("int8: quantizing %s", name)
+                log.info("%s: quantizing %s", weights, name)
                 root = logging.getLogger()
                 level = root.level
                 root.setLevel(logging.ERROR)  # its advice to run shape inference first
                 try:
-                    quantize_dynamic(
-                        source,
-                        target,
-                        weight_type=QuantType.QInt8,
-                        per_channel=per_channel,
-                        reduce_range=True,
-                    )
+                    QUANTIZERS[weights](source, target, per_channel)
                     make_session(target, 1)  # fails here, not when served
                 except Exception as error:  # onnxruntime raises its own types
                     raise ExportError(f"Cannot quantize {name}: {first_line(error)}") from None
                 finally:
                     root.setLevel(level)
                 files[name] = {"float32_bytes": os.path.getsize(source)}
-                files[name]["int8_bytes"] = os.path.getsize(target)
+                files[name][f"{weights}_bytes"] = os.path.getsize(target)
             elif os.path.isfile(source) and name not in (CONFIG_FILE, REPORT_FILE):
                 shutil.copy2(source, staging)  # tokenizers, genai_config.json
         report["files"] = files
@@ -141,14 +149,14 @@ def quantize_onnx(
             for key, value in config.export.items()
             if key != "saved_model"  # the SavedModel stays in onnx_dir, float32
         }
-        quantized.export["onnx"] = {**entry, "quantization": "int8"}
+        quantized.export["onnx"] = {**entry, "quantization": weights}
         save_run_config(staging, quantized)
         if max_accuracy_drop is not None:
-            report.update(compare_on_task(onnx_dir, staging, task, examples))
+            report.update(compare_on_task(onnx_dir, staging, task, examples, weights))
             report["max_accuracy_drop"] = max_accuracy_drop
             if report["drop"] > max_accuracy_drop:
                 raise QuantizationError(
-                    f"int8 {report['metric']} is {report['int8']:.4f} against "
+                    f"{weights} {report['metric']} is {report[weights]:.4f} against "
                     f"{report['float32']:.4f} in float32 on {report['examples']} test "
                     f"examples: a drop of {report['drop']:.4f} > max_accuracy_drop="
                     f"{max_accuracy_drop}. Nothing was written."
@@ -161,31 +169,72 @@ def require_task(config: RunConfig) -> None:
     """Raises `ModelDirectoryError` unless `config` names the task to measure on."""
     if not config.data:
         raise ModelDirectoryError(
-            "This model names no task (config.json has no `data`), so the int8 accuracy "
+            "This model names no task (config.json has no `data`), so the quantized accuracy "
             "cannot be measured; pass a task, or max_accuracy_drop=None "
             "(`--max-accuracy-drop none`) to quantize unmeasured."
         )
 
 
-def compare_on_task(float_dir: str, int8_dir: str, task, examples: int) -> dict:
+def _int8(source: str, target: str, per_channel: bool) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(
+        source,
+        target,
+        weight_type=QuantType.QInt8,
+        per_channel=per_channel,
+        reduce_range=True,
+        # ONNX's shape inference does not type the outputs of the fused graphs'
+        # com.microsoft operators; every activation there is float32.
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
+
+
+def _int4(source: str, target: str, per_channel: bool) -> None:
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(
+        onnx.load(source),
+        bits=4,
+        block_size=INT4_BLOCK_SIZE,
+        is_symmetric=True,
+        accuracy_level=4,
+        op_types_to_quantize=("MatMul",),
+    )
+    quantizer.process()
+    quantizer.model.save_model_to_file(target, use_external_data_format=False)
+
+
+QUANTIZERS = {"int8": _int8, "int4": _int4}
+
+
+def compare_on_task(
+    float_dir: str, quantized_dir: str, task, examples: int, weights: str = "int8"
+) -> dict:
     """Both directories' score on the first `examples` test examples of `task`
     (`evaluation.evaluate`, the same scoring as `metrics.json`), and the seconds each took."""
     result = {}
-    for name, directory in (("float32", float_dir), ("int8", int8_dir)):
+    for name, directory in (("float32", float_dir), (weights, quantized_dir)):
         served = load_onnx(directory)
         log.info(
-            "int8: scoring the %s model on %d test examples", name, min(examples, len(task.test))
+            "%s: scoring the %s model on %d test examples",
+            weights,
+            name,
+            min(examples, len(task.test)),
         )
         scores = evaluate(served, task, limit=examples)
         result["metric"], score = primary_score(scores)
         result[name] = round(score, 6)
         result[f"{name}_seconds"] = scores["seconds"]
         result["examples"] = scores["examples"]
-    result["drop"] = round(result["float32"] - result["int8"], 6)
+    result["drop"] = round(result["float32"] - result[weights], 6)
     log.info(
-        "int8: %s %.4f against %.4f in float32 (a drop of %.4f)",
+        "%s: %s %.4f against %.4f in float32 (a drop of %.4f)",
+        weights,
         result["metric"],
-        result["int8"],
+        result[weights],
         result["float32"],
         result["drop"],
     )

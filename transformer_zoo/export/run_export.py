@@ -9,20 +9,19 @@ from transformer_zoo.export import FORMATS, HF_FORMAT
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
+    WEIGHT_TYPES,
     quantize_onnx,
     require_task,
 )
 from transformer_zoo.models.saving import load_run_model
 from transformer_zoo.run_directory import MODEL_FILE, check_run_files, load_run_config
 
-QUANTIZED_DIR = "int8"  # where `quantize="int8"` writes, inside `out_dir`
-
 
 def export_run(
     run_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     formats=FORMATS,
-    quantize: str | None = None,
+    quantize: str | tuple[str, ...] | None = None,
     max_accuracy_drop: float | None = DEFAULT_MAX_ACCURACY_DROP,
     quantize_examples: int = DEFAULT_EXAMPLES,
     **options,
@@ -35,19 +34,22 @@ def export_run(
         out_dir: the export directory (created if needed; may not be `run_dir`).
         formats: any of `"onnx"`, `"saved_model"`; or `("hf",)` alone: Hugging Face
             layout (`export.hf.export_hf`), whose `config.json` is transformers'.
-        quantize: `"int8"` also writes `out_dir/int8/`, an ONNX export with int8 weights
-            (`quantize_onnx`), measured on the run's task next to the float32 one.
-        max_accuracy_drop: refuse the int8 copy if its score falls by more (None: do
+        quantize: `"int8"` and / or `"int4"` (one or a tuple): also write `out_dir/int8/`,
+            `out_dir/int4/`, ONNX exports with int8 / int4 weights (`quantize_onnx`),
+            each measured on the run's task next to the float32 one.
+        max_accuracy_drop: refuse a quantized copy if its score falls by more (None: do
             not measure).
         quantize_examples: how many test examples the measurement uses.
         **options: passed to `export_onnx` (e.g. `fuse_layer_norm`, `opset`).
 
     Returns:
-        Per format, the exporter's report (and `"int8"`: the quantization report).
+        Per format, the exporter's report (and `"int8"` / `"int4"`: the quantization
+        reports).
 
     Raises:
         RunError / ModelDirectoryError: the run directory is missing or incomplete.
-        QuantizationError: the int8 model scored too low (the float32 export is kept).
+        QuantizationError: a quantized model scored too low (the float32 export is kept,
+            and the copies that passed before it).
     """
 
     from transformer_zoo.export.onnx.export import export_onnx
@@ -59,8 +61,11 @@ def export_run(
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
         raise ValueError(f"`formats` must be a non-empty subset of {FORMATS}. Received: {formats}")
-    if quantize not in (None, "int8"):
-        raise ValueError(f"`quantize` must be None or 'int8'. Received: quantize={quantize!r}")
+    quantize = (quantize,) if isinstance(quantize, str) else tuple(quantize or ())
+    if any(weights not in WEIGHT_TYPES for weights in quantize):
+        raise ValueError(
+            f"`quantize` must be None or among {WEIGHT_TYPES}. Received: quantize={quantize!r}"
+        )
     if quantize and "onnx" not in formats:
         raise ValueError("`quantize` needs the ONNX format: add 'onnx' to `formats`.")
     config = load_run_config(run_dir)
@@ -79,12 +84,16 @@ def export_run(
         report["saved_model"] = export_saved_model(
             model, out_dir, config=config, tokenizer_dir=run_dir
         )
-    if quantize:
-        quantized = os.path.join(out_dir, QUANTIZED_DIR)
-        if os.path.isdir(quantized):
-            shutil.rmtree(quantized)  # the previous export's, now stale
-        report["int8"] = quantize_onnx(
-            out_dir, quantized, max_accuracy_drop=max_accuracy_drop, examples=quantize_examples
+    for weights in WEIGHT_TYPES:  # the stale copies of a previous export go first
+        if os.path.isdir(os.path.join(out_dir, weights)) and (quantize or "onnx" in formats):
+            shutil.rmtree(os.path.join(out_dir, weights))
+    for weights in quantize:
+        report[weights] = quantize_onnx(
+            out_dir,
+            os.path.join(out_dir, weights),  # out_dir/int8, out_dir/int4
+            max_accuracy_drop=max_accuracy_drop,
+            examples=quantize_examples,
+            weights=weights,
         )
     return report
 
