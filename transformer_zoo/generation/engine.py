@@ -29,6 +29,9 @@ from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.run_directory import ModelDimensions
 
 GENERATIVE_FAMILIES = ("decoder-only", "encoder-decoder")
+# An optional scalar input of the fused ONNX step graphs: logits for the last N positions
+# only (0, the default: all). Fed 1 where only each row's next token is read.
+LOGITS_TO_KEEP = "logits_to_keep"
 
 
 class Runner(Protocol):
@@ -106,6 +109,7 @@ class CachedEngine:
             for kv in ("key", "value")
         }
         self.dtype = np.dtype(dims.dtype)
+        self.keeps_logits = runner.accepts(self.graph, LOGITS_TO_KEEP)
 
     def empty_cache(self, batch: int) -> dict:
         """The P = 0 self-attention caches of `batch` rows, by input name."""
@@ -236,8 +240,9 @@ class CachedEngine:
             inputs[ids_key], ids_key, vocabulary, self.dims.max_length, inputs.get(mask_key)
         )
 
-    def _logits(self, tokens, where, state: CachedState):
-        """`(logits (B, T, V) float32, outputs)` of one pass of the step graph."""
+    def _logits(self, tokens, where, state: CachedState, last_only: bool = False):
+        """`(logits (B, T, V) float32, outputs)` of one pass of the step graph; with
+        `last_only`, (B, 1, V) where the graph can skip the other positions."""
         feeds = {
             "input_ids": tokens.astype(np.int64),
             "attention_mask": state.padding_mask.astype(np.int64),
@@ -247,11 +252,13 @@ class CachedEngine:
         if self.is_encoder_decoder:
             feeds["encoder_attention_mask"] = state.source_mask
             feeds.update(state.cross)
+        if last_only and self.keeps_logits:
+            feeds[LOGITS_TO_KEEP] = np.array(1, np.int64)
         outputs = self.runner.run(self.graph, feeds, numpy_outputs=("logits",))
         return np.asarray(outputs["logits"], np.float32), outputs
 
     def _run(self, tokens, where, state: CachedState) -> tuple[np.ndarray, CachedState]:
-        logits, outputs = self._logits(tokens, where, state)
+        logits, outputs = self._logits(tokens, where, state, last_only=True)
         cache = {past: outputs[present] for past, present in self.cache_names.items()}
         return logits[:, -1], replace(state, cache=cache)  # (B, V): each row's next token
 

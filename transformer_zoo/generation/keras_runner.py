@@ -40,6 +40,9 @@ class KerasRunner:
             for k, v in outputs.items()
         }
 
+    def accepts(self, graph: str, name: str) -> bool:
+        return any(spec.name == name for spec in self.graphs[graph].inputs)
+
     def take(self, value, indices: np.ndarray):
         """Rows `indices` of a cache tensor (beam search reorders them)."""
         return tf.gather(value, tf.constant(indices, tf.int32))

@@ -86,6 +86,11 @@ class OnnxRunner:
         self.outputs = {
             name: [o.name for o in session.get_outputs()] for name, session in self.sessions.items()
         }
+        # Inputs with a default (an initializer of the same name), such as `logits_to_keep`.
+        self.optional_inputs = {
+            name: {i.name for i in session.get_overridable_initializers()}
+            for name, session in self.sessions.items()
+        }
 
     def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict:
         """Runs `graph` on `feeds` (numpy arrays or OrtValues, by name).
@@ -98,7 +103,7 @@ class OnnxRunner:
         values = {
             name: value
             if isinstance(value, ort.OrtValue)
-            else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value))
+            else ort.OrtValue.ortvalue_from_numpy(np.asarray(value, order="C"))  # 0-d stays 0-d
             for name, value in feeds.items()
         }
         outputs = session.run_with_ort_values(self.outputs[graph], values)
@@ -107,6 +112,9 @@ class OnnxRunner:
             name: value.numpy() if not numpy_outputs or name in numpy_outputs else value
             for name, value in zip(names, outputs, strict=True)
         }
+
+    def accepts(self, graph: str, name: str) -> bool:
+        return name in self.inputs.get(graph, {}) or name in self.optional_inputs.get(graph, ())
 
     def take(self, value, indices: np.ndarray):
         """Rows `indices` of a cache tensor (beam search reorders them)."""

@@ -30,5 +30,8 @@ class SavedModelRunner:
             for k, v in outputs.items()
         }
 
+    def accepts(self, graph: str, name: str) -> bool:
+        return name in self.signatures[graph].structured_input_signature[1]
+
     def take(self, value, indices: np.ndarray):
         return tf.gather(value, tf.constant(indices, tf.int32))

@@ -227,7 +227,7 @@ def export_onnx(
         )
         entries[graph.name] = {
             "file": graph.file,
-            "inputs": [spec.name for spec in graph.inputs],
+            "inputs": [i.name for i in proto.graph.input],  # the fused: + logits_to_keep
             "outputs": graph.outputs,
         }
     has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)

@@ -28,6 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from transformer_zoo.generation.engine import LOGITS_TO_KEEP
 from transformer_zoo.generation.graphs import GRAPH_FILES
 from transformer_zoo.models import EncoderOnlyClassifier, EncoderOnlyMaskedLM
 from transformer_zoo.models.family import backbone_of, family_of
@@ -382,6 +383,17 @@ def _mask(g: GraphWriter, name: str) -> str:
     return g.op("Cast", [name], name, to=TensorProto.INT32)
 
 
+def _last_positions(g: GraphWriter, w: _Writer, x: str) -> str:
+    """The last `logits_to_keep` positions of the (B, S, D) `x`, an optional scalar input
+    (default 0: every position). The engines pass 1 when they read only each row's next
+    token, so that a prompt's LM head runs on one position, not on all of them; the
+    plain graphs and the TensorFlow runners have no such input and compute all."""
+    g.input(LOGITS_TO_KEEP, INT64, [])
+    g.initializers.append(numpy_helper.from_array(np.array(0, np.int64), LOGITS_TO_KEEP))
+    start = g.op("Neg", [g.op("Unsqueeze", [LOGITS_TO_KEEP, w._int64([0])], "keep")], "keep")
+    return g.op("Slice", [x, start, w._int64([2**63 - 1]), w._int64([1])], "keep")
+
+
 def _cache_inputs(g, model, part: str, past: str, total: str):
     shape = ["batch", model.num_heads, past, model.head_dim]
     names = []
@@ -409,7 +421,7 @@ def decoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     bias = w.causal_bias(g.input("attention_mask", INT64, ["batch", "total_sequence"]), ids)
     positions = g.input("position_ids", INT64, ["batch", "sequence"])
     past = _cache_inputs(g, model, "", "past_sequence", "total_sequence")
-    g.output("logits", FLOAT, ["batch", "sequence", model.vocabulary_size])
+    g.output("logits", FLOAT, ["batch", "logits_sequence", model.vocabulary_size])
     present = _present_outputs(g, model, "")
 
     def attend(kind, index, block, x):
@@ -418,6 +430,7 @@ def decoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
 
     terms = w.embeddings(model.embeddings, ids, positions, None, "embeddings")
     x = w.stack(model.blocks, terms, None, model.final_norm, attend, "block")
+    x = _last_positions(g, w, x)
     g.nodes.append(helper.make_node("Identity", [w.lm_head(model.lm_head, x)], ["logits"]))
     return {"model": g.model(opset)}
 
@@ -465,7 +478,7 @@ def encoder_decoder(model, opset: int) -> dict[str, onnx.ModelProto]:
                  ["batch", heads, "source_sequence", width]) for kind in ("key", "value")]
         for i in range(model.num_layers)
     ]  # fmt: skip
-    g.output("logits", FLOAT, ["batch", "sequence", model.output_vocabulary_size])
+    g.output("logits", FLOAT, ["batch", "logits_sequence", model.output_vocabulary_size])
     present = _present_outputs(g, model, "decoder.")
 
     def attend_decoder(kind, index, block, x):
@@ -479,6 +492,7 @@ def encoder_decoder(model, opset: int) -> dict[str, onnx.ModelProto]:
 
     terms = w.embeddings(model.decoder_embeddings, ids, positions, None, "decoder_embeddings")
     x = w.stack(model.decoder_blocks, terms, None, None, attend_decoder, "decoder_block")
+    x = _last_positions(g, w, x)
     g.nodes.append(helper.make_node("Identity", [w.lm_head(model.lm_head, x)], ["logits"]))
     return {"encoder": encoder, "decoder": g.model(opset)}
 
