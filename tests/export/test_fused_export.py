@@ -64,7 +64,17 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+SLOW_VARIANTS = {
+    "decoder-only, relu",
+    "encoder-decoder, separate target vocabulary, untied",
+    "encoder-only, embeddings",
+}
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [pytest.param(v, marks=pytest.mark.slow) if v in SLOW_VARIANTS else v for v in VARIANTS],
+)
 def test_fused_graphs_reproduce_the_keras_model(variant, tmp_path):
     """Every graph on the exporter's own checks: two batch sizes, two lengths, empty and
     filled caches, left-padded masks (padding queries included) and right-padded
@@ -121,7 +131,12 @@ def test_each_block_is_a_handful_of_fused_nodes(make, attention_per_layer):
         assert ops.count("Cast") <= 3  # the masks, once per graph, not once per layer
 
 
-@pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder", "encoder-only"])
+SLOW_PLAIN = pytest.mark.slow  # the encoder-decoder's plain (tf2onnx) export takes 30 s
+
+
+@pytest.mark.parametrize(
+    "family", ["decoder-only", pytest.param("encoder-decoder", marks=SLOW_PLAIN), "encoder-only"]
+)
 def test_fused_and_plain_graphs_give_the_same_outputs(family, family_artifacts, plain_export):
     """Fused (the default export) against tf2onnx's plain graph, on the same inputs."""
     art = family_artifacts(family)
@@ -139,7 +154,11 @@ def test_fused_and_plain_graphs_give_the_same_outputs(family, family_artifacts, 
                 np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder", "encoder-only"])
+@pytest.mark.parametrize(
+    "family",
+    ["decoder-only", pytest.param("encoder-decoder", marks=SLOW_PLAIN),
+     pytest.param("encoder-only", marks=pytest.mark.slow)],
+)  # fmt: skip
 def test_fused_and_plain_exports_score_the_same_on_the_task(family, family_artifacts, plain_export):
     art = family_artifacts(family)
     # The artifacts' models were built, not trained, on the built-in task's tokenizers.

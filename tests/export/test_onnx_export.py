@@ -82,7 +82,11 @@ def test_every_layer_norm_is_one_onnx_node_in_the_plain_graph(plain_export):
 
 @pytest.mark.parametrize(
     "family, graph_file",
-    [("decoder-only", "model.onnx"), ("encoder-decoder", "decoder_model.onnx")],
+    [
+        ("decoder-only", "model.onnx"),
+        # its plain (tf2onnx) export takes 30 s
+        pytest.param("encoder-decoder", "decoder_model.onnx", marks=pytest.mark.slow),
+    ],
 )
 def test_rewrites_leave_one_matmul_per_projection_and_fuse_qkv(plain_export, family, graph_file):
     directory, report = plain_export(family)

@@ -65,8 +65,17 @@ def keras_task(art, family: str) -> Task:
     )
 
 
-@pytest.mark.parametrize("weights", ["int8", "int4"])
-@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only", "encoder-only"])
+@pytest.mark.parametrize(
+    "family, weights",
+    [
+        ("encoder-decoder", "int8"),
+        pytest.param("encoder-decoder", "int4", marks=pytest.mark.slow),
+        ("decoder-only", "int8"),
+        ("decoder-only", "int4"),
+        ("encoder-only", "int8"),
+        ("encoder-only", "int4"),
+    ],
+)
 def test_quantized_copy_serves_and_is_scored_next_to_float32(
     family_artifacts, tmp_path, family, weights
 ):
