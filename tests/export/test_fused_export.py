@@ -135,8 +135,10 @@ SLOW_PLAIN = pytest.mark.slow  # the encoder-decoder's plain (tf2onnx) export ta
 
 
 @pytest.mark.parametrize(
-    "family", ["decoder-only", pytest.param("encoder-decoder", marks=SLOW_PLAIN), "encoder-only"]
-)
+    "family",
+    ["decoder-only", pytest.param("encoder-decoder", marks=SLOW_PLAIN),
+     pytest.param("encoder-only", marks=pytest.mark.slow)],
+)  # fmt: skip
 def test_fused_and_plain_graphs_give_the_same_outputs(family, family_artifacts, plain_export):
     """Fused (the default export) against tf2onnx's plain graph, on the same inputs."""
     art = family_artifacts(family)

@@ -68,6 +68,7 @@ def test_bad_sizes_are_rejected_by_name(arg):
         tiny(**{arg: 0})
 
 
+@pytest.mark.slow  # 30 s of training; test_real_data_options trains a decoder in the default set
 def test_fit_on_a_repeating_pattern_then_greedy_generation_continues_it():
     """The training path (model.fit on `call`) and the generation path (the cached
     engine) agree: what the model learned is what greedy decoding produces."""
