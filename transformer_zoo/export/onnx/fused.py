@@ -112,6 +112,7 @@ class _Writer:
 
     def __init__(self, g: GraphWriter):
         self.g = g
+        self._constants: dict[str, str] = {}  # int64 constants, written once per graph
 
     # --- primitives ---------------------------------------------------------------
 
@@ -182,8 +183,8 @@ class _Writer:
             scale = g.weight(f"{hint}.scale", np.float32(math.sqrt(layer.embedding_dim)))
             tokens = g.op("Mul", [tokens, scale], hint)
         if positions is None:  # 0 .. S - 1 for every row (the encoders)
-            length = g.op("Gather", [g.op("Shape", [ids], hint), self._int64(1)], hint)
-            positions = g.op("Range", [self._int64(0), length, self._int64(1)], hint)
+            length = g.op("Gather", [g.op("Shape", [ids], hint), self.ints(1)], hint)
+            positions = g.op("Range", [self.ints(0), length, self.ints(1)], hint)
         encoding = self.positions(layer.position_encoding, layer.embedding_dim, positions, hint)
         terms = [tokens, encoding]
         if layer.segment_embedding is not None:
@@ -208,7 +209,7 @@ class _Writer:
             [
                 g.op(
                     "Unsqueeze",
-                    [g.op("Cast", [positions], hint, to=FLOAT), self._int64([-1])],
+                    [g.op("Cast", [positions], hint, to=FLOAT), self.ints([-1])],
                     hint,
                 ),
                 g.weight(f"{hint}.inverse_frequency", inverse.astype(np.float32)),
@@ -220,17 +221,18 @@ class _Writer:
             return g.op("Concat", [sin, cos], hint, axis=-1)
         pairs = g.op(
             "Concat",
-            [g.op("Unsqueeze", [sin, self._int64([-1])], hint),
-             g.op("Unsqueeze", [cos, self._int64([-1])], hint)],
+            [g.op("Unsqueeze", [sin, self.ints([-1])], hint),
+             g.op("Unsqueeze", [cos, self.ints([-1])], hint)],
             hint,
             axis=-1,
         )  # fmt: skip
-        shape = g.op("Concat", [g.op("Shape", [angles], hint), self._int64([-1])], hint, axis=0)
-        shape = g.op("Slice", [shape, self._int64([0]), self._int64([-2]), self._int64([0])], hint)
-        shape = g.op("Concat", [shape, self._int64([width])], hint, axis=0)
+        shape = g.op("Concat", [g.op("Shape", [angles], hint), self.ints([-1])], hint, axis=0)
+        shape = g.op("Slice", [shape, self.ints([0]), self.ints([-2]), self.ints([0])], hint)
+        shape = g.op("Concat", [shape, self.ints([width])], hint, axis=0)
         return g.op("Reshape", [pairs, shape], hint)
 
-    def _int64(self, value) -> str:
+    def ints(self, value) -> str:
+        """An int64 constant (shapes, axes, split sizes), one initializer per value."""
         array = np.asarray(value, np.int64)
         key = f"const_{'x'.join(map(str, array.shape)) or 's'}_" + "_".join(
             str(v).replace("-", "m") for v in array.ravel()
@@ -238,8 +240,6 @@ class _Writer:
         if key not in self._constants:
             self._constants[key] = self.g.weight(key, array)
         return self._constants[key]
-
-    _constants: dict
 
     def attention(self, layer, x: str, hint: str, mask: str = "", bias: str = "",
                   cache=None, cross=None):  # fmt: skip
@@ -260,7 +260,7 @@ class _Writer:
         )  # (D, 3·H·Dh): query, key, value
         qkv = g.op("MatMul", [x, g.weight(f"{hint}.qkv.kernel", kernel)], hint)
         width = layer.num_heads * layer.head_width
-        query, key, value = g.op("Split", [qkv, self._int64([width] * 3)], hint, outputs=3, axis=-1)
+        query, key, value = g.op("Split", [qkv, self.ints([width] * 3)], hint, outputs=3, axis=-1)
         qkv_bias = ""
         if layer.use_bias:
             qkv_bias = g.weight(
@@ -288,19 +288,19 @@ class _Writer:
         drops a padding query's later keys, where our layer (and so every other engine)
         averages over all of them."""
         g, hint = self.g, "causal_bias"
-        total = g.op("Gather", [g.op("Shape", [attention_mask], hint), self._int64(1)], hint)
-        new = g.op("Gather", [g.op("Shape", [ids], hint), self._int64(1)], hint)
-        rows = g.op("Range", [g.op("Sub", [total, new], hint), total, self._int64(1)], hint)
-        columns = g.op("Range", [self._int64(0), total, self._int64(1)], hint)
+        total = g.op("Gather", [g.op("Shape", [attention_mask], hint), self.ints(1)], hint)
+        new = g.op("Gather", [g.op("Shape", [ids], hint), self.ints(1)], hint)
+        rows = g.op("Range", [g.op("Sub", [total, new], hint), total, self.ints(1)], hint)
+        columns = g.op("Range", [self.ints(0), total, self.ints(1)], hint)
         causal = g.op(
             "LessOrEqual",
-            [g.op("Unsqueeze", [columns, self._int64([0])], hint),
-             g.op("Unsqueeze", [rows, self._int64([1])], hint)],
+            [g.op("Unsqueeze", [columns, self.ints([0])], hint),
+             g.op("Unsqueeze", [rows, self.ints([1])], hint)],
             hint,
         )  # fmt: skip  # (S, T)
         keys = g.op(
             "Cast",
-            [g.op("Unsqueeze", [attention_mask, self._int64([1, 2])], hint)],
+            [g.op("Unsqueeze", [attention_mask, self.ints([1, 2])], hint)],
             hint,
             to=TensorProto.BOOL,
         )
@@ -373,9 +373,7 @@ class _Writer:
 
 def _writer(name: str) -> tuple[GraphWriter, _Writer]:
     g = GraphWriter(name)
-    w = _Writer(g)
-    w._constants = {}
-    return g, w
+    return g, _Writer(g)
 
 
 def _mask(g: GraphWriter, name: str) -> str:
@@ -390,8 +388,8 @@ def _last_positions(g: GraphWriter, w: _Writer, x: str) -> str:
     plain graphs and the TensorFlow runners have no such input and compute all."""
     g.input(LOGITS_TO_KEEP, INT64, [])
     g.initializers.append(numpy_helper.from_array(np.array(0, np.int64), LOGITS_TO_KEEP))
-    start = g.op("Neg", [g.op("Unsqueeze", [LOGITS_TO_KEEP, w._int64([0])], "keep")], "keep")
-    return g.op("Slice", [x, start, w._int64([2**63 - 1]), w._int64([1])], "keep")
+    start = g.op("Neg", [g.op("Unsqueeze", [LOGITS_TO_KEEP, w.ints([0])], "keep")], "keep")
+    return g.op("Slice", [x, start, w.ints([2**63 - 1]), w.ints([1])], "keep")
 
 
 def _cache_inputs(g, model, part: str, past: str, total: str):
@@ -456,13 +454,13 @@ def encoder_decoder(model, opset: int) -> dict[str, onnx.ModelProto]:
         projected = g.op("Add", [projected, g.weight("cross.bias", bias)], "cross")
     heads, width = model.num_heads, model.head_dim
     split = g.op(
-        "Reshape", [projected, w._int64([0, 0, 2 * model.num_layers * heads, width])], "cross"
+        "Reshape", [projected, w.ints([0, 0, 2 * model.num_layers * heads, width])], "cross"
     )
     split = g.op("Transpose", [split], "cross", perm=[0, 2, 1, 3])  # (B, L·2·H, S, Dh)
     names = [
         f"present.{i}.encoder.{kind}" for i in range(model.num_layers) for kind in ("key", "value")
     ]
-    g.op("Split", [split, w._int64([heads] * len(names))], "cross", outputs=names, axis=1)
+    g.op("Split", [split, w.ints([heads] * len(names))], "cross", outputs=names, axis=1)
     for name in names:
         g.output(name, FLOAT, ["batch", heads, "source_sequence", width])
     encoder = g.model(opset)
@@ -512,7 +510,7 @@ def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     terms = w.embeddings(core.embeddings, ids, None, segments, "embeddings")
     sequence = w.stack(core.blocks, terms, core.embeddings_norm, None, attend, "block")
     outputs = {"last_hidden_state": (sequence, ["batch", "sequence", core.hidden_dim])}
-    first = g.op("Gather", [sequence, w._int64(0)], "first_token", axis=1)  # (B, D)
+    first = g.op("Gather", [sequence, w.ints(0)], "first_token", axis=1)  # (B, D)
     pooled = first
     if core.pooler_dense is not None:
         pooled = g.op("Tanh", [w.dense(first, core.pooler_dense, "pooler")], "pooler")
