@@ -227,3 +227,17 @@ def test_only_the_fused_graphs_are_fed_logits_to_keep(family_artifacts, plain_ex
     first = {name: e.start(prompts)[0] for name, e in engines.items()}
     np.testing.assert_allclose(first["fused"], first["plain"], atol=1e-4)
     np.testing.assert_allclose(first["fused"], first["keras"], atol=1e-4)
+
+
+def test_a_fused_graph_that_fails_validation_points_to_the_plain_one(tmp_path, monkeypatch):
+    """Nothing is written, and the error names the way out."""
+    keras.utils.set_random_seed(0)
+    model = DecoderOnly(50, **SIZES)
+    written = fused_graphs(model, 17)
+    model.final_norm.gamma.assign(model.final_norm.gamma.numpy() + 1.0)  # now they differ
+    monkeypatch.setattr("transformer_zoo.export.onnx.fused.fused_graphs", lambda *args: written)
+    from transformer_zoo.export import ExportError
+
+    with pytest.raises(ExportError, match=r"differs from the Keras model.*export --plain"):
+        export_onnx(model, tmp_path)
+    assert not (tmp_path / "model.onnx").exists()

@@ -215,7 +215,15 @@ def export_onnx(
         with atomic_path(path) as temporary:  # a file that fails validation is not kept
             onnx.save(proto, temporary)
             if validate:
-                info["max_abs_diff"] = validate_onnx_file(temporary, graph, dims, atol)
+                try:
+                    info["max_abs_diff"] = validate_onnx_file(temporary, graph, dims, atol)
+                except ExportError as error:
+                    if graphs == "plain":
+                        raise
+                    raise ExportError(
+                        f"{error} The plain graphs (graphs='plain', `export --plain`) are "
+                        "converted from the model's own TensorFlow graph instead."
+                    ) from error
         info["bytes"] = os.path.getsize(path)
         report[graph.file] = info
         log.info(
