@@ -323,6 +323,8 @@ class _Writer:
         if len(pre_ln) > 1:
             raise ValueError("The fused export needs all blocks of a stack Pre-LN or all Post-LN.")
         pre_ln = pre_ln.pop() if pre_ln else False
+        if pre_ln and first_norm is not None:  # none of our models; validation would catch it
+            raise ValueError("The fused export has no Pre-LN stack with an embedding LayerNorm.")
         steps = []
         for index, block in enumerate(blocks):
             steps.append((index, block, "self", block.self_attention_norm))
