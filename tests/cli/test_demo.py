@@ -10,6 +10,7 @@ def run_dir(trained_runs):
     return trained_runs["encoder-decoder"].run_dir
 
 
+@pytest.mark.slow  # 12 s; test_attention_command_works_in_a_fresh_process covers the command
 def test_attention_command_draws_both_pictures(run_dir, tmp_path, capsys):
     code = main(["attention", run_dir, "--text", "March 5, 2021", "--out", str(tmp_path)])
     assert code == 0

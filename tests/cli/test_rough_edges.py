@@ -31,6 +31,7 @@ def test_attention_command_works_in_a_fresh_process(trained_runs, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # a fresh process importing TensorFlow: 15 s
 def test_a_command_prints_no_tensorflow_start_up_lines():
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     command = [sys.executable, "-m", "transformer_zoo.cli", "describe", "tiny"]
