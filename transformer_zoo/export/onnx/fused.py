@@ -394,7 +394,7 @@ def _last_positions(g: GraphWriter, w: _Writer, x: str) -> str:
     return g.op("Slice", [x, start, w.ints([2**63 - 1]), w.ints([1])], "keep")
 
 
-def _cache_inputs(g, model, part: str, past: str, total: str):
+def _cache_inputs(g, model, part: str, past: str):
     shape = ["batch", model.num_heads, past, model.head_dim]
     names = []
     for i in range(model.num_layers):
@@ -420,7 +420,7 @@ def decoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     ids = g.input("input_ids", INT64, ["batch", "sequence"])
     bias = w.causal_bias(g.input("attention_mask", INT64, ["batch", "total_sequence"]), ids)
     positions = g.input("position_ids", INT64, ["batch", "sequence"])
-    past = _cache_inputs(g, model, "", "past_sequence", "total_sequence")
+    past = _cache_inputs(g, model, "", "past_sequence")
     g.output("logits", FLOAT, ["batch", "logits_sequence", model.vocabulary_size])
     present = _present_outputs(g, model, "")
 
@@ -472,7 +472,7 @@ def encoder_decoder(model, opset: int) -> dict[str, onnx.ModelProto]:
     bias = w.causal_bias(g.input("attention_mask", INT64, ["batch", "total_sequence"]), ids)
     positions = g.input("position_ids", INT64, ["batch", "sequence"])
     source_mask = _mask(g, g.input("encoder_attention_mask", INT64, ["batch", "source_sequence"]))
-    past = _cache_inputs(g, model, "decoder.", "past_sequence", "total_sequence")
+    past = _cache_inputs(g, model, "decoder.", "past_sequence")
     cross = [
         [g.input(f"past_key_values.{i}.encoder.{kind}", FLOAT,
                  ["batch", heads, "source_sequence", width]) for kind in ("key", "value")]
