@@ -22,7 +22,7 @@ from transformer_zoo.cli.parsing import (
 )
 from transformer_zoo.run_directory import BACKUP_DIR, FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES as TOKENIZER_KINDS
-from transformer_zoo.train.config import OPTIMIZERS, PRECISIONS, STRATEGIES, WINDOWS
+from transformer_zoo.train.config import OPTIMIZERS, PRECISIONS, SCORES, STRATEGIES, WINDOWS
 
 
 def register(commands) -> None:
@@ -158,7 +158,26 @@ def register(commands) -> None:
     train.add_argument("--steps-per-execution", type=int, default=10)
     train.add_argument("--max-examples", type=int, help="train on this many examples only")
     train.add_argument("--backup-every", type=int, metavar="STEPS", help="default: every epoch")
-    train.add_argument("--early-stopping", type=int, metavar="PATIENCE")
+    train.add_argument(
+        "--early-stopping",
+        type=int,
+        metavar="PATIENCE",
+        help="stop after PATIENCE epochs without a better validation loss (or "
+        "--early-stopping-on score); the best epoch's weights are kept",
+    )
+    train.add_argument(
+        "--early-stopping-on",
+        choices=sorted(SCORES),
+        help="watch this score of the task on the validation split instead of its loss "
+        "(accuracy: encoder-only; wer, per: encoder-decoder; exact_match, bleu: either "
+        "family with outputs), logged as val_<score>",
+    )
+    train.add_argument(
+        "--score-examples",
+        type=int,
+        metavar="N",
+        help="the validation examples that score reads (default 1000)",
+    )
     train.add_argument(
         "--pretrain-steps",
         type=int,
@@ -217,6 +236,8 @@ def config_from_args(args: argparse.Namespace):
         max_examples=args.max_examples,
         backup_every=args.backup_every,
         early_stopping_patience=args.early_stopping,
+        early_stopping_on=args.early_stopping_on,
+        score_examples=args.score_examples,
         evaluate=not args.no_evaluate,
         pretrain_steps=args.pretrain_steps,
         valid=args.valid,

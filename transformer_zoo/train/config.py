@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from transformer_zoo.errors import with_article
 from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES
 
@@ -18,6 +19,15 @@ OPTIMIZERS = ("paper-adam", "adamw-cosine")
 # of its context (random windows per batch, as nanoGPT's `get_batch`, or an epoch of the
 # stream's windows, shuffled), or line by line (a line is an example).
 WINDOWS = ("random", "epoch", "lines")
+# What early stopping may watch: the validation loss, or one of the task's scores (which way
+# is better), on the first `score_examples` validation examples at each epoch's end.
+SCORES = {"accuracy": "max", "exact_match": "max", "bleu": "max", "wer": "min", "per": "min"}
+FAMILY_SCORES = {
+    "encoder-only": ("accuracy",),
+    "encoder-decoder": ("wer", "per", "exact_match", "bleu"),
+    "decoder-only": ("exact_match", "bleu"),  # completions of prompts; a token stream has none
+}
+DEFAULT_SCORE_EXAMPLES = 1000
 # Constructor arguments `overrides` may not set: the tokenizers size them.
 SIZED_BY_TOKENIZER = ("vocabulary_size", "target_vocabulary_size")
 # Defaults of the settings left as None: the quality-bar recipe of benchmarks/quality.py,
@@ -80,7 +90,13 @@ class TrainConfig:
         backup_every: back up for crash recovery every this many steps; None: at the
             end of every epoch.
         early_stopping_patience: stop after this many epochs without a better
-            validation loss; None: never.
+            validation loss (or `early_stopping_on` score); None: never. The best epoch's
+            weights are the run's model.
+        early_stopping_on: None (the validation loss) or a score of the task that
+            early stopping watches instead: `"accuracy"` (encoder-only), `"wer"`, `"per"`
+            (encoder-decoder), `"exact_match"`, `"bleu"`; it is logged each epoch as
+            `val_<score>`.
+        score_examples: how many validation examples that score reads (default 1000).
         evaluate: evaluate the final model on the test split.
         pretrain_steps: encoder-only: masked-LM steps on the training texts (the correct
             pairs of a built-in task) before the classifier trains; 0 or None: none.
@@ -133,6 +149,8 @@ class TrainConfig:
     max_examples: int | None = None
     backup_every: int | None = None
     early_stopping_patience: int | None = None
+    early_stopping_on: str | None = None
+    score_examples: int | None = None
     pretrain_steps: int | None = None
     valid: str | None = None
     test: str | None = None
@@ -165,6 +183,7 @@ class TrainConfig:
                 setattr(self, name, value)
         if self.family == "decoder-only" and not builtin and self.windows is None:
             self.windows = "random"
+        _validate_score(self)
 
     @property
     def stream(self) -> bool:
@@ -276,6 +295,29 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError(f"`out` must be a directory path. Received: out={cfg.out!r}")
     if cfg.out is not None:
         cfg.out = os.fspath(cfg.out)
+
+
+def _validate_score(cfg: TrainConfig) -> None:
+    """`early_stopping_on` and `score_examples`, once the defaults (`windows`) are set."""
+    _positive("score_examples", cfg.score_examples, optional=True)
+    if cfg.early_stopping_on is None:
+        if cfg.score_examples is not None:
+            raise ValueError("`score_examples` applies with `early_stopping_on` (a score).")
+        return
+    _choice("early_stopping_on", cfg.early_stopping_on, tuple(SCORES))
+    if not cfg.early_stopping_patience:
+        raise ValueError(
+            "`early_stopping_on` says what early stopping watches: give "
+            "`early_stopping_patience` (--early-stopping PATIENCE) too."
+        )
+    scores = () if cfg.stream else FAMILY_SCORES[cfg.family]
+    if cfg.early_stopping_on not in scores:
+        what = "a token stream" if cfg.stream else with_article(cfg.family) + " model"
+        offered = ", ".join(scores) or "none: its score is the validation loss"
+        raise ValueError(
+            f"The evaluation of {what} has no {cfg.early_stopping_on!r} score (it has "
+            f"{offered}). Received: early_stopping_on={cfg.early_stopping_on!r}"
+        )
 
 
 def _validate_data_options(cfg: TrainConfig) -> None:

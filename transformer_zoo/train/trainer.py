@@ -36,7 +36,14 @@ from transformer_zoo.train import distribution
 from transformer_zoo.train.callbacks.backup import restore_backup
 from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
-from transformer_zoo.train.config import MAX_EPOCHS, TARGET_STEPS, WARMUP_SHARE, TrainConfig
+from transformer_zoo.train.callbacks.validation_score import ValidationScore
+from transformer_zoo.train.config import (
+    DEFAULT_SCORE_EXAMPLES,
+    MAX_EPOCHS,
+    TARGET_STEPS,
+    WARMUP_SHARE,
+    TrainConfig,
+)
 from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup
 from transformer_zoo.train.pretraining import pretrain_masked_lm
 from transformer_zoo.train.recipe.optimizers import make_optimizer
@@ -233,6 +240,29 @@ def served_model(prepared: Prepared, model: keras.Model) -> ServedModel:
     return ServedModel(config, runner.dims, runner, setup.tokenizer, setup.target_tokenizer)
 
 
+def validation_score(prepared: Prepared) -> ValidationScore | None:
+    """The callback that scores the model being trained on the first `score_examples`
+    validation examples at each epoch's end (greedy, as `evaluate`), when early stopping
+    watches a score; None when it watches the loss."""
+    config = prepared.config
+    if config.early_stopping_on is None:
+        return None
+    name, limit = config.early_stopping_on, config.score_examples or DEFAULT_SCORE_EXAMPLES
+
+    def score(model: keras.Model) -> float:
+        if config.precision != "float32":  # scored as it will be saved and served
+            policy = keras.config.dtype_policy()
+            keras.config.set_dtype_policy("float32")
+            try:
+                model = float32_copy(model)
+            finally:
+                keras.config.set_dtype_policy(policy)
+        scores = evaluate(served_model(prepared, model), prepared.setup.task, "valid", limit, 0)
+        return scores[name]["all"]
+
+    return ValidationScore(name, score)
+
+
 def _save_model(model: keras.Model, out: str) -> None:
     with atomic_path(os.path.join(out, MODEL_FILE)) as temporary:
         model.save(temporary)
@@ -332,6 +362,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
             config.early_stopping_patience,
             config.backup_every,
             extra=[*rate_callbacks, *callbacks],
+            score=validation_score(prepared),
         )
         valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE, replicas=replicas)
         started = time.perf_counter()
@@ -372,8 +403,22 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         "strategy": config.strategy,
         "replicas": strategy.num_replicas_in_sync,
         "pretraining": pretraining,
+        "early_stopping": _restored(all_callbacks),
     }
     return _finish(prepared, model, summary, resumed)
+
+
+def _restored(callbacks) -> dict | None:
+    """What early stopping watched and the epoch whose weights it restored (the model
+    saved), or None without it."""
+    for callback in callbacks:
+        if isinstance(callback, keras.callbacks.EarlyStopping) and callback.best is not None:
+            return {
+                "monitor": callback.monitor,
+                "best": float(callback.best),
+                "best_epoch": int(callback.best_epoch) + 1,
+            }
+    return None
 
 
 def _warn_cut(setup: FamilySetup, max_length: int) -> None:

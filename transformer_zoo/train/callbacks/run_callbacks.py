@@ -11,6 +11,8 @@ from transformer_zoo.train.callbacks.backup import Backup
 from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
 from transformer_zoo.train.callbacks.nan_guard import NaNGuard
+from transformer_zoo.train.callbacks.validation_score import ValidationScore
+from transformer_zoo.train.config import SCORES
 
 
 def run_callbacks(
@@ -20,6 +22,7 @@ def run_callbacks(
     early_stopping_patience: int | None = None,
     backup_every: int | None = None,
     extra=(),
+    score: ValidationScore | None = None,
 ) -> list:
     """NaN guard, time budget, CSV log, best and last checkpoints, TensorBoard, early
     stopping, `extra` (e.g. the learning-rate callback) and the crash backup, writing into
@@ -34,15 +37,19 @@ def run_callbacks(
             is replaced only by a better one).
         budget: the run's `Budget`, if any.
         early_stopping_patience: stop after this many epochs without a better validation
-            loss; None: never.
+            loss (or `score`); None: never. The weights of the best epoch are restored at
+            the end.
         backup_every: back up every this many steps; None: at every epoch's end.
         extra: more callbacks, run before the backup.
+        score: the task's validation score, logged first; early stopping watches it
+            instead of the loss.
     """
     checkpoints = os.path.join(out, rd.CHECKPOINT_DIR)
     os.makedirs(checkpoints, exist_ok=True)
     last = os.path.join(checkpoints, "last.keras")
     callbacks = [NaNGuard(last)]
     callbacks += [budget] if budget else []
+    callbacks += [score] if score else []
     callbacks += [
         keras.callbacks.CSVLogger(os.path.join(out, rd.HISTORY_FILE), append=True),
         Checkpoint(
@@ -54,7 +61,16 @@ def run_callbacks(
         keras.callbacks.TensorBoard(os.path.join(out, rd.LOG_DIR), write_graph=False),
     ]
     if early_stopping_patience:
-        callbacks.append(keras.callbacks.EarlyStopping(patience=early_stopping_patience, verbose=1))
+        monitor, mode = (score.key, SCORES[score.name]) if score else ("val_loss", "min")
+        callbacks.append(
+            keras.callbacks.EarlyStopping(
+                monitor=monitor,
+                mode=mode,
+                patience=early_stopping_patience,
+                restore_best_weights=True,
+                verbose=1,
+            )
+        )
     callbacks += list(extra)
     callbacks.append(Backup(os.path.join(out, rd.BACKUP_DIR), save_freq=backup_every or "epoch"))
     return callbacks
