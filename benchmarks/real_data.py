@@ -166,6 +166,12 @@ RECIPES = {
 RECIPES["unigram-dropout"] = list(RECIPES["unigram"])
 RECIPES["unigram-dropout"][RECIPES["unigram"].index("--dropout") + 1] = "0.1"
 RECIPES["unigram-dropout"][RECIPES["unigram"].index("--epochs") + 1] = "20"
+# A third layer each side in the full 60 minutes, the epoch kept by its validation WER (on
+# 500 words at each epoch's end, inside the budget).
+RECIPES["unigram-3-layers"] = [
+    *RECIPES["unigram"], "--set", "num_layers=3",
+    "--early-stopping", "4", "--early-stopping-on", "wer", "--score-examples", "500",
+]  # fmt: skip
 CURVE_WORDS = 1000  # test words greedy-decoded for each point of the WER curve
 CURVE_EVERY = 300.0  # seconds between points
 
