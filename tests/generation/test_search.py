@@ -218,3 +218,17 @@ def test_search_and_engine_modules_import_neither_tensorflow_nor_keras():
     code = "import sys, transformer_zoo.generation.search, transformer_zoo.generation.engine, transformer_zoo.generation.onnx_runner; print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3, -1e3])
+def test_token_log_probs_match_the_softmax_formula(offset):
+    # float32 logits of an 8,000-piece vocabulary, far from 0 as well: the chosen token's
+    # log-probability against log(exp(x_t) / sum exp(x)) in float64 (shifted by hand).
+    rng = np.random.default_rng(0)
+    logits = (rng.normal(size=(3, 8000)) * 4 + offset).astype(np.float32)
+    tokens = np.array([logits[0].argmax(), 17, logits[2].argmin()])
+    x = logits.astype(np.float64) - offset
+    expected = x[np.arange(3), tokens] - np.log(np.exp(x).sum(-1))
+    got = search.token_log_probs(logits, tokens)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)

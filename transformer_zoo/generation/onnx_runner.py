@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import onnxruntime as ort
+from onnxruntime.capi import onnxruntime_pybind11_state as C
 
 from transformer_zoo.errors import ModelDirectoryError, first_line
 
@@ -14,6 +15,7 @@ DEFAULT_THREADS = 2  # 2 intra-op threads decoded ~1.7x faster than 1 on a 2-cor
 # (benchmarks/serving.py); on cores that other processes share, they made 2-thread
 # decoding up to 2x slower than 1 thread: turn it off there.
 DEFAULT_SPINNING = True
+_CPU = C.OrtDevice(C.OrtDevice.cpu(), C.OrtDevice.default_memory(), 0)
 
 
 def make_session(
@@ -97,17 +99,26 @@ class OnnxRunner:
 
         Returns:
             Every output by name: numpy for `numpy_outputs` (all of them if empty),
-            OrtValues otherwise.
+            onnxruntime's C-level `OrtValue`s otherwise (they have `.numpy()`).
+
+        This calls the session's C binding (`InferenceSession._sess`) the way
+        `InferenceSession.run_with_ort_values` does, without its per-call Python work
+        (checks of the names it is given and a Python wrapper around every output): at
+        1-2 ms per decoded token that work was 10% of the step (`benchmarks/serving.py`).
         """
         session = self.sessions[graph]
-        values = {
-            name: value
-            if isinstance(value, ort.OrtValue)
-            else ort.OrtValue.ortvalue_from_numpy(np.asarray(value, order="C"))  # 0-d stays 0-d
-            for name, value in feeds.items()
-        }
-        outputs = session.run_with_ort_values(self.outputs[graph], values)
+        arrays = []  # a C OrtValue of a numpy array reads the array's buffer: keep it alive
+        values = {}
+        for name, value in feeds.items():
+            if isinstance(value, ort.OrtValue):
+                value = value._ortvalue
+            elif not isinstance(value, C.OrtValue):
+                array = np.asarray(value, order="C")  # 0-d stays 0-d
+                arrays.append(array)
+                value = C.OrtValue.ortvalue_from_numpy(array, _CPU)
+            values[name] = value
         names = self.outputs[graph]
+        outputs = session._sess.run_with_ort_values(values, names, None)
         return {
             name: value.numpy() if not numpy_outputs or name in numpy_outputs else value
             for name, value in zip(names, outputs, strict=True)
@@ -118,6 +129,6 @@ class OnnxRunner:
 
     def take(self, value, indices: np.ndarray):
         """Rows `indices` of a cache tensor (beam search reorders them)."""
-        if isinstance(value, ort.OrtValue):
+        if isinstance(value, (ort.OrtValue, C.OrtValue)):
             value = value.numpy()
         return np.ascontiguousarray(value[indices])

@@ -52,10 +52,22 @@ class SearchResult:
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise log-softmax in float64 (the sampler and the scores share it)."""
+    """Row-wise log-softmax in float64 (the sampler, beam search and top log-probs)."""
     logits = np.asarray(logits, dtype=np.float64)
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def token_log_probs(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """`log_softmax(logits)[row, tokens[row]]` for each row of (B, V) logits, as float64,
+    without the (B, V) float64 log-softmax: the exponentials in the logits' own precision,
+    their sum in float64 (within ~1e-6 of `log_softmax`). At a vocabulary of 8,000 this is
+    a third of its time, which a decoding step of about 1 ms would otherwise spend."""
+    logits = np.asarray(logits)
+    top = logits.max(axis=-1, keepdims=True)
+    total = np.exp(logits - top).sum(axis=-1, dtype=np.float64)
+    picked = np.take_along_axis(logits, np.asarray(tokens)[:, None], axis=-1)[:, 0]
+    return (picked - top[:, 0]).astype(np.float64) - np.log(total)
 
 
 @dataclass(frozen=True)
@@ -64,9 +76,10 @@ class Greedy:
 
     name: ClassVar[str] = "greedy"
 
-    def draw(self, logp: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
-        """The next token of each row of (B, V) log-probabilities: the most likely."""
-        return logp.argmax(-1)
+    def draw(self, logits: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """The next token of each row of (B, V) logits (or log-probabilities): the most
+        likely."""
+        return np.asarray(logits).argmax(-1)
 
     def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
         return greedy_search(engine, inputs, max_new_tokens, eos_id, pad_id)
@@ -107,10 +120,11 @@ class Sampling:
         if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={self.top_p!r}")
 
-    def draw(self, logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The next token of each row of (B, V) log-probabilities, drawn with `rng` (one
-        uniform per row: inverse-CDF sampling of the filtered distribution)."""
-        probs = np.exp(log_softmax(logp / self.temperature))  # (B, V)
+    def draw(self, logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The next token of each row of (B, V) logits (or log-probabilities: the same
+        distribution), drawn with `rng` (one uniform per row: inverse-CDF sampling of the
+        filtered distribution)."""
+        probs = np.exp(log_softmax(np.asarray(logits) / self.temperature))  # (B, V)
         probs = filter_top_k_top_p(probs, self.top_k, self.top_p)
         cdf = np.cumsum(probs / probs.sum(-1, keepdims=True), axis=-1)
         draws = rng.random((probs.shape[0], 1))
@@ -227,7 +241,7 @@ def sample(
     config = Sampling() if config is None else config
     rng = np.random.default_rng(config.seed)
     return _decode_rows(
-        engine, inputs, max_new_tokens, eos_id, pad_id, lambda logp: config.draw(logp, rng)
+        engine, inputs, max_new_tokens, eos_id, pad_id, lambda logits: config.draw(logits, rng)
     )
 
 
@@ -250,7 +264,8 @@ def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None
 
 
 def _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose) -> SearchResult:
-    """The loop shared by greedy search and sampling: one token per row per step."""
+    """The loop shared by greedy search and sampling: one token per row per step;
+    `choose` maps (B, V) logits to (B,) tokens."""
     _check_max_new_tokens(max_new_tokens)
     logits, state = engine.start(inputs)
     batch = logits.shape[0]
@@ -258,9 +273,8 @@ def _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose) -> Sear
     scores = np.zeros(batch)
     tokens = []
     for t in range(max_new_tokens):
-        logp = log_softmax(logits)
-        chosen = np.where(done, pad_id, choose(logp)).astype(np.int64)  # (B,)
-        scores += np.where(done, 0.0, logp[np.arange(batch), chosen])
+        chosen = np.where(done, pad_id, choose(logits)).astype(np.int64)  # (B,)
+        scores += np.where(done, 0.0, token_log_probs(logits, chosen))
         tokens.append(chosen)
         if eos_id is not None:
             done |= chosen == eos_id

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from transformer_zoo.generation.search import Greedy, Sampling, log_softmax
+from transformer_zoo.generation.search import Greedy, Sampling, log_softmax, token_log_probs
 
 log = logging.getLogger(__name__)
 
@@ -231,20 +231,22 @@ class GenerationScheduler(_Worker):
 
     def _draw(self, rows: list[GenerationRow], logits: np.ndarray) -> np.ndarray:
         """Each row's next token, emitted; a row that ends is marked finished."""
-        logp = log_softmax(logits)  # (B, V)
         tokens = np.zeros(len(rows), np.int64)
         for i, row in enumerate(rows):
-            token = int(row.strategy.draw(logp[i : i + 1], row.rng)[0])
-            tokens[i] = token
+            tokens[i] = row.strategy.draw(logits[i : i + 1], row.rng)[0]
+        chosen = token_log_probs(logits, tokens)  # (B,)
+        for i, row in enumerate(rows):
+            token = int(tokens[i])
             if token == self.eos_id:
                 self._finish(row, "stop")
                 continue
             top = []
             if row.top_logprobs:
-                best = np.argsort(-logp[i], kind="stable")[: row.top_logprobs]
-                top = [(int(t), float(logp[i, t])) for t in best]
+                logp = log_softmax(logits[i])
+                best = np.argsort(-logp, kind="stable")[: row.top_logprobs]
+                top = [(int(t), float(logp[t])) for t in best]
             row.generated += 1
-            row.emit(Token(token, float(logp[i, token]), top))
+            row.emit(Token(token, float(chosen[i]), top))
             if row.generated >= row.max_new_tokens:
                 self._finish(row, "length")
         self.observe("tokens", len(rows))
