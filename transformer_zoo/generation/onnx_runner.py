@@ -104,7 +104,7 @@ class OnnxRunner:
         This calls the session's C binding (`InferenceSession._sess`) the way
         `InferenceSession.run_with_ort_values` does, without its per-call Python work
         (checks of the names it is given and a Python wrapper around every output): at
-        1-2 ms per decoded token that work was 10% of the step (`benchmarks/serving.py`).
+        1-2 ms per decoded token that work was 10-15% of the step (`benchmarks/serving.py`).
         """
         session = self.sessions[graph]
         arrays = []  # a C OrtValue of a numpy array reads the array's buffer: keep it alive
@@ -119,9 +119,10 @@ class OnnxRunner:
             values[name] = value
         names = self.outputs[graph]
         outputs = session._sess.run_with_ort_values(values, names, None)
+        # Indexed, not iterated: iterating the binding's vector took 4x as long.
         return {
-            name: value.numpy() if not numpy_outputs or name in numpy_outputs else value
-            for name, value in zip(names, outputs, strict=True)
+            name: outputs[i].numpy() if not numpy_outputs or name in numpy_outputs else outputs[i]
+            for i, name in enumerate(names)
         }
 
     def accepts(self, graph: str, name: str) -> bool:

