@@ -271,3 +271,30 @@ def test_wordpiece_embeddings_agree_on_keras_and_onnx(wordpiece_artifacts):
         {"token_ids": encoded["input_ids"], "padding_mask": encoded["attention_mask"]}
     )
     np.testing.assert_allclose(onnx_vectors, np.asarray(reference), atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder", "encoder-only"])
+def test_the_runners_c_binding_and_onnxruntimes_public_method_give_the_same_outputs(
+    family_artifacts, family
+):
+    # OnnxRunner calls the session's C binding; an onnxruntime without it gets the public
+    # `InferenceSession.run_with_ort_values`. Both must decode (or embed) alike.
+    served = load_onnx(family_artifacts(family).export_dir)
+    bindings = served.runner.bindings
+    assert all(binding is not None for binding in bindings.values())  # the fast path runs
+
+    def outputs():
+        if family == "encoder-only":
+            return served.embed(["the cat sat", "a dog"]), None
+        if family == "encoder-decoder":
+            result = served.translate_ids([[5, 6, 7], [8, 9]], 6)
+        else:
+            result = served.generate_ids([[2, 5, 6, 7], [2, 8]], 6)
+        return result.tokens, result.scores
+
+    fast = outputs()
+    served.runner.bindings = dict.fromkeys(bindings)
+    public = outputs()
+    np.testing.assert_array_equal(fast[0], public[0])
+    if fast[1] is not None:
+        np.testing.assert_array_equal(fast[1], public[1])

@@ -88,6 +88,8 @@ class OnnxRunner:
         self.outputs = {
             name: [o.name for o in session.get_outputs()] for name, session in self.sessions.items()
         }
+        # The sessions' C bindings (see `run`); None where an onnxruntime lacks the one we know.
+        self.bindings = {name: _c_binding(session) for name, session in self.sessions.items()}
         # Inputs with a default (an initializer of the same name), such as `logits_to_keep`.
         self.optional_inputs = {
             name: {i.name for i in session.get_overridable_initializers()}
@@ -105,6 +107,7 @@ class OnnxRunner:
         `InferenceSession.run_with_ort_values` does, without its per-call Python work
         (checks of the names it is given and a Python wrapper around every output): at
         1-2 ms per decoded token that work was 10-15% of the step (`benchmarks/serving.py`).
+        An onnxruntime without that binding gets the public method, with the same results.
         """
         session = self.sessions[graph]
         arrays = []  # a C OrtValue of a numpy array reads the array's buffer: keep it alive
@@ -118,7 +121,12 @@ class OnnxRunner:
                 value = C.OrtValue.ortvalue_from_numpy(array, _CPU)
             values[name] = value
         names = self.outputs[graph]
-        outputs = session._sess.run_with_ort_values(values, names, None)
+        binding = self.bindings[graph]
+        if binding is not None:
+            outputs = binding.run_with_ort_values(values, names, None)
+        else:
+            wrapped = {name: ort.OrtValue(value) for name, value in values.items()}
+            outputs = [value._ortvalue for value in session.run_with_ort_values(names, wrapped)]
         # Indexed, not iterated: iterating the binding's vector took 4x as long.
         return {
             name: outputs[i].numpy() if not numpy_outputs or name in numpy_outputs else outputs[i]
@@ -133,3 +141,10 @@ class OnnxRunner:
         if isinstance(value, (ort.OrtValue, C.OrtValue)):
             value = value.numpy()
         return np.ascontiguousarray(value[indices])
+
+
+def _c_binding(session: ort.InferenceSession):
+    """The C object behind `session` (onnxruntime's `_sess`), where it has the
+    `run_with_ort_values(feeds, output_names, run_options)` that `OnnxRunner.run` calls."""
+    binding = getattr(session, "_sess", None)
+    return binding if callable(getattr(binding, "run_with_ort_values", None)) else None
