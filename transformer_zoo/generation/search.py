@@ -61,8 +61,9 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 def token_log_probs(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """`log_softmax(logits)[row, tokens[row]]` for each row of (B, V) logits, as float64,
     without the (B, V) float64 log-softmax: the exponentials in the logits' own precision,
-    their sum in float64 (within ~1e-6 of `log_softmax`). At a vocabulary of 8,000 this is
-    a third of its time, which a decoding step of about 1 ms would otherwise spend."""
+    their sum in float64 (within 1e-5 of `log_softmax`). For one row of 8,000 logits this
+    takes about a third of the time of `log_softmax` and indexing its result (48 against
+    137 µs on a loaded 2-core machine), time that every decoding step of 1-3 ms spends."""
     logits = np.asarray(logits)
     top = logits.max(axis=-1, keepdims=True)
     total = np.exp(logits - top).sum(axis=-1, dtype=np.float64)
