@@ -177,7 +177,7 @@ RECIPES["unigram-3-layers"] = [
 RECIPES["unigram-3-layers-decayed"] = list(RECIPES["unigram-3-layers"])
 RECIPES["unigram-3-layers-decayed"][RECIPES["unigram"].index("--epochs") + 1] = "19"
 # g2p-seq2seq's size (3 layers, width 256) on a machine with AVX-512 BF16, where it ran
-# 113 ms per step of 128 in mixed bfloat16 (148 in float32; the tiny 3-layer model 65):
+# 113 ms per step of 128 in mixed bfloat16 (148 in float32; the tiny 3-layer model 68):
 # 30 epochs planned, of which 26 fit in 60 minutes (163 ms per step inside the run, with its
 # validations; 27.02% WER on 2026-12-02). Dropout 0.1 because a model 4x the size overfits sooner
 # (the tiny one's validation loss turned at epoch 13 without it); a lower peak rate with a
