@@ -26,6 +26,7 @@ import numpy as np
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.alignment import left_align, positions
 from transformer_zoo.generation.inputs import token_array
+from transformer_zoo.generation.search import SearchResult
 from transformer_zoo.run_directory import ModelDimensions
 
 GENERATIVE_FAMILIES = ("decoder-only", "encoder-decoder")
@@ -110,6 +111,8 @@ class CachedEngine:
         }
         self.dtype = np.dtype(dims.dtype)
         self.keeps_logits = runner.accepts(self.graph, LOGITS_TO_KEEP)
+        # `greedy` in one call of the runner (`OnnxRunner`'s in-graph `Loop`)
+        self.decodes_greedily = getattr(runner, "in_graph_greedy", False)
 
     def empty_cache(self, batch: int) -> dict:
         """The P = 0 self-attention caches of `batch` rows, by input name."""
@@ -120,6 +123,24 @@ class CachedEngine:
     def start(self, inputs: dict) -> tuple[np.ndarray, CachedState]:
         tokens, where, state = self._begin(inputs, align=True)
         return self._run(tokens, where, state)
+
+    def greedy(self, inputs: dict, max_new_tokens: int, eos_id=None, pad_id=0) -> SearchResult:
+        """`search.greedy_search` in one call of the runner (where `decodes_greedily`):
+        the prompt pass and every step inside onnxruntime (`onnx_greedy`)."""
+        tokens, where, state = self._begin(inputs, align=True)
+        feeds = {
+            "input_ids": tokens.astype(np.int64),
+            "attention_mask": state.padding_mask.astype(np.int64),
+            "position_ids": where.astype(np.int64),
+            "max_new_tokens": np.array(max_new_tokens, np.int64),
+            "eos_token_id": np.array(-1 if eos_id is None else eos_id, np.int64),
+            "pad_token_id": np.array(pad_id, np.int64),
+        }
+        if self.is_encoder_decoder:
+            feeds["encoder_attention_mask"] = state.source_mask
+            feeds.update(state.cross)
+        outputs = self.runner.greedy(self.graph, feeds)
+        return SearchResult(outputs["tokens"], outputs["scores"].astype(np.float64))
 
     def forward(self, inputs: dict) -> np.ndarray:
         """Teacher forcing: (B, T, V) float32 logits at every position of whole sequences

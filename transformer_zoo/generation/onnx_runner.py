@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as C
 
 from transformer_zoo.errors import ModelDirectoryError, first_line
+from transformer_zoo.generation.onnx_greedy import greedy_graph
 
 DEFAULT_THREADS = 2  # 2 intra-op threads decoded ~1.7x faster than 1 on a 2-core machine
 # onnxruntime's own default. Spinning workers decoded 10-20% faster on an idle machine
@@ -19,12 +21,13 @@ _CPU = C.OrtDevice(C.OrtDevice.cpu(), C.OrtDevice.default_memory(), 0)
 
 
 def make_session(
-    path: str,
+    path: str | bytes,
     intra_op_num_threads: int = DEFAULT_THREADS,
     enable_profiling: bool = False,
     allow_spinning: bool = DEFAULT_SPINNING,
 ) -> ort.InferenceSession:
-    """A CPU session with every graph optimisation on.
+    """A CPU session with every graph optimisation on, of the model file `path` (or of a
+    serialized model).
 
     `allow_spinning`: idle intra-op threads busy-wait for the next piece of work
     (onnxruntime's default, the fastest on cores of one's own) or sleep (False: better
@@ -39,7 +42,7 @@ def make_session(
             "`intra_op_num_threads` must be a non-negative integer (0: onnxruntime's default). "
             f"Received: intra_op_num_threads={intra_op_num_threads!r}"
         )
-    if not os.path.isfile(path):
+    if not isinstance(path, bytes) and not os.path.isfile(path):
         raise ModelDirectoryError(f"Missing model file: {path}")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -53,8 +56,9 @@ def make_session(
     try:
         return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own (non-ValueError) types
+        what = "The serialized model" if isinstance(path, bytes) else path
         raise ModelDirectoryError(
-            f"{path} is not a valid ONNX model that onnxruntime can load ({first_line(error)})."
+            f"{what} is not a valid ONNX model that onnxruntime can load ({first_line(error)})."
         ) from None
 
 
@@ -65,10 +69,16 @@ class OnnxRunner:
     step are fed back as they are, without a round trip through numpy); everything the
     search code reads is returned as numpy.
 
+    Greedy search runs in one call where `in_graph_greedy` is on (`greedy`): the step
+    graph wrapped in an ONNX `Loop` (`onnx_greedy.greedy_graph`), whose session is made
+    the first time it is asked for and then holds a second copy of the decoder's weights.
+
     Args:
         files: graph name (`"model"`, `"encoder"`, `"decoder"`) → `.onnx` path.
         intra_op_num_threads: onnxruntime's intra-op threads per session.
         allow_spinning: let idle intra-op threads busy-wait (see `make_session`).
+        in_graph_greedy: decode greedily in one onnxruntime call (False: a call per token,
+            driven by `search.greedy_search`, with one copy of the weights).
     """
 
     def __init__(
@@ -76,25 +86,27 @@ class OnnxRunner:
         files: dict[str, str],
         intra_op_num_threads: int = DEFAULT_THREADS,
         allow_spinning: bool = DEFAULT_SPINNING,
+        in_graph_greedy: bool = True,
     ):
-        self.sessions = {
-            name: make_session(path, intra_op_num_threads, allow_spinning=allow_spinning)
-            for name, path in files.items()
-        }
-        self.inputs = {
-            name: {i.name: i for i in session.get_inputs()}
-            for name, session in self.sessions.items()
-        }
-        self.outputs = {
-            name: [o.name for o in session.get_outputs()] for name, session in self.sessions.items()
-        }
+        self.files = dict(files)
+        self.in_graph_greedy = in_graph_greedy
+        self._session_options = (intra_op_num_threads, allow_spinning)
+        self.sessions, self.inputs, self.outputs = {}, {}, {}
         # The sessions' C bindings (see `run`); None where an onnxruntime lacks the one we know.
-        self.bindings = {name: _c_binding(session) for name, session in self.sessions.items()}
+        self.bindings = {}
         # Inputs with a default (an initializer of the same name), such as `logits_to_keep`.
-        self.optional_inputs = {
-            name: {i.name for i in session.get_overridable_initializers()}
-            for name, session in self.sessions.items()
-        }
+        self.optional_inputs = {}
+        for name, path in files.items():
+            self._add(name, path)
+
+    def _add(self, name: str, model: str | bytes) -> None:
+        threads, spinning = self._session_options
+        session = make_session(model, threads, allow_spinning=spinning)
+        self.sessions[name] = session
+        self.inputs[name] = {i.name: i for i in session.get_inputs()}
+        self.outputs[name] = [o.name for o in session.get_outputs()]
+        self.bindings[name] = _c_binding(session)
+        self.optional_inputs[name] = {i.name for i in session.get_overridable_initializers()}
 
     def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict:
         """Runs `graph` on `feeds` (numpy arrays or OrtValues, by name).
@@ -132,6 +144,15 @@ class OnnxRunner:
             name: outputs[i].numpy() if not numpy_outputs or name in numpy_outputs else outputs[i]
             for i, name in enumerate(names)
         }
+
+    def greedy(self, graph: str, feeds: dict) -> dict:
+        """Greedy search over the step graph `graph` in one call: `feeds` as
+        `onnx_greedy.greedy_graph` takes them; returns its `tokens` and `scores`."""
+        name = f"{graph}+greedy"
+        if name not in self.sessions:
+            step = onnx.load(self.files[graph])
+            self._add(name, greedy_graph(step).SerializeToString())
+        return self.run(name, feeds)
 
     def accepts(self, graph: str, name: str) -> bool:
         return name in self.inputs.get(graph, {}) or name in self.optional_inputs.get(graph, ())

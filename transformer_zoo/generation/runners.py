@@ -24,9 +24,10 @@ def open_runner(
     engine: str = "onnx",
     intra_op_num_threads: int = DEFAULT_THREADS,
     allow_spinning: bool = DEFAULT_SPINNING,
+    in_graph_greedy: bool = True,
 ):
-    """`(runner, ModelDimensions)` of `directory` for `engine`; the thread settings apply to
-    the ONNX engine.
+    """`(runner, ModelDimensions)` of `directory` for `engine`; the thread settings and
+    `in_graph_greedy` (see `OnnxRunner`) apply to the ONNX engine.
 
     Raises:
         ValueError: an unknown engine.
@@ -49,7 +50,7 @@ def open_runner(
         missing = [os.path.basename(p) for p in files.values() if not os.path.isfile(p)]
         if missing:
             raise ModelDirectoryError(f"{directory!r} lacks {', '.join(missing)}.")
-        return OnnxRunner(files, intra_op_num_threads, allow_spinning), dims
+        return OnnxRunner(files, intra_op_num_threads, allow_spinning, in_graph_greedy), dims
     path = os.path.join(directory, entry.get("directory", "saved_model"))
     if not os.path.isdir(path):
         raise ModelDirectoryError(f"{directory!r} lacks its SavedModel directory {path}.")

@@ -16,6 +16,10 @@ An engine implements the `Engine` protocol:
 - `step(next_tokens (B,), state) -> (logits (B, V), state)`: append one token per row.
 - `reorder(state, indices (B',)) -> state`: keep rows `indices` of the state, in that
   order; beam search uses it both to expand B rows into B·K beams and to follow the beams.
+- optionally, `greedy(inputs, max_new_tokens, eos_id, pad_id) -> SearchResult` where its
+  `decodes_greedily` is true: the same greedy search in one call of the engine's runtime
+  (`CachedEngine` over onnxruntime: an ONNX `Loop`, `onnx_greedy`), which
+  `greedy_search` then uses instead of stepping.
 
 The state is opaque to the search code (device tensors, caches, masks).
 """
@@ -224,7 +228,11 @@ def greedy_search(
     eos_id: int | None = None,
     pad_id: int = 0,
 ) -> SearchResult:
-    """Pick the most likely token at every step."""
+    """Pick the most likely token at every step; in one call where the engine
+    `decodes_greedily` (the same tokens; see the module docstring)."""
+    if getattr(engine, "decodes_greedily", False):
+        _check_max_new_tokens(max_new_tokens)
+        return engine.greedy(inputs, max_new_tokens, eos_id, pad_id)
     return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, Greedy().draw)
 
 
