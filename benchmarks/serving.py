@@ -10,7 +10,10 @@ once, which would let the ONNX file read fewer bytes per token than it should.
 Rows (tokens/s = 128 / wall time of a whole `generate`, prompt included):
 - onnx fused: `transformer_zoo.serving` on our default export (onnxruntime's fused
   operators, `export.onnx.fused`), 2 intra-op threads that spin while idle (onnxruntime's
-  default), and the variants: threads that sleep, 1 thread;
+  default), greedy search in one onnxruntime call (an ONNX `Loop` over the step graph,
+  `generation.onnx_greedy`); "stepped from Python": the same file with a session call per
+  token (`in_graph_greedy=False`, the HTTP server's way); and the variants: threads that
+  sleep, 1 thread;
 - onnx plain: the `graphs="plain"` export (tf2onnx, LayerNorm fused, graph rewrites), and
   the variants without rewrites and without LayerNorm fusion;
 - int8 / int4: those exports through `quantize_onnx` (int8: `quantize_dynamic`; int4:
@@ -209,9 +212,10 @@ def decoder_benchmark(work: Path, repeats: int, variants: bool) -> dict:
     files, runners = {}, {}
 
     def add(name, directory, genai=True):
-        served = load_onnx(directory, intra_op_num_threads=2)
-        runners[name] = lambda: served.generate_ids(prompt, NEW_TOKENS).tokens[0]
-        files[name] = directory / "model.onnx"
+        for label, in_graph in ((name, True), (f"{name}, stepped from Python", False)):
+            served = load_onnx(directory, intra_op_num_threads=2, in_graph_greedy=in_graph)
+            runners[label] = lambda s=served: s.generate_ids(prompt, NEW_TOKENS).tokens[0]
+            files[label] = directory / "model.onnx"
         if genai:
             label = "onnxruntime-genai, " + name.removeprefix("onnx ")
             runners[label] = genai_runner(directory, prompt[0])
@@ -345,6 +349,11 @@ def markdown(results: dict) -> str:
         f"{ratio('onnx fused int8', 'onnxruntime-genai, plain int8')}; on the same fused int8 "
         f"file: {ratio('onnx fused int8', 'onnxruntime-genai, fused int8')}",
         f"- fused int4 / fused int8: {ratio('onnx fused int4', 'onnx fused int8')}",
+        f"- in one call / stepped from Python: "
+        f"{ratio('onnx fused', 'onnx fused, stepped from Python')} float32, "
+        f"{ratio('onnx fused int8', 'onnx fused int8, stepped from Python')} int8; "
+        f"stepped int8 / onnxruntime-genai on the same file: "
+        f"{ratio('onnx fused int8, stepped from Python', 'onnxruntime-genai, fused int8')}",
         f"- fused / plain: {ratio('onnx fused', 'onnx plain')} float32, "
         f"{ratio('onnx fused int8', 'onnx plain int8')} int8",
         "",
