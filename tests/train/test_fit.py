@@ -197,3 +197,35 @@ def test_the_evaluation_token_scores_equal_keras_evaluate_on_the_pipeline(runs):
     saved = runs["encoder-decoder"].metrics["test"]
     assert saved["token_accuracy"] == pytest.approx(scores["masked_accuracy"], abs=1e-6)
     assert saved["perplexity"] == pytest.approx(scores["perplexity"], rel=1e-4)
+
+
+def test_evaluate_decodes_with_the_search_it_is_given(runs, capsys):
+    from transformer_zoo.cli import main
+    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.evaluation.evaluate import evaluate
+    from transformer_zoo.generation import BeamSearch
+    from transformer_zoo.serving import load_served_model
+
+    run_dir = runs["encoder-decoder"].run_dir
+    served = load_served_model(run_dir, "keras")
+    searches, translate = [], served.translate_ids
+
+    def spy(rows, max_new_tokens=None, search=None):
+        searches.append(search)
+        return translate(rows, max_new_tokens, search)
+
+    served.translate_ids = spy
+    beam = BeamSearch(num_beams=3)
+    evaluate(served, run_task(load_run_config(run_dir)), search=beam)
+    assert searches and all(search == beam for search in searches)
+
+    metrics_file = os.path.join(run_dir, "metrics.json")
+    with open(metrics_file, encoding="utf-8") as file:
+        before = file.read()
+    assert main(["evaluate", run_dir, "--strategy", "beam", "--num-beams", "3"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["search"] == {"strategy": "beam", "num_beams": 3, "length_penalty": 1.0}
+    with open(metrics_file, encoding="utf-8") as file:
+        assert file.read() == before  # metrics.json keeps the greedy scores
+    assert main(["evaluate", run_dir, "--num-beams", "3"]) == 2  # a flag of another strategy
+    assert "num_beams" in capsys.readouterr().err

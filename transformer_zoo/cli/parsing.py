@@ -64,3 +64,46 @@ def fraction_or_none(text: str) -> float | None:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or 'none', got {text!r}")
     return value
+
+
+# The options of the search strategies, by their `generation.search` field names.
+SEARCH_FLAGS = {
+    "num_beams": int,
+    "length_penalty": float,
+    "temperature": float,
+    "top_k": int,
+    "top_p": float,
+    "seed": int,
+}
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--strategy` and the options of the strategies (`generate`, `translate`,
+    `evaluate`)."""
+    from transformer_zoo.generation import STRATEGIES
+
+    parser.add_argument(
+        "--strategy",
+        choices=tuple(STRATEGIES),
+        default="greedy",
+        help="greedy (default); sample takes --temperature --top-k --top-p --seed; beam "
+        "takes --num-beams --length-penalty (a flag of another strategy is an error)",
+    )
+    for flag, kind in SEARCH_FLAGS.items():
+        parser.add_argument(f"--{flag.replace('_', '-')}", type=kind)
+
+
+def search_from_arguments(args: argparse.Namespace):
+    """The search strategy value of the flags of `add_search_arguments`; a flag the
+    strategy does not take is refused (`search_config`), not ignored.
+
+    Raises:
+        UsageError: a flag of another strategy, or a bad value.
+    """
+    from transformer_zoo.generation.search import search_config
+
+    given = {name: getattr(args, name) for name in SEARCH_FLAGS if getattr(args, name) is not None}
+    try:
+        return search_config(args.strategy, **given)
+    except ValueError as error:
+        raise UsageError.from_error(error) from None

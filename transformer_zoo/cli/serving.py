@@ -13,10 +13,15 @@ import json
 import os
 import sys
 
-from transformer_zoo.cli.parsing import UsageError, positive_int
+from transformer_zoo.cli.parsing import (
+    UsageError,
+    add_search_arguments,
+    positive_int,
+    search_from_arguments,
+)
 from transformer_zoo.errors import InputError, first_line
 from transformer_zoo.files import atomic_path
-from transformer_zoo.generation import ENGINES, STRATEGIES
+from transformer_zoo.generation import ENGINES
 
 
 def register(commands) -> None:
@@ -64,26 +69,7 @@ def _serving_arguments(parser) -> None:
 def _search_arguments(parser, name: str) -> None:
     default = 32 if name == "generate" else None
     parser.add_argument("--max-new-tokens", type=positive_int, default=default)
-    parser.add_argument(
-        "--strategy",
-        choices=tuple(STRATEGIES),
-        default="greedy",
-        help="greedy (default); sample takes --temperature --top-k --top-p --seed; beam "
-        "takes --num-beams --length-penalty (a flag of another strategy is an error)",
-    )
-    for flag, kind in SEARCH_FLAGS.items():
-        parser.add_argument(f"--{flag.replace('_', '-')}", type=kind)
-
-
-# The options of the search strategies, by their `generation.search` field names.
-SEARCH_FLAGS = {
-    "num_beams": int,
-    "length_penalty": float,
-    "temperature": float,
-    "top_k": int,
-    "top_p": float,
-    "seed": int,
-}
+    add_search_arguments(parser)
 
 
 def _read_inputs(args) -> list[str]:
@@ -156,22 +142,6 @@ def _serve(args, call, skip_blank: bool = False, blank=None):
     return inputs, outputs
 
 
-def _search(args):
-    """The search strategy value of the parsed flags; a flag the strategy does not take is
-    refused (`search_config`), not ignored."""
-    from transformer_zoo.generation.search import search_config
-
-    given = {name: getattr(args, name) for name in SEARCH_FLAGS if getattr(args, name) is not None}
-    return search_config(args.strategy, **given)
-
-
-def _checked_search(args):
-    try:
-        return _search(args)
-    except ValueError as error:  # a flag of another strategy, a bad value
-        raise UsageError.from_error(error) from None
-
-
 def _print_texts(args, inputs, outputs, key: str) -> int:
     for text, output in zip(inputs, outputs, strict=True):
         if args.format == "jsonl":
@@ -182,7 +152,7 @@ def _print_texts(args, inputs, outputs, key: str) -> int:
 
 
 def _generate(args) -> int:
-    search = _checked_search(args)
+    search = search_from_arguments(args)
     inputs, outputs = _serve(
         args, lambda m, xs: m.generate(xs, args.max_new_tokens, search), skip_blank=True, blank=""
     )
@@ -190,7 +160,7 @@ def _generate(args) -> int:
 
 
 def _translate(args) -> int:
-    search = _checked_search(args)
+    search = search_from_arguments(args)
     inputs, outputs = _serve(
         args, lambda m, xs: m.translate(xs, args.max_new_tokens, search), skip_blank=True, blank=""
     )

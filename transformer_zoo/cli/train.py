@@ -9,6 +9,7 @@ the arguments are known to be well-formed (`train.config` imports none).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -16,9 +17,11 @@ import sys
 from transformer_zoo.architectures import preset_names
 from transformer_zoo.cli.parsing import (
     UsageError,
+    add_search_arguments,
     non_negative_float,
     positive_float,
     positive_int,
+    search_from_arguments,
 )
 from transformer_zoo.run_directory import BACKUP_DIR, FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES as TOKENIZER_KINDS
@@ -195,7 +198,9 @@ def register(commands) -> None:
         "split scored with the Keras model is written to its metrics.json. The last "
         "line of output is one JSON object: examples, and as they apply exact_match, "
         "accuracy, wer, per (fractions), bleu, chrf, val_loss (nats per token), "
-        "perplexity, token_accuracy; the engine and the model scored.",
+        "perplexity, token_accuracy; the engine and the model scored, and the search "
+        "unless greedy. Generated outputs are decoded with --strategy (greedy by default; "
+        "the teacher-forced scores do not depend on it).",
     )
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--split", choices=("test", "valid"), default="test")
@@ -209,6 +214,7 @@ def register(commands) -> None:
     evaluate.add_argument(
         "--model", metavar="EXPORT_DIR", help="the export to score (onnx, saved_model)"
     )
+    add_search_arguments(evaluate)
     evaluate.set_defaults(handler=_evaluate)
 
 
@@ -379,13 +385,15 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
     if args.engine == "keras" and args.model is not None:
         raise UsageError("--model names an export: give --engine onnx or saved_model with it")
+    search = search_from_arguments(args)
+    greedy = search.name == "greedy"
     try:
         scores = evaluate_directory(
-            args.run_dir, args.split, args.engine, test=args.test, model=args.model
+            args.run_dir, args.split, args.engine, test=args.test, model=args.model, search=search
         )
     except (ValueError, OSError) as error:  # RunError, DataError, a missing file
         raise UsageError.from_error(error) from None
-    if args.engine == "keras" and args.test is None:
+    if args.engine == "keras" and args.test is None and greedy:  # metrics.json: greedy
         path = os.path.join(args.run_dir, METRICS_FILE)
         metrics = read_json(path) if os.path.isfile(path) else {}
         metrics[args.split] = scores
@@ -397,5 +405,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     flat = {**headline(scores), "engine": args.engine, "model": args.model or args.run_dir}
     if args.test:
         flat["file"] = args.test
+    if not greedy:
+        flat["search"] = {"strategy": search.name, **dataclasses.asdict(search)}
     print(json.dumps(flat, ensure_ascii=False))
     return 0

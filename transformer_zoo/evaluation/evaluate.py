@@ -43,7 +43,7 @@ from transformer_zoo.evaluation.metrics import (
     phone_error_rate,
     word_error_rate,
 )
-from transformer_zoo.generation.search import log_softmax
+from transformer_zoo.generation.search import SearchConfig, log_softmax
 from transformer_zoo.text.formats import (
     language_model_example,
     prompt_ids,
@@ -59,7 +59,14 @@ CJK = re.compile(r"[\u3400-\u9fff]")
 ERRORS_PER_CATEGORY = 5
 
 
-def evaluate(served, task, split: str = "test", limit: int | None = None, samples: int = 5) -> dict:
+def evaluate(
+    served,
+    task,
+    split: str = "test",
+    limit: int | None = None,
+    samples: int = 5,
+    search: SearchConfig | None = None,
+) -> dict:
     """The metrics of `served` on a split of `task` (see the module docstring).
 
     Args:
@@ -68,6 +75,9 @@ def evaluate(served, task, split: str = "test", limit: int | None = None, sample
         split: `"test"` or `"valid"`.
         limit: score only the first this many examples.
         samples: how many example predictions to include.
+        search: how generated outputs are decoded (`Greedy()` by default,
+            `BeamSearch(...)`, seeded `Sampling(...)`); the teacher-forced scores do not
+            depend on it.
 
     Returns:
         A JSON-ready dict: `split`, `examples`, the family's scores (per category where
@@ -97,7 +107,7 @@ def evaluate(served, task, split: str = "test", limit: int | None = None, sample
     scored = _distinct_sources(examples) if task.family == "encoder-decoder" else examples
     categories = [e.category or "all" for e in scored]
     inputs, references = _inputs_and_references(scored)
-    predictions = predict(served, scored)
+    predictions = predict(served, scored, search)
     if task.family == "encoder-only":
         result["accuracy"] = per_category(accuracy, predictions, references, categories)
     else:
@@ -118,14 +128,15 @@ def evaluate(served, task, split: str = "test", limit: int | None = None, sample
     return result
 
 
-def predict(served, examples) -> list[str] | None:
+def predict(served, examples, search: SearchConfig | None = None) -> list[str] | None:
     """What the evaluation scores, in input order: translations, completions of the
-    prompts (None for plain text, which has none), or class labels."""
+    prompts (None for plain text, which has none), both decoded with `search` (default
+    greedy), or class labels."""
     if served.family == "encoder-decoder":
-        return _translate(served, [e.source for e in examples])
+        return _translate(served, [e.source for e in examples], search)
     if served.family == "decoder-only":
         prompts = [e.prompt for e in examples]
-        return _complete(served, prompts) if any(prompts) else None
+        return _complete(served, prompts, search) if any(prompts) else None
     return _classify(served, examples)
 
 
@@ -169,19 +180,19 @@ def _by_length(rows: list[list[int]]):
         yield order[start : start + BATCH_SIZE]
 
 
-def _translate(served, sources: list[str]) -> list[str]:
+def _translate(served, sources: list[str], search) -> list[str]:
     rows = [source_ids(served.tokenizer, s, served.max_length) for s in sources]
     context = served.dims.max_length
     texts = [""] * len(rows)
     for batch in _by_length(rows):
         caps = [min(context - 1, 2 * len(rows[i]) + 16) for i in batch]
-        result = served.translate_ids([rows[i] for i in batch], max(caps))
+        result = served.translate_ids([rows[i] for i in batch], max(caps), search)
         for i, tokens, cap in zip(batch, result.tokens, caps, strict=True):
             texts[i] = served.target_tokenizer.decode(tokens[:cap])
     return texts
 
 
-def _complete(served, prompts: list[str]) -> list[str]:
+def _complete(served, prompts: list[str], search) -> list[str]:
     rows = [prompt_ids(served.tokenizer, p, served.max_length) for p in prompts]
     context = served.dims.max_length
     texts = [""] * len(rows)
@@ -189,7 +200,7 @@ def _complete(served, prompts: list[str]) -> list[str]:
         room = min(COMPLETION_TOKENS, context - max(len(rows[i]) for i in batch))
         if room < 1:
             continue  # prompts that fill the context leave nothing to complete
-        result = served.generate_ids([rows[i] for i in batch], room)
+        result = served.generate_ids([rows[i] for i in batch], room, search=search)
         for i, tokens in zip(batch, result.tokens, strict=True):
             texts[i] = served.tokenizer.decode(tokens)
     return texts
@@ -289,6 +300,7 @@ def evaluate_directory(
     engine: str = "keras",
     test: str | None = None,
     model: str | None = None,
+    search: SearchConfig | None = None,
 ) -> dict:
     """Recomputes the evaluation of a run (or exported) directory on the task its
     `config.json` names (data, seed, example limit), with `engine` (`"keras"` reads the
@@ -301,6 +313,7 @@ def evaluate_directory(
         test: a file to score instead of the run's test split (read as its data was).
         model: the directory of the model to score (an export of the run); default
             `directory`.
+        search: how generated outputs are decoded (default greedy; see `evaluate`).
 
     Raises:
         RunError / DataError / ModelDirectoryError (ValueErrors): not a trained run or
@@ -317,7 +330,7 @@ def evaluate_directory(
             f"--model {model} holds {with_article(served.family)} model; {directory} "
             f"{with_article(config.family)} one."
         )
-    return evaluate(served, run_task(config, test), "test" if test else split)
+    return evaluate(served, run_task(config, test), "test" if test else split, search=search)
 
 
 HEADLINE = ("examples", "exact_match", "accuracy", "wer", "per", "bleu", "chrf")
