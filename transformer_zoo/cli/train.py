@@ -157,6 +157,13 @@ def register(commands) -> None:
         type=non_negative_float,
         help="of the translation and language-model loss (default 0.1; 0 on token streams)",
     )
+    train.add_argument(
+        "--ema",
+        type=positive_float,
+        metavar="MOMENTUM",
+        help="keep a moving average of the weights (for example 0.999) and validate, "
+        "checkpoint and save it (default: none)",
+    )
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--steps-per-execution", type=int, default=10)
     train.add_argument("--max-examples", type=int, help="train on this many examples only")
@@ -262,6 +269,7 @@ def config_from_args(args: argparse.Namespace):
         min_learning_rate=args.min_learning_rate,
         clip_norm=args.clip_norm,
         label_smoothing=args.label_smoothing,
+        ema_momentum=args.ema,
     )
 
 

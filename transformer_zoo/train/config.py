@@ -128,6 +128,9 @@ class TrainConfig:
         clip_norm: clip the gradients' global norm to this (default: no clipping).
         label_smoothing: of the generative families' loss (default 0.1, and 0 for
             windows of a token stream, whose loss is then the per-token cross-entropy).
+        ema_momentum: keep an exponential moving average of the weights with this
+            momentum (for example 0.999), which validation, the checkpoints, early
+            stopping and the saved model use (`callbacks.averaged_weights`); None: none.
     """
 
     family: str
@@ -168,6 +171,7 @@ class TrainConfig:
     min_learning_rate: float | None = None
     clip_norm: float | None = None
     label_smoothing: float | None = None
+    ema_momentum: float | None = None
     evaluate: bool = True
 
     def __post_init__(self) -> None:
@@ -276,6 +280,14 @@ def _validate(cfg: TrainConfig) -> None:
     ):
         raise ValueError(
             f"`label_smoothing` must be in [0, 1). Received: label_smoothing={cfg.label_smoothing!r}"
+        )
+    if cfg.ema_momentum is not None and not (
+        isinstance(cfg.ema_momentum, (int, float))
+        and not isinstance(cfg.ema_momentum, bool)
+        and 0 < cfg.ema_momentum < 1
+    ):
+        raise ValueError(
+            f"`ema_momentum` must be in (0, 1). Received: ema_momentum={cfg.ema_momentum!r}"
         )
     if cfg.warmup_steps is not None and (
         not isinstance(cfg.warmup_steps, int) or cfg.warmup_steps < 0

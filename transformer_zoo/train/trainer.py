@@ -322,6 +322,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 weight_decay=config.weight_decay,
                 min_learning_rate=config.min_learning_rate,
                 clip_norm=config.clip_norm,
+                ema_momentum=config.ema_momentum,
             )
             model.compile(
                 optimizer=optimizer,
@@ -363,6 +364,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
             config.backup_every,
             extra=[*rate_callbacks, *callbacks],
             score=validation_score(prepared),
+            averaged=config.ema_momentum is not None,
         )
         valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE, replicas=replicas)
         started = time.perf_counter()

@@ -7,6 +7,7 @@ import os
 import keras
 
 from transformer_zoo import run_directory as rd
+from transformer_zoo.train.callbacks.averaged_weights import AveragedWeights
 from transformer_zoo.train.callbacks.backup import Backup
 from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
@@ -23,8 +24,9 @@ def run_callbacks(
     backup_every: int | None = None,
     extra=(),
     score: ValidationScore | None = None,
+    averaged: bool = False,
 ) -> list:
-    """NaN guard, time budget, CSV log, best and last checkpoints, TensorBoard, early
+    """The weights' moving average swapped in (with `averaged`), NaN guard, time budget, CSV log, best and last checkpoints, TensorBoard, early
     stopping, `extra` (e.g. the learning-rate callback) and the crash backup, writing into
     the run directory `out`.
 
@@ -43,11 +45,14 @@ def run_callbacks(
         extra: more callbacks, run before the backup.
         score: the task's validation score, logged first; early stopping watches it
             instead of the loss.
+        averaged: the optimizer keeps a moving average of the weights (`use_ema`):
+            validate, score, checkpoint, stop early on and keep it (`AveragedWeights`).
     """
     checkpoints = os.path.join(out, rd.CHECKPOINT_DIR)
     os.makedirs(checkpoints, exist_ok=True)
     last = os.path.join(checkpoints, "last.keras")
-    callbacks = [NaNGuard(last)]
+    callbacks = [AveragedWeights()] if averaged else []
+    callbacks.append(NaNGuard(last))
     callbacks += [budget] if budget else []
     callbacks += [score] if score else []
     callbacks += [

@@ -9,7 +9,9 @@ from transformer_zoo.train.config import OPTIMIZERS
 from transformer_zoo.train.recipe.transformer_schedule import TransformerSchedule
 
 
-def paper_adam(d_model: int, warmup_steps: int = 4000, scale: float = 1.0) -> keras.optimizers.Adam:
+def paper_adam(
+    d_model: int, warmup_steps: int = 4000, scale: float = 1.0, **options
+) -> keras.optimizers.Adam:
     """Adam with β₁ = 0.9, β₂ = 0.98, ε = 1e-9 and the paper's warmup schedule (§5.3).
 
     Args:
@@ -17,12 +19,14 @@ def paper_adam(d_model: int, warmup_steps: int = 4000, scale: float = 1.0) -> ke
         warmup_steps: steps of linear warmup (4000 in the paper; a few hundred suits
             the tiny presets).
         scale: factor on the schedule.
+        **options: more arguments of `keras.optimizers.Adam` (`use_ema`, ...).
     """
     return keras.optimizers.Adam(
         learning_rate=TransformerSchedule(d_model, warmup_steps, scale),
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,
+        **options,
     )
 
 
@@ -33,6 +37,7 @@ def adamw_cosine(
     weight_decay: float = 0.01,
     final_fraction: float = 0.0,
     clip_norm: float | None = None,
+    **options,
 ) -> keras.optimizers.AdamW:
     """AdamW (Loshchilov & Hutter 2019) whose rate rises linearly from 0 over
     `warmup_steps`, then follows a cosine down to `final_fraction · learning_rate` at
@@ -48,6 +53,7 @@ def adamw_cosine(
         weight_decay: the decoupled weight decay.
         final_fraction: the rate at the end as a share of the peak.
         clip_norm: clip the gradients' global norm to this; None: no clipping.
+        **options: more arguments of `keras.optimizers.AdamW` (`use_ema`, ...).
     """
     if not isinstance(total_steps, int) or not 0 <= warmup_steps < total_steps:
         raise ValueError(
@@ -62,7 +68,7 @@ def adamw_cosine(
         warmup_steps=warmup_steps,
     )
     return keras.optimizers.AdamW(
-        learning_rate=schedule, weight_decay=weight_decay, global_clipnorm=clip_norm
+        learning_rate=schedule, weight_decay=weight_decay, global_clipnorm=clip_norm, **options
     )
 
 
@@ -80,6 +86,7 @@ def make_optimizer(
     weight_decay: float | None = None,
     min_learning_rate: float | None = None,
     clip_norm: float | None = None,
+    ema_momentum: float | None = None,
 ) -> tuple[keras.optimizers.Optimizer, list]:
     """A run's optimizer, and the callbacks that drive its rate (if any).
 
@@ -97,11 +104,14 @@ def make_optimizer(
         weight_decay: AdamW's decoupled weight decay (default `ADAMW_WEIGHT_DECAY`).
         min_learning_rate: adamw-cosine's floor, where the cosine ends (default 0).
         clip_norm: clip the gradients' global norm to this (either optimizer).
+        ema_momentum: keep an exponential moving average of the weights with this
+            momentum (Keras' `use_ema`; `callbacks.averaged_weights` puts it to use).
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}. Received: {name!r}")
+    ema = {"use_ema": True, "ema_momentum": ema_momentum} if ema_momentum else {}
     if name == "paper-adam":  # warmup is the schedule's peak; the schedule does not end
-        optimizer = paper_adam(d_model, max(1, warmup_steps), scale=learning_rate or 1.0)
+        optimizer = paper_adam(d_model, max(1, warmup_steps), learning_rate or 1.0, **ema)
         optimizer.global_clipnorm = clip_norm
         return optimizer, []
     peak = learning_rate or DEFAULT_ADAMW_RATE
@@ -116,7 +126,10 @@ def make_optimizer(
             peak, total, warmup, seconds=time_budget, final_fraction=floor
         )
         optimizer = keras.optimizers.AdamW(
-            learning_rate=schedule.rate(0, 0.0), weight_decay=decay, global_clipnorm=clip_norm
+            learning_rate=schedule.rate(0, 0.0),
+            weight_decay=decay,
+            global_clipnorm=clip_norm,
+            **ema,
         )
         return optimizer, [schedule]
-    return adamw_cosine(peak, total, warmup, decay, floor, clip_norm), []
+    return adamw_cosine(peak, total, warmup, decay, floor, clip_norm, **ema), []
