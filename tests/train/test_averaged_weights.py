@@ -128,3 +128,13 @@ def test_the_momentum_is_checked(momentum):
 def test_the_cli_refuses_a_momentum_outside_0_1(capsys, value, message):
     error = cli_error(capsys, ["train", "--family", "encoder-only", "--ema", value])
     assert message in error
+
+
+def test_the_run_says_it_averages():
+    from transformer_zoo.train.trainer import plan_steps
+
+    config = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=3, ema_momentum=0.999)
+    line = plan_steps(config, batches=23, steps_per_execution=10).describe(config)
+    assert "weights averaged (EMA 0.999)." in line
+    plain = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=3)
+    assert "EMA" not in plan_steps(plain, batches=23, steps_per_execution=10).describe(plain)

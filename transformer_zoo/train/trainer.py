@@ -97,6 +97,8 @@ class StepPlan:
             f"Training {length} {config.batch_size}): {config.optimizer}, {peak}, warmup "
             f"{self.warmup_steps} steps, dropout {config.dropout}, {config.precision}."
         )
+        if config.ema_momentum:
+            line = line[:-1] + f", weights averaged (EMA {config.ema_momentum:g})."
         if self.chosen:
             line += (
                 f" Chosen for the data ({self.batches} batches per pass): "
