@@ -221,6 +221,21 @@ RECIPES["phones-256-ema"] = [*RECIPES["phones-256-no-dropout"], "--ema", "0.999"
 # at epoch 14 of 18: half phones-256's dropout against that overfitting.
 RECIPES["phones-256-ema-dropout"] = list(RECIPES["phones-256-ema"])
 RECIPES["phones-256-ema-dropout"][RECIPES["phones-256-ema"].index("--dropout") + 1] = "0.05"
+# That was no better (24.87% WER, 4 beams 24.67%, on 2026-12-02: 12,460 steps, epoch 13 of
+# 15 kept). Both EMA runs stopped at epoch 15-18 of the 30 planned, their rate still at a
+# third of its peak: the cosine planned for the 16 epochs that fit, as unigram-3-layers-
+# decayed did (0.37 points better than the same run planned for 40).
+RECIPES["phones-256-ema-decayed"] = list(RECIPES["phones-256-ema"])
+RECIPES["phones-256-ema-decayed"][RECIPES["phones-256-ema"].index("--epochs") + 1] = "16"
+# Also no better (25.19% WER, 4 beams 24.96%, on 2026-12-03: epoch 11 of 16 kept). All
+# three EMA runs had their lowest validation loss (0.822-0.826) at epoch 11-12, about 40
+# minutes in, and overfit after: this size and these tokens are regularization-bound, not
+# time-bound. Characters in, as g2p-seq2seq reads words, instead of 1,000 unigram pieces,
+# whose segmentation of an unseen word may differ from its neighbours' in training.
+RECIPES["phones-256-ema-chars"] = list(RECIPES["phones-256-ema"])
+RECIPES["phones-256-ema-chars"][RECIPES["phones-256-ema"].index("--source-tokenizer") + 1] = "char"
+RECIPES["phones-256-ema-chars"].remove("--vocabulary-size")
+RECIPES["phones-256-ema-chars"].remove("1000")
 G2P_BEAMS = 4  # the export is also scored with beam search (greedy is the headline)
 CURVE_WORDS = 1000  # test words greedy-decoded for each point of the WER curve
 CURVE_EVERY = 300.0  # seconds between points
