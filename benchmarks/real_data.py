@@ -168,13 +168,25 @@ RECIPES = {
         "--warmup-steps", "200", "--learning-rate", "2e-3",
     ],
 }  # fmt: skip
+
+
+def variant(base: str, values: dict[str, str], drop: tuple[str, ...] = ()) -> list[str]:
+    """Recipe `base`'s arguments with the values of some flags replaced and some flags
+    (each with its value) left out."""
+    args = list(RECIPES[base])
+    for flag, value in values.items():
+        args[args.index(flag) + 1] = value
+    for flag in drop:
+        at = args.index(flag)
+        del args[at : at + 2]
+    return args
+
+
 # Without dropout the unigram run's validation loss was lowest at epoch 13 of 22 (27 of 45
 # minutes) and rose after, its cosine schedule planned for 40 epochs still far from its
 # floor when the budget stopped it: the same with dropout 0.1 and 20 epochs, which fit in
 # 45 minutes, so that the rate decays fully.
-RECIPES["unigram-dropout"] = list(RECIPES["unigram"])
-RECIPES["unigram-dropout"][RECIPES["unigram"].index("--dropout") + 1] = "0.1"
-RECIPES["unigram-dropout"][RECIPES["unigram"].index("--epochs") + 1] = "20"
+RECIPES["unigram-dropout"] = variant("unigram", {"--dropout": "0.1", "--epochs": "20"})
 # A third layer each side in the full 60 minutes, the epoch kept by its validation WER (on
 # 500 words at each epoch's end, inside the budget).
 RECIPES["unigram-3-layers"] = [
@@ -183,8 +195,7 @@ RECIPES["unigram-3-layers"] = [
 ]  # fmt: skip
 # The same with its cosine schedule planned for the 19 epochs that fit in 60 minutes (the
 # run above planned 40 and stopped at 20, its rate still at half its peak).
-RECIPES["unigram-3-layers-decayed"] = list(RECIPES["unigram-3-layers"])
-RECIPES["unigram-3-layers-decayed"][RECIPES["unigram"].index("--epochs") + 1] = "19"
+RECIPES["unigram-3-layers-decayed"] = variant("unigram-3-layers", {"--epochs": "19"})
 # g2p-seq2seq's size (3 layers, width 256) on a machine with AVX-512 BF16, where it ran
 # 113 ms per step of 128 in mixed bfloat16 (148 in float32; the tiny 3-layer model 68):
 # 30 epochs planned, of which 26 fit in 60 minutes (163 ms per step inside the run, with its
@@ -203,15 +214,16 @@ RECIPES["unigram-256"] = [
 # test words into pieces seen in training more often than 8,000 pieces do. Twice the
 # positions per word, so about 270 ms per step on an AVX-512 BF16 EPYC (15 epochs in 60
 # minutes), yet better per epoch and per minute: 26.03% WER on 2026-12-02 (27.02% above).
-RECIPES["phones-256"] = list(RECIPES["unigram-256"])
-RECIPES["phones-256"][RECIPES["unigram-256"].index("--target-tokenizer") + 1] = "word"
-RECIPES["phones-256"] += ["--vocabulary-size", "1000"]
+RECIPES["phones-256"] = [
+    *variant("unigram-256", {"--target-tokenizer": "word"}),
+    "--vocabulary-size",
+    "1000",
+]
 # phones-256 gets only ~15 epochs in 60 minutes, and its validation loss still fell at the
 # last epoch (no overfitting with dropout 0.1): the same without dropout. (A peak rate of
 # 1.5e-3 as well was worse from the start: validation WER 54.6% after 3 epochs against
 # 44.6%; stopped there.)
-RECIPES["phones-256-no-dropout"] = list(RECIPES["phones-256"])
-RECIPES["phones-256-no-dropout"][RECIPES["phones-256"].index("--dropout") + 1] = "0"
+RECIPES["phones-256-no-dropout"] = variant("phones-256", {"--dropout": "0"})
 # That run (25.30% WER on 2026-12-02) had its lowest validation loss at epoch 12 of 18 and
 # kept epoch 13 by its validation WER: the same with a moving average of the weights,
 # which validation, early stopping and the export see (`--ema`).
@@ -219,30 +231,28 @@ RECIPES["phones-256-ema"] = [*RECIPES["phones-256-no-dropout"], "--ema", "0.999"
 # With the average: 24.82% WER (4 beams 24.59%) on 2026-12-02, far ahead early (validation
 # WER 34.5% against 41.0% at epoch 5), its validation loss lowest at epoch 11 and its WER
 # at epoch 14 of 18: half phones-256's dropout against that overfitting.
-RECIPES["phones-256-ema-dropout"] = list(RECIPES["phones-256-ema"])
-RECIPES["phones-256-ema-dropout"][RECIPES["phones-256-ema"].index("--dropout") + 1] = "0.05"
+RECIPES["phones-256-ema-dropout"] = variant("phones-256-ema", {"--dropout": "0.05"})
 # That was no better (24.87% WER, 4 beams 24.67%, on 2026-12-02: 12,460 steps, epoch 13 of
 # 15 kept). Both EMA runs stopped at epoch 15-18 of the 30 planned, their rate still at a
 # third of its peak: the cosine planned for the 16 epochs that fit, as unigram-3-layers-
 # decayed did (0.37 points better than the same run planned for 40).
-RECIPES["phones-256-ema-decayed"] = list(RECIPES["phones-256-ema"])
-RECIPES["phones-256-ema-decayed"][RECIPES["phones-256-ema"].index("--epochs") + 1] = "16"
+RECIPES["phones-256-ema-decayed"] = variant("phones-256-ema", {"--epochs": "16"})
 # Also no better (25.19% WER, 4 beams 24.96%, on 2026-12-03: epoch 11 of 16 kept). All
 # three EMA runs had their lowest validation loss (0.822-0.826) at epoch 11-12, about 40
 # minutes in, and overfit after: this size and these tokens are regularization-bound, not
 # time-bound. Characters in, as g2p-seq2seq reads words, instead of 1,000 unigram pieces,
 # whose segmentation of an unseen word may differ from its neighbours' in training.
-RECIPES["phones-256-ema-chars"] = list(RECIPES["phones-256-ema"])
-RECIPES["phones-256-ema-chars"][RECIPES["phones-256-ema"].index("--source-tokenizer") + 1] = "char"
-RECIPES["phones-256-ema-chars"].remove("--vocabulary-size")
-RECIPES["phones-256-ema-chars"].remove("1000")
+RECIPES["phones-256-ema-chars"] = variant(
+    "phones-256-ema", {"--source-tokenizer": "char"}, drop=("--vocabulary-size",)
+)
 # 24.36% WER (4 beams 24.28%) on 2026-12-03: below Phonetisaurus's 24.4%, the default.
+G2P_RECIPE = "phones-256-ema-chars"
 G2P_BEAMS = 4  # the export is also scored with beam search (greedy is the headline)
 CURVE_WORDS = 1000  # test words greedy-decoded for each point of the WER curve
 CURVE_EVERY = 300.0  # seconds between points
 
 
-def g2p(data: Path, budget: float, recipe: str = "phones-256-ema-chars") -> dict:
+def g2p(data: Path, budget: float, recipe: str = G2P_RECIPE) -> dict:
     """Trains in this process (`train()` on the CLI's own settings, `config_from_args`)
     so that a callback can draw the WER curve: every `CURVE_EVERY` seconds, at an epoch's
     end, the first `CURVE_WORDS` test words are decoded greedily. The time of those
@@ -352,7 +362,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help="the corpus folder (default ../shared/data/...)")
     parser.add_argument("--budget", type=float, help="seconds of training (sst2 1800, g2p 3600)")
     parser.add_argument(
-        "--recipe", choices=sorted(RECIPES), default="phones-256-ema-chars", help="g2p: the recipe"
+        "--recipe", choices=sorted(RECIPES), default=G2P_RECIPE, help="g2p: the recipe"
     )
     args = parser.parse_args()
     default = {"sst2": SHARED / "sst2", "g2p": SHARED / "cmudict-g014b2b"}[args.corpus]
