@@ -41,3 +41,14 @@ def test_equal_lengths_make_full_batches_in_input_order():
 def test_bad_batch_size_is_refused():
     with pytest.raises(ValueError, match="batch_size"):
         length_batches([3, 4], 0)
+
+
+def test_a_padding_free_graph_batches_mixed_lengths_together_but_not_an_outlier():
+    """Padding costs a padding-free graph attention only: texts of 5 to 40 tokens share a
+    batch there (sorted, they would be cut into several), while a 256-token text, whose
+    attention would cost more than the batch's tokens, still runs alone."""
+    lengths = [5, 40, 12, 30, 8, 22, 17, 35, 9, 14, 27, 6, 19, 33, 11, 25]
+    assert len(length_batches(lengths, 32)) > 1
+    assert [len(b) for b in length_batches(lengths, 32, padding_free=True)] == [16]
+    batches = length_batches(lengths + [256], 32, padding_free=True)
+    assert [b.tolist() for b in batches] == [[16], sorted(range(16), key=lambda i: -lengths[i])]

@@ -33,6 +33,9 @@ GENERATIVE_FAMILIES = ("decoder-only", "encoder-decoder")
 # An optional scalar input of the fused ONNX step graphs: logits for the last N positions
 # only (0, the default: all). Fed 1 where only each row's next token is read.
 LOGITS_TO_KEEP = "logits_to_keep"
+# A metadata entry of the fused encoder graphs ("true"): they compute the real tokens only
+# (`export.onnx.fused.Packing`), so a batch pays for its tokens, not for its padding.
+PADDING_FREE = "padding_free"
 
 
 class Runner(Protocol):

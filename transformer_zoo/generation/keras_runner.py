@@ -43,6 +43,9 @@ class KerasRunner:
     def accepts(self, graph: str, name: str) -> bool:
         return any(spec.name == name for spec in self.graphs[graph].inputs)
 
+    def padding_free(self, graph: str) -> bool:
+        return False  # the model computes every position
+
     def take(self, value, indices: np.ndarray):
         """Rows `indices` of a cache tensor (beam search reorders them)."""
         return tf.gather(value, tf.constant(indices, tf.int32))

@@ -10,6 +10,7 @@ import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as C
 
 from transformer_zoo.errors import ModelDirectoryError, first_line
+from transformer_zoo.generation.engine import PADDING_FREE
 from transformer_zoo.generation.onnx_greedy import greedy_graph
 
 DEFAULT_THREADS = 2  # 2 intra-op threads decoded ~1.7x faster than 1 on a 2-core machine
@@ -156,6 +157,11 @@ class OnnxRunner:
 
     def accepts(self, graph: str, name: str) -> bool:
         return name in self.inputs.get(graph, {}) or name in self.optional_inputs.get(graph, ())
+
+    def padding_free(self, graph: str) -> bool:
+        """Whether `graph` computes only the real tokens of a padded batch (`PADDING_FREE`)."""
+        metadata = self.sessions[graph].get_modelmeta().custom_metadata_map
+        return metadata.get(PADDING_FREE) == "true"
 
     def take(self, value, indices: np.ndarray):
         """Rows `indices` of a cache tensor (beam search reorders them)."""

@@ -33,5 +33,8 @@ class SavedModelRunner:
     def accepts(self, graph: str, name: str) -> bool:
         return name in self.signatures[graph].structured_input_signature[1]
 
+    def padding_free(self, graph: str) -> bool:
+        return False  # the model computes every position
+
     def take(self, value, indices: np.ndarray):
         return tf.gather(value, tf.constant(indices, tf.int32))

@@ -194,7 +194,9 @@ class ServedModel:
         # Each text is tokenized once: its length plans the batches, its ids feed them.
         encoded = self._tokenize(texts, None)
         embeddings = np.empty((len(texts), self.dims.hidden_dim), np.float32)
-        for rows in length_batches([len(ids) for ids, _ in encoded], batch_size):
+        lengths = [len(ids) for ids, _ in encoded]
+        padding_free = self.runner.padding_free("model")
+        for rows in length_batches(lengths, batch_size, padding_free=padding_free):
             feeds = self._encoder_feeds([encoded[i] for i in rows])
             hidden = self.runner.run("model", feeds, numpy_outputs=("last_hidden_state",))
             embeddings[rows] = mean_pool(

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from transformer_zoo.generation.engine import LOGITS_TO_KEEP
+from transformer_zoo.generation.engine import LOGITS_TO_KEEP, PADDING_FREE
 from transformer_zoo.generation.graphs import GRAPH_FILES
 from transformer_zoo.models import EncoderOnlyClassifier, EncoderOnlyMaskedLM
 from transformer_zoo.models.family import backbone_of, family_of
@@ -94,7 +94,7 @@ class GraphWriter:
     def output(self, name: str, elem_type: int, shape) -> None:
         self.outputs.append(helper.make_tensor_value_info(name, elem_type, shape))
 
-    def model(self, opset: int) -> onnx.ModelProto:
+    def model(self, opset: int, metadata: dict[str, str] | None = None) -> onnx.ModelProto:
         graph = helper.make_graph(
             self.nodes, self.name, self.inputs, self.outputs, self.initializers
         )
@@ -104,6 +104,7 @@ class GraphWriter:
             producer_name="transformer_zoo",
         )
         model.ir_version = min(model.ir_version, 10)
+        helper.set_model_props(model, metadata or {})
         return model
 
 
@@ -242,11 +243,13 @@ class _Writer:
         return self._constants[key]
 
     def attention(self, layer, x: str, hint: str, mask: str = "", bias: str = "",
-                  cache=None, cross=None):  # fmt: skip
+                  cache=None, cross=None, packing: Packing | None = None):  # fmt: skip
         """One `MultiHeadAttention` node; returns its (B, S, H·Dh) output. Masked by `mask`
         (a (B, T) int32 key padding mask) or `bias` (a (B, 1, S, T) additive bias,
         `causal_bias`). `cache`: (past key, past value, present key, present value) names
-        for self-attention over a cache; `cross`: the (B, H, S, Dh) key and value names."""
+        for self-attention over a cache; `cross`: the (B, H, S, Dh) key and value names.
+        `packing`: `x` holds only the real tokens (`Packing`); the projected query, key and
+        value are laid out (B, S, ·) for the node and its output packed again."""
         g = self.g
         attrs = {"num_heads": layer.num_heads, "mask_filter_value": MASK_FILTER_VALUE}
         if cross is not None:
@@ -259,6 +262,8 @@ class _Writer:
             [_numpy(layer.query_dense.kernel), _numpy(layer.key_value_dense.kernel)], axis=1
         )  # (D, 3·H·Dh): query, key, value
         qkv = g.op("MatMul", [x, g.weight(f"{hint}.qkv.kernel", kernel)], hint)
+        if packing is not None:
+            qkv = packing.unpack(qkv, 3 * layer.num_heads * layer.head_width, hint)
         width = layer.num_heads * layer.head_width
         query, key, value = g.op("Split", [qkv, self.ints([width] * 3)], hint, outputs=3, axis=-1)
         qkv_bias = ""
@@ -271,7 +276,8 @@ class _Writer:
             )
         inputs = [query, key, value, qkv_bias, mask, bias]
         if cache is None:
-            return g.op("MultiHeadAttention", inputs, hint, domain=MICROSOFT, **attrs)
+            out = g.op("MultiHeadAttention", inputs, hint, domain=MICROSOFT, **attrs)
+            return out if packing is None else packing.pack(out, width, hint)
         past_key, past_value, present_key, present_value = cache
         out = g.unique(f"{hint}/attended")
         g.op(
@@ -371,6 +377,58 @@ class _Writer:
         if head.use_bias:
             logits = g.op("Add", [logits, g.weight(f"{hint}.bias", _numpy(head.bias))], hint)
         return logits
+
+
+class Packing:
+    """Padding-free stacks: the real tokens of a (B, S) batch, by its attention mask, as
+    one (N, ·) matrix. The MatMuls, LayerNorms and activations then run on the N real
+    tokens only, not on B × S positions (a batch of texts of mixed lengths costs what its
+    tokens cost); only `MultiHeadAttention` sees the (B, S, ·) layout, its query, key and
+    value laid out by one `Gather` and its output packed again by another. Padding
+    positions are not computed: the stack's padded outputs hold zeros there (the plain
+    graph and the Keras model hold values that no real token reads).
+
+    The index arithmetic is written once per graph: `tokens`, the (N,) flat positions of
+    the real tokens; `slots`, the (B·S,) packed row of every position (row 0 for padding,
+    whose keys the mask hides and whose queries are dropped)."""
+
+    def __init__(self, w: _Writer, attention_mask: str):
+        self.w, g, hint = w, w.g, "packing"
+        flat = g.op("Reshape", [attention_mask, w.ints([-1])], hint)  # (B·S,)
+        self.tokens = g.op("Squeeze", [g.op("NonZero", [flat], hint), w.ints([0])], hint)
+        rows = g.op("Sub", [g.op("CumSum", [flat, w.ints(0)], hint), w.ints(1)], hint)
+        real = g.op("Cast", [flat], hint, to=TensorProto.BOOL)
+        self.slots = g.op("Where", [real, rows, w.ints(0)], hint)
+        self.real = g.op("Unsqueeze", [g.op("Cast", [flat], hint, to=FLOAT), w.ints([1])], hint)
+        self.batch_shape = g.op("Shape", [attention_mask], hint)  # (B, S)
+        self.length = g.op("Gather", [self.batch_shape, w.ints(1)], hint)
+        self._shapes: dict[int, str] = {}
+
+    def select(self, values: str, hint: str) -> str:
+        """The (N,) entries of a (B, S) input (ids, segments) at the real tokens."""
+        flat = self.w.g.op("Reshape", [values, self.w.ints([-1])], hint)
+        return self.w.g.op("Gather", [flat, self.tokens], hint)
+
+    def positions(self) -> str:
+        """The (N,) position of each real token in its row (0 .. S - 1)."""
+        return self.w.g.op("Mod", [self.tokens, self.length], "packing")
+
+    def pack(self, x: str, width: int, hint: str) -> str:
+        """(B, S, width) -> (N, width)."""
+        flat = self.w.g.op("Reshape", [x, self.w.ints([-1, width])], hint)
+        return self.w.g.op("Gather", [flat, self.tokens], hint)
+
+    def unpack(self, x: str, width: int, hint: str, zeros: bool = False) -> str:
+        """(N, width) -> (B, S, width); padding positions hold a copy of row 0, or zeros."""
+        g = self.w.g
+        spread = g.op("Gather", [x, self.slots], hint)
+        if zeros:
+            spread = g.op("Mul", [spread, self.real], hint)
+        if width not in self._shapes:
+            self._shapes[width] = g.op(
+                "Concat", [self.batch_shape, self.w.ints([width])], "packing", axis=0
+            )
+        return g.op("Reshape", [spread, self._shapes[width]], hint)
 
 
 def _writer(name: str) -> tuple[GraphWriter, _Writer]:
@@ -501,16 +559,21 @@ def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     core = backbone_of(model)
     g, w = _writer("model")
     ids = g.input("input_ids", INT64, ["batch", "sequence"])
-    mask = _mask(g, g.input("attention_mask", INT64, ["batch", "sequence"]))
+    attention_mask = g.input("attention_mask", INT64, ["batch", "sequence"])
+    mask = _mask(g, attention_mask)
+    packing = Packing(w, attention_mask)
     segments = None
     if core.type_vocabulary_size:
         segments = g.input("token_type_ids", INT64, ["batch", "sequence"])
+        segments = packing.select(segments, "segments")
 
     def attend(kind, index, block, x):
-        return w.attention(block.self_attention, x, f"block_{index}.self", mask)
+        return w.attention(block.self_attention, x, f"block_{index}.self", mask, packing=packing)
 
-    terms = w.embeddings(core.embeddings, ids, None, segments, "embeddings")
-    sequence = w.stack(core.blocks, terms, core.embeddings_norm, None, attend, "block")
+    tokens, positions = packing.select(ids, "ids"), packing.positions()
+    terms = w.embeddings(core.embeddings, tokens, positions, segments, "embeddings")
+    packed = w.stack(core.blocks, terms, core.embeddings_norm, None, attend, "block")
+    sequence = packing.unpack(packed, core.hidden_dim, "sequence", zeros=True)
     outputs = {"last_hidden_state": (sequence, ["batch", "sequence", core.hidden_dim])}
     first = g.op("Gather", [sequence, w.ints(0)], "first_token", axis=1)  # (B, D)
     pooled = first
@@ -521,13 +584,14 @@ def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
         logits = w.dense(pooled, model.classifier, "classifier")
         outputs["logits"] = (logits, ["batch", model.classifier.units])
     elif isinstance(model, EncoderOnlyMaskedLM):
-        logits = w.lm_head(model.lm_head, sequence)
-        outputs["logits"] = (logits, ["batch", "sequence", model.lm_head.vocabulary_size])
+        vocabulary = model.lm_head.vocabulary_size
+        logits = packing.unpack(w.lm_head(model.lm_head, packed), vocabulary, "logits", True)
+        outputs["logits"] = (logits, ["batch", "sequence", vocabulary])
     for name in sorted(outputs):
         value, shape = outputs[name]
         g.nodes.append(helper.make_node("Identity", [value], [name]))
         g.output(name, FLOAT, shape)
-    return {"model": g.model(opset)}
+    return {"model": g.model(opset, {PADDING_FREE: "true"})}
 
 
 WRITERS = {
