@@ -12,12 +12,12 @@ Models (made once and cached under runs/bench_server_load/):
 The server is the real command, in its own process (2 onnxruntime threads, its default
 `--max-batch-size 16`). At each level, `concurrency` client threads send a fixed number
 of requests (`--requests-per-level` completions, `--embedding-requests` embeddings; at
-least 2 x concurrency), each as soon as its
-previous one is answered; a level stops when its requests are answered or after
-`--time-limit` seconds. Reported per level: requests/s, tokens/s (sentences/s),
-p50/p99 latency, p50/p99 time to first token (the first streamed chunk), and the
-requests that got 429 or failed. Every request ends in a complete answer or a 429, or
-the run says so.
+least 2 x concurrency), each as soon as its previous one is answered, on a connection it
+keeps open (as the openai client's connection pool does); a level stops when its
+requests are answered or after `--time-limit` seconds. Reported per level: requests/s,
+tokens/s (sentences/s), p50/p99 latency, p50/p99 time to first token (the first streamed
+chunk), and the requests that got 429 or failed. Every request ends in a complete answer
+or a 429, or the run says so.
 
 Usage:
     .venv/bin/python benchmarks/server_load.py [--corpus PATH] [--levels 1 4 16 64]
@@ -131,10 +131,16 @@ class Server:
         return self.process.wait(60)
 
 
-def one_request(port: int, path: str, body: dict, stream: bool) -> dict:
-    """Sends one request; returns its status, latency, time to first chunk and tokens."""
+def one_request(
+    port: int, path: str, body: dict, stream: bool, connection: http.client.HTTPConnection = None
+) -> dict:
+    """Sends one request; returns its status, latency, time to first chunk and tokens.
+    On `connection` (kept alive, as the openai client's connection pool keeps its
+    connections) or on a connection of its own."""
     start = time.perf_counter()
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    own = connection is None
+    if own:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
     try:
         connection.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
         response = connection.getresponse()
@@ -160,15 +166,18 @@ def one_request(port: int, path: str, body: dict, stream: bool) -> dict:
             if first is None and chunk["choices"] and chunk["choices"][0]["text"]:
                 first = time.perf_counter() - start
             usage = chunk.get("usage") or usage
+        response.read()  # the end of the chunked body, so that the connection can be reused
         seconds = time.perf_counter() - start
         if not done or usage is None:
             return {"status": "incomplete"}
         return {"status": 200, "latency": seconds, "first": first or seconds,
                 "units": usage["completion_tokens"]}  # fmt: skip
-    except OSError as error:
+    except (OSError, http.client.HTTPException) as error:
+        connection.close()  # the next request reconnects
         return {"status": f"failed: {error}"}
     finally:
-        connection.close()
+        if own:
+            connection.close()
 
 
 def level(port, path, bodies, concurrency: int, count: int, stream: bool, limit: float) -> dict:
@@ -178,15 +187,19 @@ def level(port, path, bodies, concurrency: int, count: int, stream: bool, limit:
     deadline = time.perf_counter() + limit
 
     def client():
-        while True:
-            with lock:
-                if sent[0] >= count or time.perf_counter() > deadline:
-                    return
-                body = bodies[sent[0] % len(bodies)]
-                sent[0] += 1
-            outcome = one_request(port, path, body, stream)
-            with lock:
-                results.append(outcome)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        try:
+            while True:
+                with lock:
+                    if sent[0] >= count or time.perf_counter() > deadline:
+                        return
+                    body = bodies[sent[0] % len(bodies)]
+                    sent[0] += 1
+                outcome = one_request(port, path, body, stream, connection)
+                with lock:
+                    results.append(outcome)
+        finally:
+            connection.close()
 
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:

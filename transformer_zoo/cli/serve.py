@@ -43,6 +43,11 @@ def register(commands) -> None:
         help="how long an encoder request waits for others to batch with (default 2; 0: none)",
     )  # fmt: skip
     parser.add_argument(
+        "--encoder-workers", type=positive_int, default=2,
+        help="threads forming and running an encoder-only model's batches: one batch runs "
+        "while the next forms (default 2)",
+    )  # fmt: skip
+    parser.add_argument(
         "--max-queue", type=positive_int, default=256,
         help="sequences (texts) waiting per model before answering 429 (default 256)",
     )  # fmt: skip
@@ -103,6 +108,7 @@ def _serve(args) -> int:
         max_batch_size=args.max_batch_size,
         encoder_batch_size=args.encoder_batch_size,
         max_wait_ms=args.max_wait_ms,
+        encoder_workers=args.encoder_workers,
         max_queue=args.max_queue,
         request_timeout=args.timeout,
         max_body_bytes=args.max_body_bytes,

@@ -186,6 +186,13 @@ class ServedModel:
     ) -> np.ndarray:
         """(N, D) float32 sentence embeddings in input order: the masked mean of
         `last_hidden_state`, L2-normalised (sentence-transformers' convention)."""
+        return self.embed_counted(texts, batch_size, normalize)[0]
+
+    def embed_counted(
+        self, texts: str | Sequence[str], batch_size: int = 32, normalize: bool = True
+    ) -> tuple[np.ndarray, list[int]]:
+        """`embed`'s embeddings, and the tokens the model read of each text (after
+        truncation, as `token_counts`), from one tokenization: the server's usage counts."""
         self._need("encoder-only", "embed")
         texts = _texts(texts)
         _check_batch_size(batch_size)
@@ -202,7 +209,7 @@ class ServedModel:
             embeddings[rows] = mean_pool(
                 hidden["last_hidden_state"], feeds["attention_mask"], normalize
             )
-        return embeddings
+        return embeddings, lengths
 
     def classify(
         self,

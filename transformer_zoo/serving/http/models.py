@@ -24,6 +24,8 @@ class ServerSettings:
         max_batch_size: the most sequences a generative model decodes together.
         encoder_batch_size: the most texts an encoder-only model runs together.
         max_wait_ms: how long an encoder request waits for others to share its batch.
+        encoder_workers: threads forming and running an encoder-only model's batches
+            (`EncoderBatcher`): under load, one batch runs while the next forms and runs.
         max_queue: the most sequences (texts) waiting per model; past it, 429.
         request_timeout: seconds a request may take; past it, 504 (or an error event).
         max_body_bytes: the largest request body; past it, 413.
@@ -36,6 +38,7 @@ class ServerSettings:
     max_batch_size: int = 16
     encoder_batch_size: int = 32
     max_wait_ms: float = 2.0
+    encoder_workers: int = 2
     max_queue: int = 256
     request_timeout: float = 120.0
     max_body_bytes: int = 1 << 20
@@ -119,8 +122,9 @@ class ModelRegistry:
         observe = self.metrics.observer(name)
         if served.family == "encoder-only":
             worker = EncoderBatcher(
-                served, s.encoder_batch_size, s.max_wait_ms, s.max_queue, observe
-            )
+                served, s.encoder_batch_size, s.max_wait_ms, s.max_queue, observe,
+                s.encoder_workers,
+            )  # fmt: skip
         else:
             worker = GenerationScheduler(served, s.max_batch_size, s.max_queue, observe)
         return ModelEntry(name, directory, served, worker)

@@ -8,7 +8,8 @@
   generator (`Greedy.draw`, `Sampling.draw`), so a seeded request gives the same text
   whoever shares its batch.
 - `EncoderBatcher`: requests for embeddings or classes that arrive within a few
-  milliseconds of each other run as one batch, up to a bounded number of texts.
+  milliseconds of each other run as one batch, up to a bounded number of texts; a few
+  threads take turns forming batches, so one batch runs while the next forms and runs.
 
 Both refuse new work past a bounded queue (`QueueFull`: the server answers 429) and before
 any of it is done. Token-level only: text, stop strings and the protocols are the app's.
@@ -44,16 +45,23 @@ class Closed(Exception):
 
 
 class _Worker:
-    """One model's thread and bounded queue, shared by both workers: `submit` admits
+    """One model's threads and bounded queue, shared by both workers: `submit` admits
     work (all of a request or none), `close` drains."""
 
-    def __init__(self, name: str, max_queue: int, observe):
+    def __init__(self, name: str, max_queue: int, observe, threads: int = 1):
         self.max_queue = max_queue
         self.observe = observe or (lambda event, value: None)
         self._waiting: collections.deque = collections.deque()
         self._condition = threading.Condition()
         self._closing = False
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True)
+            for i in range(threads)
+        ]
+
+    def _start(self) -> None:
+        for thread in self._threads:
+            thread.start()
 
     def _admit(self, count: int, queued: int, unit: str) -> None:
         """Raises unless `count` more `unit`s fit beside the `queued` ones (under the lock)."""
@@ -71,8 +79,10 @@ class _Worker:
         """Takes no new work; returns once the queued and running work is done."""
         with self._condition:
             self._closing = True
-            self._condition.notify()
-        self._thread.join(timeout)
+            self._condition.notify_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def _loop(self) -> None:
         raise NotImplementedError
@@ -156,7 +166,7 @@ class GenerationScheduler(_Worker):
         self._rows: list[GenerationRow] = []  # the running batch, in state order
         self._last: np.ndarray | None = None  # each running row's last token
         self._state = None
-        self._thread.start()
+        self._start()
 
     # --- any thread -------------------------------------------------------------------
     def submit(self, rows: list[GenerationRow]) -> None:
@@ -289,42 +299,57 @@ class EncoderBatcher(_Worker):
     """Runs the encoder-only requests that arrive within `max_wait_ms` of the first one
     as one batch of at most `max_batch_size` texts (a larger request runs alone).
 
+    `workers` threads share the queue: one at a time forms a batch, and batches run
+    concurrently on the model's one onnxruntime session, so the next batch forms and runs
+    while one is running. Under load that keeps both cores busy where a single batch's
+    small operators leave them waiting on each other: on 2 cores, random groups of 8
+    MiniLM sentences ran 1.1-1.35x faster with two threads than with one (a lone request
+    runs as before).
+
     Args:
         served: an encoder-only `ServedModel`.
         max_batch_size: the most texts per batch.
         max_wait_ms: how long the first request of a batch waits for others.
         max_queue: the most texts waiting; past it `submit` raises `QueueFull`.
         observe: as for `GenerationScheduler` (`"batch_size"`, `"queue_depth"`).
+        workers: threads forming and running batches.
     """
 
-    def __init__(self, served, max_batch_size=32, max_wait_ms=2.0, max_queue=1024, observe=None):
-        super().__init__("encoder", max_queue, observe)
+    def __init__(
+        self, served, max_batch_size=32, max_wait_ms=2.0, max_queue=1024, observe=None, workers=2
+    ):
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"`workers` must be a positive integer. Received: {workers!r}")
+        super().__init__("encoder", max_queue, observe, workers)
         self.served = served
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait_ms / 1000
         self._queued_texts = 0
-        self._thread.start()
+        self._forming = False  # one thread at a time waits for a batch to fill
+        self._start()
 
     def submit(self, kind: str, texts: list[str]) -> concurrent.futures.Future:
-        """Queues one request's texts; the future resolves to their embeddings (an (N, D)
-        array) or their `classify` results."""
+        """Queues one request's texts; the future resolves to `(embeddings, token counts)`
+        (an (N, D) array and a list: `ServedModel.embed_counted`) or their `classify`
+        results."""
         job = EncoderJob(kind, texts)
         with self._condition:
             self._admit(len(texts), self._queued_texts, "texts")
             self._waiting.append(job)
             self._queued_texts += len(texts)
             self.observe("queue_depth", self._queued_texts)
-            self._condition.notify()
+            self._condition.notify_all()  # the thread forming a batch, or an idle one
         return job.future
 
     def _loop(self) -> None:
         while True:
             with self._condition:
-                while not self._waiting and not self._closing:
+                while (self._forming or not self._waiting) and not self._closing:
                     self._condition.wait()
                 if not self._waiting:
                     return
                 # The first request waits a little for others to share its batch.
+                self._forming = True
                 deadline = time.monotonic() + self.max_wait
                 while self._queued_texts < self.max_batch_size and not self._closing:
                     left = deadline - time.monotonic()
@@ -339,6 +364,8 @@ class EncoderBatcher(_Worker):
                     jobs.append(job)
                     texts += len(job.texts)
                 self._queued_texts -= texts
+                self._forming = False
+                self._condition.notify_all()  # another thread may form the next batch
                 self.observe("queue_depth", self._queued_texts)
             self.observe("batch_size", texts)
             for kind in ("embed", "classify"):
@@ -351,7 +378,7 @@ class EncoderBatcher(_Worker):
         texts = [text for job in jobs for text in job.texts]
         try:
             if kind == "embed":
-                results = self.served.embed(texts, batch_size=self.max_batch_size)
+                vectors, counts = self.served.embed_counted(texts, self.max_batch_size)
             else:
                 results = self.served.classify(texts, batch_size=self.max_batch_size)
         except Exception as error:
@@ -360,5 +387,9 @@ class EncoderBatcher(_Worker):
             return
         start = 0
         for job in jobs:
-            job.future.set_result(results[start : start + len(job.texts)])
-            start += len(job.texts)
+            end = start + len(job.texts)
+            if kind == "embed":
+                job.future.set_result((vectors[start:end], counts[start:end]))
+            else:
+                job.future.set_result(results[start:end])
+            start = end

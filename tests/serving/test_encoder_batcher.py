@@ -1,0 +1,64 @@
+"""EncoderBatcher's threads: batches form one at a time and run concurrently, each
+request gets its own rows and token counts, and `close` drains every queued request."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from transformer_zoo.serving.http.scheduler import EncoderBatcher
+
+
+class FakeEncoder:
+    """`embed_counted` of a model whose embedding of a text is its length; each call
+    waits at `barrier` (when given) until as many calls are inside at once."""
+
+    def __init__(self, barrier=None):
+        self.barrier = barrier
+        self.batches = []
+
+    def embed_counted(self, texts, batch_size):
+        self.batches.append(list(texts))
+        if self.barrier is not None:
+            self.barrier.wait()
+        vectors = np.array([[len(t), 1.0] for t in texts], np.float32)
+        return vectors, [len(t.split()) for t in texts]
+
+
+@pytest.mark.parametrize("workers, concurrent", [(2, True), (1, False)])
+def test_two_workers_run_two_batches_at_once(workers, concurrent):
+    """Batches of one text each: with two workers both are inside the model together
+    (the barrier of 2 opens); with one, the second waits for the first (the barrier
+    times out)."""
+    model = FakeEncoder(threading.Barrier(2, timeout=2.0))
+    batcher = EncoderBatcher(model, max_batch_size=1, max_wait_ms=0, workers=workers)
+    futures = [batcher.submit("embed", [text]) for text in ("a b", "c d e")]
+    if concurrent:
+        results = [f.result(timeout=10) for f in futures]
+        assert [r[0][0, 0] for r in results] == [3.0, 5.0]
+        assert [r[1] for r in results] == [[2], [3]]
+    else:
+        with pytest.raises(threading.BrokenBarrierError):
+            futures[0].result(timeout=10)
+    batcher.close(10)
+
+
+def test_each_request_gets_its_rows_and_close_drains_the_queue():
+    model = FakeEncoder()
+    batcher = EncoderBatcher(model, max_batch_size=4, max_wait_ms=5, workers=3)
+    requests = [[f"text {i} " + "x " * j for j in range(i % 3 + 1)] for i in range(40)]
+    futures = [batcher.submit("embed", texts) for texts in requests]
+    batcher.close(10)
+    for texts, future in zip(requests, futures, strict=True):
+        vectors, counts = future.result(timeout=0)  # done: close waited for it
+        np.testing.assert_array_equal(vectors[:, 0], [len(t) for t in texts])
+        assert counts == [len(t.split()) for t in texts]
+    assert all(len(batch) <= 4 for batch in model.batches)
+    assert sorted(t for batch in model.batches for t in batch) == sorted(
+        t for texts in requests for t in texts
+    )
+
+
+def test_bad_worker_counts_are_refused():
+    with pytest.raises(ValueError, match="workers"):
+        EncoderBatcher(FakeEncoder(), workers=0)
