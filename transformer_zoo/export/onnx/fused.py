@@ -263,7 +263,7 @@ class _Writer:
         )  # (D, 3·H·Dh): query, key, value
         qkv = g.op("MatMul", [x, g.weight(f"{hint}.qkv.kernel", kernel)], hint)
         if packing is not None:
-            qkv = packing.unpack(qkv, 3 * layer.num_heads * layer.head_width, hint)
+            qkv = packing.unpack(qkv, hint)
         width = layer.num_heads * layer.head_width
         query, key, value = g.op("Split", [qkv, self.ints([width] * 3)], hint, outputs=3, axis=-1)
         qkv_bias = ""
@@ -277,7 +277,7 @@ class _Writer:
         inputs = [query, key, value, qkv_bias, mask, bias]
         if cache is None:
             out = g.op("MultiHeadAttention", inputs, hint, domain=MICROSOFT, **attrs)
-            return out if packing is None else packing.pack(out, width, hint)
+            return out if packing is None else packing.pack(out, hint)
         past_key, past_value, present_key, present_value = cache
         out = g.unique(f"{hint}/attended")
         g.op(
@@ -383,52 +383,43 @@ class Packing:
     """Padding-free stacks: the real tokens of a (B, S) batch, by its attention mask, as
     one (N, ·) matrix. The MatMuls, LayerNorms and activations then run on the N real
     tokens only, not on B × S positions (a batch of texts of mixed lengths costs what its
-    tokens cost); only `MultiHeadAttention` sees the (B, S, ·) layout, its query, key and
-    value laid out by one `Gather` and its output packed again by another. Padding
+    tokens cost); only `MultiHeadAttention` sees the (B, S, ·) layout: one `Gather` lays
+    its query, key and value out, one `GatherND` packs its output again. Padding
     positions are not computed: the stack's padded outputs hold zeros there (the plain
     graph and the Keras model hold values that no real token reads).
 
-    The index arithmetic is written once per graph: `tokens`, the (N,) flat positions of
-    the real tokens; `slots`, the (B·S,) packed row of every position (row 0 for padding,
-    whose keys the mask hides and whose queries are dropped)."""
+    The index arithmetic is written once per graph: `coords`, the (N, 2) (row, column) of
+    the real tokens in row-major order; `slots`, the (B, S) packed row of every position
+    (row 0 for padding, whose keys the mask hides and whose queries are dropped)."""
 
     def __init__(self, w: _Writer, attention_mask: str):
         self.w, g, hint = w, w.g, "packing"
+        self.coords = g.op("Transpose", [g.op("NonZero", [attention_mask], hint)], hint)
         flat = g.op("Reshape", [attention_mask, w.ints([-1])], hint)  # (B·S,)
-        self.tokens = g.op("Squeeze", [g.op("NonZero", [flat], hint), w.ints([0])], hint)
         rows = g.op("Sub", [g.op("CumSum", [flat, w.ints(0)], hint), w.ints(1)], hint)
         real = g.op("Cast", [flat], hint, to=TensorProto.BOOL)
-        self.slots = g.op("Where", [real, rows, w.ints(0)], hint)
-        self.real = g.op("Unsqueeze", [g.op("Cast", [flat], hint, to=FLOAT), w.ints([1])], hint)
-        self.batch_shape = g.op("Shape", [attention_mask], hint)  # (B, S)
-        self.length = g.op("Gather", [self.batch_shape, w.ints(1)], hint)
-        self._shapes: dict[int, str] = {}
+        slots = g.op("Where", [real, rows, w.ints(0)], hint)
+        self.slots = g.op("Reshape", [slots, g.op("Shape", [attention_mask], hint)], hint)
+        self.real = g.op(
+            "Unsqueeze", [g.op("Cast", [attention_mask], hint, to=FLOAT), w.ints([-1])], hint
+        )  # (B, S, 1)
 
     def select(self, values: str, hint: str) -> str:
         """The (N,) entries of a (B, S) input (ids, segments) at the real tokens."""
-        flat = self.w.g.op("Reshape", [values, self.w.ints([-1])], hint)
-        return self.w.g.op("Gather", [flat, self.tokens], hint)
+        return self.w.g.op("GatherND", [values, self.coords], hint)
 
     def positions(self) -> str:
         """The (N,) position of each real token in its row (0 .. S - 1)."""
-        return self.w.g.op("Mod", [self.tokens, self.length], "packing")
+        return self.w.g.op("Gather", [self.coords, self.w.ints(1)], "packing", axis=1)
 
-    def pack(self, x: str, width: int, hint: str) -> str:
-        """(B, S, width) -> (N, width)."""
-        flat = self.w.g.op("Reshape", [x, self.w.ints([-1, width])], hint)
-        return self.w.g.op("Gather", [flat, self.tokens], hint)
+    def pack(self, x: str, hint: str) -> str:
+        """(B, S, C) -> (N, C)."""
+        return self.w.g.op("GatherND", [x, self.coords], hint)
 
-    def unpack(self, x: str, width: int, hint: str, zeros: bool = False) -> str:
-        """(N, width) -> (B, S, width); padding positions hold a copy of row 0, or zeros."""
-        g = self.w.g
-        spread = g.op("Gather", [x, self.slots], hint)
-        if zeros:
-            spread = g.op("Mul", [spread, self.real], hint)
-        if width not in self._shapes:
-            self._shapes[width] = g.op(
-                "Concat", [self.batch_shape, self.w.ints([width])], "packing", axis=0
-            )
-        return g.op("Reshape", [spread, self._shapes[width]], hint)
+    def unpack(self, x: str, hint: str, zeros: bool = False) -> str:
+        """(N, C) -> (B, S, C); padding positions hold a copy of row 0, or zeros."""
+        spread = self.w.g.op("Gather", [x, self.slots], hint)
+        return self.w.g.op("Mul", [spread, self.real], hint) if zeros else spread
 
 
 def _writer(name: str) -> tuple[GraphWriter, _Writer]:
@@ -573,7 +564,7 @@ def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     tokens, positions = packing.select(ids, "ids"), packing.positions()
     terms = w.embeddings(core.embeddings, tokens, positions, segments, "embeddings")
     packed = w.stack(core.blocks, terms, core.embeddings_norm, None, attend, "block")
-    sequence = packing.unpack(packed, core.hidden_dim, "sequence", zeros=True)
+    sequence = packing.unpack(packed, "sequence", zeros=True)
     outputs = {"last_hidden_state": (sequence, ["batch", "sequence", core.hidden_dim])}
     first = g.op("Gather", [sequence, w.ints(0)], "first_token", axis=1)  # (B, D)
     pooled = first
@@ -585,7 +576,7 @@ def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
         outputs["logits"] = (logits, ["batch", model.classifier.units])
     elif isinstance(model, EncoderOnlyMaskedLM):
         vocabulary = model.lm_head.vocabulary_size
-        logits = packing.unpack(w.lm_head(model.lm_head, packed), vocabulary, "logits", True)
+        logits = packing.unpack(w.lm_head(model.lm_head, packed), "logits", zeros=True)
         outputs["logits"] = (logits, ["batch", "sequence", vocabulary])
     for name in sorted(outputs):
         value, shape = outputs[name]
