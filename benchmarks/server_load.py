@@ -282,7 +282,7 @@ def main() -> None:
     parser.add_argument(
         "--requests-per-level", type=int, default=32, help="completions per level (at least 2 x c)"
     )
-    parser.add_argument("--embedding-requests", type=int, default=256, help="per level")
+    parser.add_argument("--embedding-requests", type=int, default=1024, help="per level")
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per level")
     parser.add_argument("--skip-embeddings", action="store_true")
     parser.add_argument("--skip-generation", action="store_true")
