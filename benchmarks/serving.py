@@ -29,10 +29,11 @@ Rows (tokens/s = 128 / wall time of a whole `generate`, prompt included):
 Encoder (the same sizes, 32-token inputs): sentences/s of the Keras, ONNX and ONNX int8
 engines at batch 1 and 32 (the graph alone, tokenization excluded).
 
-Repeats run round-robin over the engines, so a change in the machine's load hits all of
-them; the table gives the median and the best run, and the median of units per CPU
-second of this process (all threads), which other processes' load distorts much less
-than wall time. The machine is shared: the load average is recorded before and after.
+Repeats run round-robin over the engines, in an order that rotates every round and 0.2 s
+apart (the previous engine's spinning threads go idle first), so a change in the
+machine's load hits all of them; the table gives the median and the best run, and the
+median of units per CPU second of this process (all threads), which other processes' load
+distorts much less than wall time. The machine is shared: the load average is recorded before and after.
 
 Each decoder row gives the graph's nodes per step and the weight bytes a step reads
 (every MatMul's weights; one embedding row); the bound divides the rate at which a
@@ -72,6 +73,9 @@ from machine import cpu_flags  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = dict(num_layers=6, num_heads=8, hidden_dim=512, intermediate_dim=2048)
 VOCABULARY, PROMPT, NEW_TOKENS, CONTEXT = 8000, 16, 128, 256
+
+
+PAUSE = 0.2  # seconds between two timed runs (`round_robin`)
 
 
 def randomize(model, seed: int) -> None:
@@ -131,17 +135,24 @@ def genai_runner(directory, prompt):
     return run
 
 
-def round_robin(runners: dict, repeats: int, units: float) -> dict:
-    """Warm each runner up, then time them in turn: units per wall-clock second, and
-    units per CPU second of this process (all its threads), which other processes'
-    load on a shared machine distorts much less."""
+def round_robin(runners: dict, repeats: int, units: float, pause: float = PAUSE) -> dict:
+    """Warm each runner up, then time them in turn, in an order that rotates every round
+    (so that no engine always follows the same one), `pause` seconds apart: an engine's
+    idle threads spin for a while after its run (onnxruntime's and TensorFlow's default)
+    and would otherwise take the cores from the next one; on 2 cores that cost the engine
+    after the float32 decoder 20-30% (int8 677 -> 931 tokens/s with a 0.2 s pause).
+    Reported: units per wall-clock second, and units per CPU second of this process (all
+    its threads), which other processes' load on a shared machine distorts much less."""
     outputs = {name: run() for name, run in runners.items()}
     rates = {name: [] for name in runners}
     cpu_rates = {name: [] for name in runners}
-    for _ in range(repeats):
-        for name, run in runners.items():
+    names = list(runners)
+    for round_ in range(repeats):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            time.sleep(pause)
             start, cpu_start = time.perf_counter(), time.process_time()
-            run()
+            runners[name]()
             rates[name].append(units / (time.perf_counter() - start))
             cpu_rates[name].append(units / max(time.process_time() - cpu_start, 1e-9))
     return {
