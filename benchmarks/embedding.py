@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "runs" / "bench_embedding"
 sys.path.insert(0, str(ROOT))  # tests.helpers: the recorded reference sentences
+from benchmarks.machine import is_current_export, stamp_export  # noqa: E402
 
 # Runs under --st-python as a worker, so that its passes interleave with ours: argv =
 # model_dir, sentences.json, threads; then one JSON command per stdin line, one JSON
@@ -116,7 +117,8 @@ def benchmark_sentences(count: int = 512, seed: int = 0) -> list[str]:
 
 def prepare(checkpoint: str, rebuild: bool) -> tuple[Path, Path, Path, Path]:
     """The run directory (import-hf), its fused and plain ONNX exports, and a copy of the
-    checkpoint that sentence-transformers may write its O3 file into; made once, cached."""
+    checkpoint that sentence-transformers may write its O3 file into; made once, cached
+    (the exports made again when the exporter's code has changed)."""
     import shutil
 
     from transformer_zoo.export.run_export import export_run
@@ -129,11 +131,14 @@ def prepare(checkpoint: str, rebuild: bool) -> tuple[Path, Path, Path, Path]:
         shutil.rmtree(WORK, ignore_errors=True)
         import_hf_run(checkpoint, run_dir)
     for directory, graphs in ((export_dir, "fused"), (plain_dir, "plain")):
-        made = (directory / "model.onnx").is_file() and load_run_config(directory).export[
-            "onnx"
-        ].get("graph_kind") == graphs
+        made = (
+            (directory / "model.onnx").is_file()
+            and load_run_config(directory).export["onnx"].get("graph_kind") == graphs
+            and is_current_export(directory)
+        )
         if rebuild or not made:
             export_run(run_dir, directory, ("onnx",), graphs=graphs)
+            stamp_export(directory)
     if not copy.is_dir():
         shutil.copytree(checkpoint, copy)
     return run_dir, export_dir, plain_dir, copy

@@ -1,8 +1,32 @@
-"""What a benchmark records of the machine it ran on."""
+"""What a benchmark records of the machine it ran on, and of the exporter that made its
+cached files."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+
+EXPORTER = Path(__file__).resolve().parent.parent / "transformer_zoo" / "export"
+STAMP = ".exporter"  # in a cached export directory: the exporter_stamp() that made it
+
+
+def exporter_stamp() -> str:
+    """A hash of the exporter's source (`transformer_zoo/export/**.py`): a benchmark's
+    cached export made by other code is made again, not timed as if it were current."""
+    digest = hashlib.sha256()
+    for path in sorted(EXPORTER.rglob("*.py")):
+        digest.update(path.relative_to(EXPORTER).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def is_current_export(directory: Path) -> bool:
+    """Whether `directory` holds an export stamped by the current exporter."""
+    stamp = Path(directory) / STAMP
+    return stamp.is_file() and stamp.read_text() == exporter_stamp()
+
+
+def stamp_export(directory: Path) -> None:
+    (Path(directory) / STAMP).write_text(exporter_stamp())
 
 
 def cpu_flags() -> str:

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "runs" / "bench_server_load"
 sys.path.insert(0, str(ROOT))
-from benchmarks.machine import cpu_flags  # noqa: E402
+from benchmarks.machine import cpu_flags, is_current_export, stamp_export  # noqa: E402
 
 NEW_TOKENS, PROMPT_TOKENS = 64, 16
 
@@ -61,7 +61,7 @@ def prepare_decoder(corpus: Path) -> tuple[Path, list[str]]:
     lines = [line.strip() for line in corpus.read_text(encoding="utf-8").splitlines()]
     lines = [line for line in lines if len(line.split()) >= 4]
     directory = WORK / "decoder"
-    if not (directory / "model.onnx").is_file():
+    if not (directory / "model.onnx").is_file() or not is_current_export(directory):
         import keras
 
         from benchmarks.serving import CONTEXT, SIZES, randomize
@@ -75,6 +75,7 @@ def prepare_decoder(corpus: Path) -> tuple[Path, list[str]]:
         randomize(model, 0)
         config = RunConfig(family="decoder-only", preset="custom", task="language-model")
         export_onnx(model, directory, tokenizer, config=config)
+        stamp_export(directory)
     from transformer_zoo.text import Tokenizer
 
     tokenizer = Tokenizer.load(directory / "tokenizer.model")
