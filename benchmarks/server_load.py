@@ -133,7 +133,11 @@ class Server:
 
 
 def one_request(
-    port: int, path: str, body: dict, stream: bool, connection: http.client.HTTPConnection = None
+    port: int,
+    path: str,
+    body: dict,
+    stream: bool,
+    connection: http.client.HTTPConnection | None = None,
 ) -> dict:
     """Sends one request; returns its status, latency, time to first chunk and tokens.
     On `connection` (kept alive, as the openai client's connection pool keeps its

@@ -33,7 +33,8 @@ Repeats run round-robin over the engines, in an order that rotates every round a
 apart (the previous engine's spinning threads go idle first), so a change in the
 machine's load hits all of them; the table gives the median and the best run, and the
 median of units per CPU second of this process (all threads), which other processes' load
-distorts much less than wall time. The machine is shared: the load average is recorded before and after.
+distorts much less than wall time. The machine is shared: the load average is recorded
+before and after.
 
 Each decoder row gives the graph's nodes per step and the weight bytes a step reads
 (every MatMul's weights; one embedding row); the bound divides the rate at which a

@@ -97,6 +97,8 @@ class OnnxRunner:
         self.bindings = {}
         # Inputs with a default (an initializer of the same name), such as `logits_to_keep`.
         self.optional_inputs = {}
+        # Graphs that compute only the real tokens of a padded batch (`PADDING_FREE`).
+        self.padding_free_graphs = set()
         for name, path in files.items():
             self._add(name, path)
 
@@ -108,6 +110,8 @@ class OnnxRunner:
         self.outputs[name] = [o.name for o in session.get_outputs()]
         self.bindings[name] = _c_binding(session)
         self.optional_inputs[name] = {i.name for i in session.get_overridable_initializers()}
+        if session.get_modelmeta().custom_metadata_map.get(PADDING_FREE) == "true":
+            self.padding_free_graphs.add(name)
 
     def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict:
         """Runs `graph` on `feeds` (numpy arrays or OrtValues, by name).
@@ -159,9 +163,9 @@ class OnnxRunner:
         return name in self.inputs.get(graph, {}) or name in self.optional_inputs.get(graph, ())
 
     def padding_free(self, graph: str) -> bool:
-        """Whether `graph` computes only the real tokens of a padded batch (`PADDING_FREE`)."""
-        metadata = self.sessions[graph].get_modelmeta().custom_metadata_map
-        return metadata.get(PADDING_FREE) == "true"
+        """Whether `graph` computes only the real tokens of a padded batch (`PADDING_FREE`),
+        as its metadata said when its session was made."""
+        return graph in self.padding_free_graphs
 
     def take(self, value, indices: np.ndarray):
         """Rows `indices` of a cache tensor (beam search reorders them)."""
