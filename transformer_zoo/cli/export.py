@@ -45,13 +45,7 @@ def register(commands) -> None:
         action="store_true",
         help="with --plain: skip the graph rewrites (one MatMul per Dense, fused QKV, Where)",
     )
-    export.add_argument(
-        "--opset",
-        type=int,
-        default=17,
-        choices=(17, 18),
-        help="with --plain: the ONNX opset (the fused graphs are opset 23)",
-    )
+    export.add_argument("--opset", type=int, default=17, choices=(17, 18))
     export.add_argument(
         "--quantize",
         choices=WEIGHT_TYPES,

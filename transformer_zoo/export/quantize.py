@@ -187,9 +187,6 @@ def _int8(source: str, target: str, per_channel: bool) -> None:
     quantize_dynamic(
         source,
         target,
-        # Not its default list: that takes any `Attention` for com.microsoft's, whose
-        # second input is a weight (ONNX's has the keys there).
-        op_types_to_quantize=["MatMul", "Gather"],
         weight_type=QuantType.QInt8,
         per_channel=per_channel,
         reduce_range=True,

@@ -169,8 +169,7 @@ def export_onnx(
             model; None exports a model that serves token ids only.
         target_tokenizer: an encoder-decoder's separate target `Tokenizer`.
         config: the run's `RunConfig`; None makes one (preset "custom", default task).
-        opset: the plain graphs' ONNX opset, 17 or 18 (the fused graphs are opset
-            `fused.OPSET`, 23, for ONNX's `Attention`).
+        opset: ONNX opset, 17 or 18.
         fuse_layer_norm: (plain graphs) rewrite tf2onnx's LayerNorm expansions as single
             nodes (False only to measure the difference).
         simplify: (plain graphs) apply `rewrites` (one MatMul per Dense, fused QKV,
@@ -202,9 +201,8 @@ def export_onnx(
     written = {}
     if graphs == "fused":
         started = time.perf_counter()
-        opset = fused.OPSET
         log.info("writing the fused graphs (opset %d + com.microsoft)", opset)
-        written = fused.fused_graphs(model)
+        written = fused.fused_graphs(model, opset)
         seconds = round(time.perf_counter() - started, 2)
     for graph in step_graphs(model):
         if graphs == "fused":

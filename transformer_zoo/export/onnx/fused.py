@@ -1,25 +1,18 @@
 """The fused export: each family's step graphs written directly from the model's weights
-with onnxruntime's `com.microsoft` operators and ONNX's own `Attention`, the way
-onnxruntime-genai's model builder writes its graphs (tf2onnx and onnxruntime's transformer
-optimizer do not produce them from Keras graphs).
+with onnxruntime's `com.microsoft` operators, the way onnxruntime-genai's model builder
+writes its graphs (tf2onnx and onnxruntime's transformer optimizer do not produce them from
+Keras graphs).
 
-Per block: one MatMul (and bias Add) for the query, key and value projections (`Split`
-into three), one `Attention` (ONNX opset 23: scaled dot product, the additive mask, and
-the cache's concatenation: `past_key`/`past_value` in, `present_key`/`present_value` out;
-an encoder-decoder's cross-attention is `com.microsoft` `MultiHeadAttention` over the
-cached cross keys and values), one MatMul for the output projection, whose bias and
-residual add go into `SkipLayerNormalization` together with the next LayerNorm; the FFN is
-MatMul, `BiasGelu` / `FastGelu` / `QuickGelu` / Relu with its bias, MatMul. A Pre-LN stack
-(GPT-2) normalises the sum of a sublayer's output and the residual stream for the next
-sublayer in that one node (its fourth output is the stream itself); a Post-LN stack (the
-paper, BERT) normalises it in place. The attention mask becomes an additive bias once per
-step, not once per layer; an encoder-decoder's encoder projects the cross keys and values
-of every decoder layer in one MatMul.
-
-ONNX's `Attention` rather than `MultiHeadAttention` for self-attention: on onnxruntime's
-CPU kernels it decoded 8% more tokens/s (int8 and int4, float32 1-5%) and ran MiniLM 6%
-faster at batch 1 and 5-9% on mixed batches (interleaved A/B runs, AVX-512 EPYC,
-2026-12-03), with outputs equal to 1e-7.
+Per block: one MatMul for the query, key and value projections (`Split` into three), one
+`MultiHeadAttention` (scaled dot product, masks, causal, and the cache's concatenation:
+`past_key`/`past_value` in, `present_key`/`present_value` out), one MatMul for the output
+projection, whose bias and residual add go into `SkipLayerNormalization` together with the
+next LayerNorm; the FFN is MatMul, `BiasGelu` / `FastGelu` / `QuickGelu` / Relu with its
+bias, MatMul. A Pre-LN stack (GPT-2) normalises the sum of a sublayer's output and the
+residual stream for the next sublayer in that one node (its fourth output is the stream
+itself); a Post-LN stack (the paper, BERT) normalises it in place. The attention mask is
+cast once per step, not once per layer; an encoder-decoder's encoder projects the cross
+keys and values of every decoder layer in one MatMul.
 
 The graphs keep the I/O of `generation.graphs` (names, dtypes, shapes), so every runner
 and onnxruntime-genai run them unchanged; `export_onnx` validates them against the Keras
@@ -41,8 +34,6 @@ from transformer_zoo.models import EncoderOnlyClassifier, EncoderOnlyMaskedLM
 from transformer_zoo.models.family import backbone_of, family_of
 
 MICROSOFT = "com.microsoft"
-OPSET = 23  # ONNX's `Attention` with a cache (past_key / past_value)
-IR_VERSION = 11  # opset 23's
 # Masked scores: our layers write the lowest float32 in place of a masked score, so that a
 # query with no allowed key (a padding position) averages all values uniformly; added to
 # a score instead, -3e38 swallows it the same way.
@@ -103,16 +94,16 @@ class GraphWriter:
     def output(self, name: str, elem_type: int, shape) -> None:
         self.outputs.append(helper.make_tensor_value_info(name, elem_type, shape))
 
-    def model(self, metadata: dict[str, str] | None = None) -> onnx.ModelProto:
+    def model(self, opset: int, metadata: dict[str, str] | None = None) -> onnx.ModelProto:
         graph = helper.make_graph(
             self.nodes, self.name, self.inputs, self.outputs, self.initializers
         )
         model = helper.make_model(
             graph,
-            opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MICROSOFT, 1)],
+            opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MICROSOFT, 1)],
             producer_name="transformer_zoo",
         )
-        model.ir_version = IR_VERSION
+        model.ir_version = min(model.ir_version, 10)
         helper.set_model_props(model, metadata or {})
         return model
 
@@ -251,66 +242,49 @@ class _Writer:
             self._constants[key] = self.g.weight(key, array)
         return self._constants[key]
 
-    def attention(self, layer, x: str, hint: str, bias: str, cache=None,
-                  packing: Packing | None = None):  # fmt: skip
-        """Self-attention: one `Attention` node; returns its (B, S, H·Dh) output. `bias`:
-        the (B, 1, S, T) additive mask (`causal_bias`, `key_padding_bias`). `cache`: (past
-        key, past value, present key, present value) names for attention over a cache.
+    def attention(self, layer, x: str, hint: str, mask: str = "", bias: str = "",
+                  cache=None, cross=None, packing: Packing | None = None):  # fmt: skip
+        """One `MultiHeadAttention` node; returns its (B, S, H·Dh) output. Masked by `mask`
+        (a (B, T) int32 key padding mask) or `bias` (a (B, 1, S, T) additive bias,
+        `causal_bias`). `cache`: (past key, past value, present key, present value) names
+        for self-attention over a cache; `cross`: the (B, H, S, Dh) key and value names.
         `packing`: `x` holds only the real tokens (`Packing`); the projected query, key and
         value are laid out (B, S, ·) for the node and its output packed again."""
         g = self.g
+        attrs = {"num_heads": layer.num_heads, "mask_filter_value": MASK_FILTER_VALUE}
+        if cross is not None:
+            query = self.dense(x, layer.query_dense, f"{hint}.query")
+            return g.op(
+                "MultiHeadAttention", [query, cross[0], cross[1], "", mask, bias], hint,
+                domain=MICROSOFT, **attrs,
+            )  # fmt: skip
         kernel = np.concatenate(
             [_numpy(layer.query_dense.kernel), _numpy(layer.key_value_dense.kernel)], axis=1
         )  # (D, 3·H·Dh): query, key, value
         qkv = g.op("MatMul", [x, g.weight(f"{hint}.qkv.kernel", kernel)], hint)
-        if layer.use_bias:
-            qkv_bias = np.concatenate(
-                [_numpy(layer.query_dense.bias), _numpy(layer.key_value_dense.bias)]
-            )
-            qkv = g.op("Add", [qkv, g.weight(f"{hint}.qkv.bias", qkv_bias)], hint)
         if packing is not None:
             qkv = packing.unpack(qkv, hint)
         width = layer.num_heads * layer.head_width
         query, key, value = g.op("Split", [qkv, self.ints([width] * 3)], hint, outputs=3, axis=-1)
-        heads = {"q_num_heads": layer.num_heads, "kv_num_heads": layer.num_heads}
+        qkv_bias = ""
+        if layer.use_bias:
+            qkv_bias = g.weight(
+                f"{hint}.qkv.bias",
+                np.concatenate(
+                    [_numpy(layer.query_dense.bias), _numpy(layer.key_value_dense.bias)]
+                ),
+            )
+        inputs = [query, key, value, qkv_bias, mask, bias]
         if cache is None:
-            out = g.op("Attention", [query, key, value, bias], hint, **heads)
+            out = g.op("MultiHeadAttention", inputs, hint, domain=MICROSOFT, **attrs)
             return out if packing is None else packing.pack(out, hint)
         past_key, past_value, present_key, present_value = cache
         out = g.unique(f"{hint}/attended")
         g.op(
-            "Attention", [query, key, value, bias, past_key, past_value], hint,
-            outputs=[out, present_key, present_value], **heads,
+            "MultiHeadAttention", inputs + [past_key, past_value], hint,
+            outputs=[out, present_key, present_value], domain=MICROSOFT, **attrs,
         )  # fmt: skip
         return out
-
-    def cross_attention(self, layer, x: str, hint: str, mask: str, cross) -> str:
-        """Cross-attention over the cached (B, H, S, Dh) key and value names `cross`: one
-        `MultiHeadAttention` node (it takes them as they are, with the (B, S) int32 key
-        padding `mask`); returns its (B, S, H·Dh) output."""
-        query = self.dense(x, layer.query_dense, f"{hint}.query")
-        return self.g.op(
-            "MultiHeadAttention", [query, cross[0], cross[1], "", mask], hint,
-            domain=MICROSOFT, num_heads=layer.num_heads, mask_filter_value=MASK_FILTER_VALUE,
-        )  # fmt: skip
-
-    def key_padding_bias(self, attention_mask: str) -> str:
-        """The (B, 1, S, S) additive bias of self-attention over a padded batch without a
-        cache, once per graph: 0 at real keys, `MASK_FILTER_VALUE` at padding keys, the
-        same for every query (onnxruntime's `Attention` wants the query axis spelled out)."""
-        g, hint = self.g, "key_padding_bias"
-        keys = g.op(
-            "Cast",
-            [g.op("Unsqueeze", [attention_mask, self.ints([1, 2])], hint)],
-            hint,
-            to=TensorProto.BOOL,
-        )  # (B, 1, 1, S)
-        zero = g.weight("bias_allowed", np.float32(0.0))
-        masked = g.weight("bias_masked", np.float32(MASK_FILTER_VALUE))
-        bias = g.op("Where", [keys, zero, masked], hint)
-        dims = g.op("Concat", [g.op("Shape", [attention_mask], hint), self.ints([1])], hint, axis=0)
-        shape = g.op("Gather", [dims, self.ints([0, 2, 1, 1])], hint)  # [B, 1, S, S]
-        return g.op("Expand", [bias, shape], hint)
 
     def causal_bias(self, attention_mask: str, ids: str) -> str:
         """The (B, 1, S, T) additive bias of causal self-attention over a left-padded cache,
@@ -409,7 +383,7 @@ class Packing:
     """Padding-free stacks: the real tokens of a (B, S) batch, by its attention mask, as
     one (N, ·) matrix. The MatMuls, LayerNorms and activations then run on the N real
     tokens only, not on B × S positions (a batch of texts of mixed lengths costs what its
-    tokens cost); only `Attention` sees the (B, S, ·) layout: one `Gather` lays
+    tokens cost); only `MultiHeadAttention` sees the (B, S, ·) layout: one `Gather` lays
     its query, key and value out, one `GatherND` packs its output again. Padding
     positions are not computed: the stack's padded outputs hold zeros there (the plain
     graph and the Keras model hold values that no real token reads).
@@ -454,8 +428,7 @@ def _writer(name: str) -> tuple[GraphWriter, _Writer]:
 
 
 def _mask(g: GraphWriter, name: str) -> str:
-    """The int32 key padding mask cross-attention's `MultiHeadAttention` reads, cast once
-    per graph."""
+    """The int32 key padding mask `MultiHeadAttention` reads, cast once per graph."""
     return g.op("Cast", [name], name, to=TensorProto.INT32)
 
 
@@ -491,7 +464,7 @@ def _present_outputs(g, model, part: str):
     return names
 
 
-def decoder_only(model) -> dict[str, onnx.ModelProto]:
+def decoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     g, w = _writer("model")
     ids = g.input("input_ids", INT64, ["batch", "sequence"])
     bias = w.causal_bias(g.input("attention_mask", INT64, ["batch", "total_sequence"]), ids)
@@ -502,24 +475,24 @@ def decoder_only(model) -> dict[str, onnx.ModelProto]:
 
     def attend(kind, index, block, x):
         cache = (*past[index], *present[index])
-        return w.attention(block.self_attention, x, f"block_{index}.self", bias, cache)
+        return w.attention(block.self_attention, x, f"block_{index}.self", bias=bias, cache=cache)
 
     terms = w.embeddings(model.embeddings, ids, positions, None, "embeddings")
     x = w.stack(model.blocks, terms, None, model.final_norm, attend, "block")
     x = _last_positions(g, w, x)
     g.nodes.append(helper.make_node("Identity", [w.lm_head(model.lm_head, x)], ["logits"]))
-    return {"model": g.model()}
+    return {"model": g.model(opset)}
 
 
-def encoder_decoder(model) -> dict[str, onnx.ModelProto]:
+def encoder_decoder(model, opset: int) -> dict[str, onnx.ModelProto]:
     # The encoder, and the cross keys and values of every decoder layer in one MatMul.
     g, w = _writer("encoder")
     ids = g.input("input_ids", INT64, ["batch", "source_sequence"])
-    bias = w.key_padding_bias(g.input("attention_mask", INT64, ["batch", "source_sequence"]))
+    mask = _mask(g, g.input("attention_mask", INT64, ["batch", "source_sequence"]))
     g.output("last_hidden_state", FLOAT, ["batch", "source_sequence", model.hidden_dim])
 
     def attend_encoder(kind, index, block, x):
-        return w.attention(block.self_attention, x, f"encoder_block_{index}.self", bias)
+        return w.attention(block.self_attention, x, f"encoder_block_{index}.self", mask)
 
     terms = w.embeddings(model.encoder_embeddings, ids, None, None, "encoder_embeddings")
     memory = w.stack(model.encoder_blocks, terms, None, None, attend_encoder, "encoder_block")
@@ -541,7 +514,7 @@ def encoder_decoder(model) -> dict[str, onnx.ModelProto]:
     g.op("Split", [split, w.ints([heads] * len(names))], "cross", outputs=names, axis=1)
     for name in names:
         g.output(name, FLOAT, ["batch", heads, "source_sequence", width])
-    encoder = g.model()
+    encoder = g.model(opset)
 
     g, w = _writer("decoder")
     ids = g.input("input_ids", INT64, ["batch", "sequence"])
@@ -560,25 +533,25 @@ def encoder_decoder(model) -> dict[str, onnx.ModelProto]:
     def attend_decoder(kind, index, block, x):
         hint = f"decoder_block_{index}.{kind}"
         if kind == "cross":
-            return w.cross_attention(
-                block.cross_attention_layer, x, hint, source_mask, cross[index]
+            return w.attention(
+                block.cross_attention_layer, x, hint, source_mask, cross=cross[index]
             )
         cache = (*past[index], *present[index])
-        return w.attention(block.self_attention, x, hint, bias, cache)
+        return w.attention(block.self_attention, x, hint, bias=bias, cache=cache)
 
     terms = w.embeddings(model.decoder_embeddings, ids, positions, None, "decoder_embeddings")
     x = w.stack(model.decoder_blocks, terms, None, None, attend_decoder, "decoder_block")
     x = _last_positions(g, w, x)
     g.nodes.append(helper.make_node("Identity", [w.lm_head(model.lm_head, x)], ["logits"]))
-    return {"encoder": encoder, "decoder": g.model()}
+    return {"encoder": encoder, "decoder": g.model(opset)}
 
 
-def encoder_only(model) -> dict[str, onnx.ModelProto]:
+def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     core = backbone_of(model)
     g, w = _writer("model")
     ids = g.input("input_ids", INT64, ["batch", "sequence"])
     attention_mask = g.input("attention_mask", INT64, ["batch", "sequence"])
-    bias = w.key_padding_bias(attention_mask)
+    mask = _mask(g, attention_mask)
     packing = Packing(w, attention_mask)
     segments = None
     if core.type_vocabulary_size:
@@ -586,7 +559,7 @@ def encoder_only(model) -> dict[str, onnx.ModelProto]:
         segments = packing.select(segments, "segments")
 
     def attend(kind, index, block, x):
-        return w.attention(block.self_attention, x, f"block_{index}.self", bias, packing=packing)
+        return w.attention(block.self_attention, x, f"block_{index}.self", mask, packing=packing)
 
     tokens, positions = packing.select(ids, "ids"), packing.positions()
     terms = w.embeddings(core.embeddings, tokens, positions, segments, "embeddings")
@@ -609,7 +582,7 @@ def encoder_only(model) -> dict[str, onnx.ModelProto]:
         value, shape = outputs[name]
         g.nodes.append(helper.make_node("Identity", [value], [name]))
         g.output(name, FLOAT, shape)
-    return {"model": g.model({PADDING_FREE: "true"})}
+    return {"model": g.model(opset, {PADDING_FREE: "true"})}
 
 
 WRITERS = {
@@ -619,9 +592,9 @@ WRITERS = {
 }
 
 
-def fused_graphs(model) -> dict[str, onnx.ModelProto]:
-    """Graph name (`"model"`, `"encoder"`, `"decoder"`) → the fused `ModelProto` (opset
-    `OPSET`), for the graph files of `generation.graphs.GRAPH_FILES`."""
-    protos = WRITERS[family_of(model)](model)
+def fused_graphs(model, opset: int) -> dict[str, onnx.ModelProto]:
+    """Graph name (`"model"`, `"encoder"`, `"decoder"`) → the fused `ModelProto`, for the
+    graph files of `generation.graphs.GRAPH_FILES`."""
+    protos = WRITERS[family_of(model)](model, opset)
     assert set(protos) <= set(GRAPH_FILES)
     return protos
