@@ -9,13 +9,14 @@ spin after one session's run would slow the other's, which is the session that r
 in this alternation, never in a benchmark of one engine.
 
 Feeds, from the graph's inputs:
-- a decoder step (`past_key_values.*` inputs): batch 1, one new token over 16, 48, 80,
-  112 and 144 cached positions (random caches);
+- a decoder step (`past_key_values.*` inputs): batch 1, one new token over `--cached`
+  positions (default 16, 48, 80, 112 and 144; random caches);
 - an encoder (`input_ids` + `attention_mask`, no cache): a batch of 1 of 16 tokens, and
   batches of 16 rows of random lengths (5-40 tokens), left-aligned and padded.
 
 Usage:
     .venv/bin/python benchmarks/graph_ab.py A.onnx B.onnx [--rounds 300] [--threads 2]
+        [--cached 16 48 80 112 144]
 
 e.g. an export of the previous commit against this one's (`git worktree` for the previous).
 Prints the median ratio B/A with its quartiles, per workload, and the control's.
@@ -43,23 +44,25 @@ def _dims(session: ort.InferenceSession, name: str) -> list:
     return next(i.shape for i in session.get_inputs() if i.name == name)
 
 
-def workloads(session: ort.InferenceSession, rng: np.random.Generator) -> dict[str, list]:
+def workloads(
+    session: ort.InferenceSession, rng: np.random.Generator, cached=CACHED
+) -> dict[str, list]:
     """Workload name → the feed dicts of its calls (see the module docstring)."""
     names = [i.name for i in session.get_inputs()]
     past = [n for n in names if n.startswith("past_key_values.")]
     if past:
         heads, width = _dims(session, past[0])[1], _dims(session, past[0])[3]
         calls = []
-        for cached in CACHED:
+        for length in cached:
             feeds = {
                 "input_ids": np.array([[5]], np.int64),
-                "attention_mask": np.ones((1, cached + 1), np.int64),
-                "position_ids": np.array([[cached]], np.int64),
+                "attention_mask": np.ones((1, length + 1), np.int64),
+                "position_ids": np.array([[length]], np.int64),
             }
             for name in past:
-                feeds[name] = rng.normal(size=(1, heads, cached, width)).astype(np.float32)
+                feeds[name] = rng.normal(size=(1, heads, length, width)).astype(np.float32)
             calls.append({k: v for k, v in feeds.items() if k in names})
-        return {"decoder step, 16-144 cached positions": calls}
+        return {f"decoder step, {min(cached)}-{max(cached)} cached positions": calls}
     if "input_ids" not in names or "attention_mask" not in names:
         raise SystemExit(f"Neither a decoder step nor an encoder graph. Inputs: {names}")
 
@@ -68,7 +71,7 @@ def workloads(session: ort.InferenceSession, rng: np.random.Generator) -> dict[s
         ids = np.zeros((len(lengths), width), np.int64)
         mask = np.zeros_like(ids)
         for row, length in enumerate(lengths):
-            ids[row, :length] = rng.integers(1000, 2000, length)
+            ids[row, :length] = rng.integers(1, 5, length)  # any ids do the same work
             mask[row, :length] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         return {k: v for k, v in feeds.items() if k in names}
@@ -108,6 +111,9 @@ def main() -> None:
     parser.add_argument("b", help="the graph to compare (.onnx), same inputs")
     parser.add_argument("--rounds", type=int, default=300, help="A, B, B, A rounds per workload")
     parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser.add_argument(
+        "--cached", type=int, nargs="+", default=CACHED, help="a decoder's cached positions"
+    )
     args = parser.parse_args()
     sessions = {
         key: make_session(path, args.threads, allow_spinning=False)
@@ -115,7 +121,7 @@ def main() -> None:
     }
     print(f"{cpu_flags()}; {args.threads} threads; {args.rounds} rounds per workload")
     rng = np.random.default_rng(0)
-    for name, calls in workloads(sessions["a"], rng).items():
+    for name, calls in workloads(sessions["a"], rng, args.cached).items():
         for session in sessions.values():  # warm-up
             for feeds in calls:
                 session.run(None, feeds)
