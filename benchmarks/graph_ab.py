@@ -4,9 +4,10 @@ whose speed drifts by 10-20% from minute to minute.
 Each round runs A, B, B, A (the next round B, A, A, B, so that neither graph always runs
 twice in a row) on the same feeds and records (B + B) / (A + A); drift slower than a few
 milliseconds cancels out of that ratio. A same-file control (a second session of A's file
-in B's place) shows what the method itself reads as a difference. Both sessions' idle threads sleep (`allow_spinning=False`): threads that
-spin after one session's run would slow the other's, which is the session that runs next
-in this alternation, never in a benchmark of one engine.
+in B's place) shows what the method itself reads as a difference. Both sessions' idle
+threads sleep (`allow_spinning=False`): threads that spin after one session's run would
+slow the other's, which is the session that runs next in this alternation, never in a
+benchmark of one engine.
 
 Feeds, from the graph's inputs:
 - a decoder step (`past_key_values.*` inputs): batch 1, one new token over `--cached`
@@ -40,18 +41,15 @@ from transformer_zoo.generation.onnx_runner import make_session  # noqa: E402
 CACHED = (16, 48, 80, 112, 144)
 
 
-def _dims(session: ort.InferenceSession, name: str) -> list:
-    return next(i.shape for i in session.get_inputs() if i.name == name)
-
-
 def workloads(
     session: ort.InferenceSession, rng: np.random.Generator, cached=CACHED
 ) -> dict[str, list]:
     """Workload name → the feed dicts of its calls (see the module docstring)."""
-    names = [i.name for i in session.get_inputs()]
+    shapes = {i.name: i.shape for i in session.get_inputs()}
+    names = list(shapes)
     past = [n for n in names if n.startswith("past_key_values.")]
     if past:
-        heads, width = _dims(session, past[0])[1], _dims(session, past[0])[3]
+        _, heads, _, width = shapes[past[0]]  # (batch, heads, cached, head width)
         calls = []
         for length in cached:
             feeds = {
