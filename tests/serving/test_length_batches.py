@@ -41,6 +41,15 @@ def test_equal_lengths_make_full_batches_in_input_order():
 def test_bad_batch_size_is_refused():
     with pytest.raises(ValueError, match="batch_size"):
         length_batches([3, 4], 0)
+    with pytest.raises(ValueError, match="batch_size"):
+        length_batches([3], 0)  # a lone text too
+
+
+def test_a_lone_text_is_one_batch():
+    for padding_free in (False, True):
+        batches = length_batches([300], 32, padding_free=padding_free)
+        assert [b.tolist() for b in batches] == [[0]]
+        assert batches[0].dtype.kind == "i"
 
 
 def test_a_padding_free_graph_batches_mixed_lengths_together_but_not_an_outlier():

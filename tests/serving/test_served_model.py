@@ -130,3 +130,21 @@ def test_corrupted_tokenizer_and_config_raise_clear_errors(export_copy, tmp_path
         load_onnx(export_copy)
     with pytest.raises(RunError, match="no such directory"):
         load_onnx(tmp_path / "nowhere")
+
+
+def test_mean_pool_is_the_masked_mean_of_each_row_normalised():
+    from transformer_zoo.serving import mean_pool
+
+    rng = np.random.default_rng(0)
+    sequence = rng.standard_normal((3, 5, 8)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]])
+    for normalize in (False, True):
+        pooled = mean_pool(sequence, mask, normalize)
+        for row, length in enumerate(mask.sum(1)):
+            expected = sequence[row, :length].astype(np.float64).mean(0)
+            if normalize:
+                expected /= np.linalg.norm(expected)
+            np.testing.assert_allclose(pooled[row], expected, rtol=1e-5, atol=1e-6)
+    assert mean_pool(np.zeros((1, 2, 4), np.float32), np.zeros((1, 2), np.int64)).tolist() == [
+        [0.0] * 4
+    ]  # an all-padding row: zeros, not NaN (the clamps)

@@ -53,6 +53,8 @@ def length_batches(
     lengths = np.asarray(lengths, dtype=np.int64)
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive integer. Received: {batch_size!r}")
+    if len(lengths) == 1:  # a lone text (the latency path): nothing to plan
+        return [np.zeros(1, dtype=np.int64)]
     order = np.argsort(-lengths, kind="stable")
     longest = lengths[order]  # descending: a batch starting at i pads to longest[i]
     tokens = np.concatenate([[0], np.cumsum(longest)])  # tokens[j] - tokens[i]: batch i..j

@@ -297,10 +297,14 @@ class ServedModel:
 def mean_pool(sequence: np.ndarray, mask: np.ndarray, normalize: bool = True) -> np.ndarray:
     """Masked mean over tokens of (B, S, D), then L2 normalisation: (B, D). The clamps
     (1e-9 tokens, 1e-12 norm) are sentence-transformers' and `EncoderOnly.embed`'s."""
-    weights = mask.astype(np.float32)[:, :, None]  # (B, S, 1)
-    pooled = (sequence * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
+    weights = mask.astype(np.float32)  # (B, S)
+    # The masked sum as one (B, 1, S) @ (B, S, D) product: about half the time of
+    # multiplying and summing (B, S, D), which counts at batch 1.
+    pooled = np.matmul(weights[:, None, :], sequence)[:, 0]
+    pooled /= np.maximum(weights.sum(1, keepdims=True), 1e-9)
     if normalize:
-        pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)
+        norms = np.sqrt(np.einsum("ij,ij->i", pooled, pooled))[:, None]
+        pooled /= np.maximum(norms, 1e-12)
     return pooled
 
 
