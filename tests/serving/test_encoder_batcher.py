@@ -1,5 +1,6 @@
 """EncoderBatcher's threads: batches form one at a time and run concurrently, each
-request gets its own rows and token counts, and `close` drains every queued request."""
+request gets its own rows and token counts, and `close` drains every queued request; the
+batching wait applies only while a batch runs."""
 
 import threading
 
@@ -13,14 +14,18 @@ class FakeEncoder:
     """`embed_counted` of a model whose embedding of a text is its length; each call
     waits at `barrier` (when given) until as many calls are inside at once."""
 
-    def __init__(self, barrier=None):
+    def __init__(self, barrier=None, hold=None):
         self.barrier = barrier
+        self.hold = hold  # texts whose batch waits until `release` is set
+        self.release = threading.Event()
         self.batches = []
 
     def embed_counted(self, texts, batch_size):
         self.batches.append(list(texts))
         if self.barrier is not None:
             self.barrier.wait()
+        if self.hold in texts:
+            assert self.release.wait(10)
         vectors = np.array([[len(t), 1.0] for t in texts], np.float32)
         return vectors, [len(t.split()) for t in texts]
 
@@ -57,6 +62,35 @@ def test_each_request_gets_its_rows_and_close_drains_the_queue():
     assert sorted(t for batch in model.batches for t in batch) == sorted(
         t for texts in requests for t in texts
     )
+
+
+def test_an_idle_model_runs_a_request_at_once():
+    """A wait of 60 s would fail `result(timeout=10)`: with nothing running, none is taken."""
+    batcher = EncoderBatcher(FakeEncoder(), max_batch_size=8, max_wait_ms=60_000)
+    vectors, counts = batcher.submit("embed", ["a b c"]).result(timeout=10)
+    assert vectors[0, 0] == 5.0 and counts == [3]
+    batcher.close(10)
+
+
+def test_requests_arriving_while_a_batch_runs_share_the_next_one():
+    """While the first batch is held inside the model, three requests fill the next batch
+    (`max_batch_size` 3) and it runs without waiting out the 60 s; a request arriving after
+    that waits for the model to fall idle, then runs at once."""
+    model = FakeEncoder(hold="first")
+    batcher = EncoderBatcher(model, max_batch_size=3, max_wait_ms=60_000, workers=2)
+    first = batcher.submit("embed", ["first"])
+    while not model.batches:
+        pass
+    full = [batcher.submit("embed", [text]) for text in ("b", "c", "d")]
+    [f.result(timeout=10) for f in full]
+    assert model.batches == [["first"], ["b", "c", "d"]]
+    late = batcher.submit("embed", ["e"])
+    assert not late.done()  # the model is busy: "e" waits for others
+    model.release.set()
+    first.result(timeout=10)
+    assert late.result(timeout=10)[0][0, 0] == 1.0  # ran once the model fell idle
+    assert model.batches[-1] == ["e"]
+    batcher.close(10)
 
 
 def test_bad_worker_counts_are_refused():

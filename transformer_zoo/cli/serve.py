@@ -40,7 +40,8 @@ def register(commands) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--max-wait-ms", type=non_negative_float, default=2.0,
-        help="how long an encoder request waits for others to batch with (default 2; 0: none)",
+        help="how long an encoder request waits for others to batch with while another batch "
+        "runs (default 2; 0: none; an idle model runs a request at once)",
     )  # fmt: skip
     parser.add_argument(
         "--encoder-workers", type=positive_int, default=2,

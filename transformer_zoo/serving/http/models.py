@@ -23,7 +23,8 @@ class ServerSettings:
     Attributes:
         max_batch_size: the most sequences a generative model decodes together.
         encoder_batch_size: the most texts an encoder-only model runs together.
-        max_wait_ms: how long an encoder request waits for others to share its batch.
+        max_wait_ms: how long an encoder request waits for others to share its batch,
+            while another batch is running (an idle model runs it at once).
         encoder_workers: threads forming and running an encoder-only model's batches
             (`EncoderBatcher`): under load, one batch runs while the next forms and runs.
         max_queue: the most sequences (texts) waiting per model; past it, 429.

@@ -299,6 +299,11 @@ class EncoderBatcher(_Worker):
     """Runs the encoder-only requests that arrive within `max_wait_ms` of the first one
     as one batch of at most `max_batch_size` texts (a larger request runs alone).
 
+    The wait applies only while another batch is running: when the model is idle, what
+    has arrived runs at once (waiting could only add latency; the requests arriving
+    meanwhile form the next batch), and the forming batch runs as soon as the model falls
+    idle.
+
     `workers` threads share the queue: one at a time forms a batch, and batches run
     concurrently on the model's one onnxruntime session, so the next batch forms and runs
     while one is running. Under load that keeps both cores busy where a single batch's
@@ -326,6 +331,7 @@ class EncoderBatcher(_Worker):
         self.max_wait = max_wait_ms / 1000
         self._queued_texts = 0
         self._forming = False  # one thread at a time waits for a batch to fill
+        self._running = 0  # batches inside the model
         self._start()
 
     def submit(self, kind: str, texts: list[str]) -> concurrent.futures.Future:
@@ -348,10 +354,13 @@ class EncoderBatcher(_Worker):
                     self._condition.wait()
                 if not self._waiting:
                     return
-                # The first request waits a little for others to share its batch.
+                # While a batch runs, the first request waits a little for others to
+                # share its batch; an idle model runs it at once.
                 self._forming = True
                 deadline = time.monotonic() + self.max_wait
-                while self._queued_texts < self.max_batch_size and not self._closing:
+                while (
+                    self._running and self._queued_texts < self.max_batch_size and not self._closing
+                ):
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
@@ -365,11 +374,17 @@ class EncoderBatcher(_Worker):
                     texts += len(job.texts)
                 self._queued_texts -= texts
                 self._forming = False
+                self._running += 1
                 self._condition.notify_all()  # another thread may form the next batch
                 self.observe("queue_depth", self._queued_texts)
             self.observe("batch_size", texts)
-            for kind in ("embed", "classify"):
-                self._run(kind, [job for job in jobs if job.kind == kind])
+            try:
+                for kind in ("embed", "classify"):
+                    self._run(kind, [job for job in jobs if job.kind == kind])
+            finally:
+                with self._condition:
+                    self._running -= 1
+                    self._condition.notify_all()  # an idle model runs the forming batch
 
     def _run(self, kind: str, jobs: list[EncoderJob]) -> None:
         jobs = [job for job in jobs if job.future.set_running_or_notify_cancel()]
