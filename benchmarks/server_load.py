@@ -21,7 +21,7 @@ or a 429, or the run says so.
 
 Usage:
     .venv/bin/python benchmarks/server_load.py [--corpus PATH] [--levels 1 4 16 64]
-        [--skip-generation | --skip-embeddings]
+        [--skip-generation | --skip-embeddings] [--server-args "--max-wait-ms 5"]
 
 Writes benchmarks/results/server_load.json and server_load.md.
 """
@@ -34,6 +34,7 @@ import http.client
 import json
 import os
 import platform
+import shlex
 import signal
 import socket
 import statistics
@@ -235,7 +236,7 @@ def level(port, path, bodies, concurrency: int, count: int, stream: bool, limit:
 
 
 def run(name, directory, path, bodies, args, stream, unit, per_level: int) -> dict:
-    server = Server({name: directory}, ["--threads", "2", *args.server_args])
+    server = Server({name: directory}, ["--threads", "2", *shlex.split(args.server_args)])
     try:
         for body in bodies[:3]:  # warm-up: the sessions' first runs
             one_request(server.port, path, body, stream)
@@ -259,6 +260,7 @@ def run(name, directory, path, bodies, args, stream, unit, per_level: int) -> di
 def markdown(report: dict) -> str:
     lines = [
         f"Machine: {report['machine']} ({report['cpu_flags']}); load {report['load_before']}",
+        f"Server flags: `{' '.join(['--threads 2', report['server_args']]).strip()}`",
         "",
         "| model | concurrency | requests | 429 | failed | req/s | units/s | p50 latency (s) | "
         "p99 latency (s) | p50 TTFT (s) | p99 TTFT (s) |",
@@ -292,13 +294,15 @@ def main() -> None:
     parser.add_argument("--skip-embeddings", action="store_true")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument(
-        "--server-args", nargs="*", default=[], help="more flags of `transformer-zoo serve`"
-    )
+        "--server-args", default="",
+        help='more flags of `transformer-zoo serve`, as one string: --server-args="--max-wait-ms 5"',
+    )  # fmt: skip
     args = parser.parse_args()
     report = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
         "cpu_flags": cpu_flags(),
         "load_before": [round(x, 2) for x in os.getloadavg()],
+        "server_args": args.server_args,
         "models": {},
     }
     if not args.skip_generation:
