@@ -1,12 +1,17 @@
 """EncoderBatcher's threads: batches form one at a time and run concurrently, each
 request gets its own rows and token counts, and `close` drains every queued request; the
-batching wait applies only while a batch runs."""
+batching wait applies only while a batch runs, and a batch that starts beside a running one
+runs on the model with fewer threads."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
+from transformer_zoo.serving.http import ServerSettings
+from transformer_zoo.serving.http.metrics import Metrics
+from transformer_zoo.serving.http.models import ModelRegistry
 from transformer_zoo.serving.http.scheduler import EncoderBatcher
 
 
@@ -91,6 +96,50 @@ def test_requests_arriving_while_a_batch_runs_share_the_next_one():
     assert late.result(timeout=10)[0][0, 0] == 1.0  # ran once the model fell idle
     assert model.batches[-1] == ["e"]
     batcher.close(10)
+
+
+def test_a_batch_beside_a_running_one_runs_on_the_concurrent_model():
+    model, narrow = FakeEncoder(hold="first"), FakeEncoder()
+    batcher = EncoderBatcher(model, max_wait_ms=0, workers=2, concurrent_served=narrow)
+    first = batcher.submit("embed", ["first"])
+    while not model.batches:
+        pass
+    assert batcher.submit("embed", ["second"]).result(timeout=10)[1] == [1]
+    assert narrow.batches == [["second"]]
+    model.release.set()
+    first.result(timeout=10)
+    deadline = time.monotonic() + 10
+    while batcher._running and time.monotonic() < deadline:  # "first" leaves the model
+        time.sleep(0.001)
+    batcher.submit("embed", ["third"]).result(timeout=10)
+    assert model.batches == [["first"], ["third"]] and narrow.batches == [["second"]]
+    batcher.close(10)
+
+
+@pytest.mark.parametrize(
+    "threads, workers, narrow", [(2, 2, 1), (4, 2, 2), (2, 1, None), (1, 2, None)]
+)
+def test_the_server_gives_concurrent_batches_a_session_of_fewer_threads(
+    wordpiece_artifacts, threads, workers, narrow
+):
+    """threads // workers each (at least 1), loaded only where that is fewer than `threads`;
+    both sessions give the same embeddings."""
+    settings = ServerSettings(threads=threads, encoder_workers=workers)
+    registry = ModelRegistry({}, settings, Metrics())
+    entry = registry._load("embedder", str(wordpiece_artifacts.export_dir))
+    try:
+        concurrent = entry.worker.concurrent_served
+        if narrow is None:
+            assert concurrent is entry.served
+        else:
+            session = concurrent.runner.sessions["model"]
+            assert session.get_session_options().intra_op_num_threads == narrow
+            texts = ["the cat sat on the mat", "dogs"]
+            np.testing.assert_allclose(
+                concurrent.embed(texts), entry.served.embed(texts), atol=1e-6
+            )
+    finally:
+        entry.worker.close(10)
 
 
 def test_bad_worker_counts_are_refused():

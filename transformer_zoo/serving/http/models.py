@@ -8,7 +8,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS
+from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS, OnnxRunner
 from transformer_zoo.serving.http.scheduler import EncoderBatcher, GenerationScheduler
 from transformer_zoo.serving.loading import load_onnx
 from transformer_zoo.serving.served_model import ServedModel
@@ -27,6 +27,9 @@ class ServerSettings:
             while another batch is running (an idle model runs it at once).
         encoder_workers: threads forming and running an encoder-only model's batches
             (`EncoderBatcher`): under load, one batch runs while the next forms and runs.
+            A batch that starts while another runs uses a second onnxruntime session of
+            `threads // encoder_workers` threads (a second copy of the weights), so the
+            two share the cores instead of contending for one session's thread pool.
         max_queue: the most sequences (texts) waiting per model; past it, 429.
         request_timeout: seconds a request may take; past it, 504 (or an error event).
         max_body_bytes: the largest request body; past it, 413.
@@ -122,9 +125,15 @@ class ModelRegistry:
         served = load_onnx(directory, s.threads, s.allow_spinning)
         observe = self.metrics.observer(name)
         if served.family == "encoder-only":
+            concurrent = None
+            threads = max(1, s.threads // s.encoder_workers)
+            if s.encoder_workers > 1 and threads < s.threads:
+                # Batches that run beside another share the cores: each on fewer threads.
+                runner = OnnxRunner(served.runner.files, threads, s.allow_spinning)
+                concurrent = ServedModel(served.config, served.dims, runner, served.tokenizer)
             worker = EncoderBatcher(
                 served, s.encoder_batch_size, s.max_wait_ms, s.max_queue, observe,
-                s.encoder_workers,
+                s.encoder_workers, concurrent,
             )  # fmt: skip
         else:
             worker = GenerationScheduler(served, s.max_batch_size, s.max_queue, observe)

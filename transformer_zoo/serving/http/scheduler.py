@@ -318,15 +318,25 @@ class EncoderBatcher(_Worker):
         max_queue: the most texts waiting; past it `submit` raises `QueueFull`.
         observe: as for `GenerationScheduler` (`"batch_size"`, `"queue_depth"`).
         workers: threads forming and running batches.
+        concurrent_served: the same model on sessions with fewer intra-op threads, for
+            the batches that start while another is running (default: `served`).
     """
 
     def __init__(
-        self, served, max_batch_size=32, max_wait_ms=2.0, max_queue=1024, observe=None, workers=2
+        self,
+        served,
+        max_batch_size=32,
+        max_wait_ms=2.0,
+        max_queue=1024,
+        observe=None,
+        workers=2,
+        concurrent_served=None,
     ):
         if not isinstance(workers, int) or workers < 1:
             raise ValueError(f"`workers` must be a positive integer. Received: {workers!r}")
         super().__init__("encoder", max_queue, observe, workers)
         self.served = served
+        self.concurrent_served = concurrent_served or served
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait_ms / 1000
         self._queued_texts = 0
@@ -374,28 +384,29 @@ class EncoderBatcher(_Worker):
                     texts += len(job.texts)
                 self._queued_texts -= texts
                 self._forming = False
+                model = self.concurrent_served if self._running else self.served
                 self._running += 1
                 self._condition.notify_all()  # another thread may form the next batch
                 self.observe("queue_depth", self._queued_texts)
             self.observe("batch_size", texts)
             try:
                 for kind in ("embed", "classify"):
-                    self._run(kind, [job for job in jobs if job.kind == kind])
+                    self._run(model, kind, [job for job in jobs if job.kind == kind])
             finally:
                 with self._condition:
                     self._running -= 1
                     self._condition.notify_all()  # an idle model runs the forming batch
 
-    def _run(self, kind: str, jobs: list[EncoderJob]) -> None:
+    def _run(self, model, kind: str, jobs: list[EncoderJob]) -> None:
         jobs = [job for job in jobs if job.future.set_running_or_notify_cancel()]
         if not jobs:
             return
         texts = [text for job in jobs for text in job.texts]
         try:
             if kind == "embed":
-                vectors, counts = self.served.embed_counted(texts, self.max_batch_size)
+                vectors, counts = model.embed_counted(texts, self.max_batch_size)
             else:
-                results = self.served.classify(texts, batch_size=self.max_batch_size)
+                results = model.classify(texts, batch_size=self.max_batch_size)
         except Exception as error:
             for job in jobs:
                 job.future.set_exception(error)
