@@ -8,8 +8,9 @@
   generator (`Greedy.draw`, `Sampling.draw`), so a seeded request gives the same text
   whoever shares its batch.
 - `EncoderBatcher`: requests for embeddings or classes that arrive within a few
-  milliseconds of each other run as one batch, up to a bounded number of texts; a few
-  threads take turns forming batches, so one batch runs while the next forms and runs.
+  milliseconds of each other run as one batch, up to a bounded number of texts (an idle
+  model runs a request at once); a few threads take turns forming batches, so one batch
+  runs while the next forms and runs.
 
 Both refuse new work past a bounded queue (`QueueFull`: the server answers 429) and before
 any of it is done. Token-level only: text, stop strings and the protocols are the app's.
@@ -305,11 +306,11 @@ class EncoderBatcher(_Worker):
     idle.
 
     `workers` threads share the queue: one at a time forms a batch, and batches run
-    concurrently on the model's one onnxruntime session, so the next batch forms and runs
-    while one is running. Under load that keeps both cores busy where a single batch's
-    small operators leave them waiting on each other: on 2 cores, random groups of 8
-    MiniLM sentences ran 1.1-1.35x faster with two threads than with one (a lone request
-    runs as before).
+    concurrently (one that starts beside a running batch on `concurrent_served`), so the
+    next batch forms and runs while one is running. Under load that keeps both cores busy
+    where a single batch's small operators leave them waiting on each other: on 2 cores,
+    random groups of 8 MiniLM sentences ran 1.1-1.35x faster with two threads than with one
+    (a lone request runs as before).
 
     Args:
         served: an encoder-only `ServedModel`.
