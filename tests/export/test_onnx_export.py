@@ -44,11 +44,13 @@ def test_encoder_decoder_exports_encoder_and_decoder_with_both_caches(family_art
     assert dec_out == ["logits"] + [f"present.{c}" for c in self_]
 
 
-def test_encoder_only_classifier_outputs_hidden_states_pooler_and_logits(family_artifacts):
+def test_encoder_only_classifier_outputs_hidden_states_embedding_pooler_and_logits(
+    family_artifacts,
+):
     art = family_artifacts("encoder-only")
     inputs, outputs = _io(art.export_dir / "model.onnx")
     assert inputs == ["input_ids", "attention_mask", "token_type_ids"]
-    assert sorted(outputs) == ["last_hidden_state", "logits", "pooler_output"]
+    assert sorted(outputs) == ["last_hidden_state", "logits", "pooler_output", "sentence_embedding"]
 
 
 @pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder", "encoder-only"])
@@ -136,6 +138,7 @@ def test_model_built_in_user_code_exports_without_run_dir_or_tokenizer(tmp_path)
         "last_hidden_state",
         "logits",
         "pooler_output",
+        "sentence_embedding",
     ]
     assert report["model.onnx"]["max_abs_diff"] <= 1e-4
 

@@ -148,3 +148,19 @@ def test_mean_pool_is_the_masked_mean_of_each_row_normalised():
     assert mean_pool(np.zeros((1, 2, 4), np.float32), np.zeros((1, 2), np.int64)).tolist() == [
         [0.0] * 4
     ]  # an all-padding row: zeros, not NaN (the clamps)
+
+
+def test_the_graphs_sentence_embedding_is_mean_pool_of_its_last_hidden_state(wordpiece_artifacts):
+    """`embed` reads the graph's pooled output; numpy's `mean_pool` (unnormalised
+    embeddings, older exports) must agree with it."""
+    from transformer_zoo.serving import mean_pool
+
+    served = load_onnx(wordpiece_artifacts.export_dir)
+    texts = ["The cat sat on the mat.", "dogs", "a quick fox, march"]
+    outputs = served.encode(texts)
+    pooled = mean_pool(outputs["last_hidden_state"], outputs["attention_mask"])
+    np.testing.assert_allclose(outputs["sentence_embedding"], pooled, atol=1e-6)
+    raw = served.embed(texts, normalize=False)
+    np.testing.assert_allclose(
+        raw / np.linalg.norm(raw, axis=1, keepdims=True), served.embed(texts), atol=1e-6
+    )

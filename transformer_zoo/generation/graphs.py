@@ -19,7 +19,8 @@ Graphs per family (B batch, S/T sequence, P past length, H heads, Dh head width)
   `past_key_values.{i}.encoder.key/.value` (B, H, S, Dh) → `logits` (B, T, V),
   `present.{i}.decoder.key/.value` (B, H, P + T, Dh).
 - encoder-only `model`: `input_ids`, `attention_mask`[, `token_type_ids`] (B, S) →
-  `last_hidden_state` (B, S, D)[, `pooler_output` (B, D)][, `logits`].
+  `last_hidden_state` (B, S, D), `sentence_embedding` (B, D: its masked mean, L2
+  normalised, as `EncoderOnly.embed`)[, `pooler_output` (B, D)][, `logits`].
 
 Deviation from DESIGN.md for the decoder of an encoder-decoder: it does not take
 `encoder_hidden_states`. Its inputs are those of Optimum's `decoder_with_past_model.onnx`
@@ -39,6 +40,7 @@ import tensorflow as tf
 from transformer_zoo.layers import BlockCache, KeyValue
 from transformer_zoo.models import EncoderOnlyClassifier, EncoderOnlyMaskedLM
 from transformer_zoo.models.decoding_cache import DecodingCache
+from transformer_zoo.models.encoder_only import mean_pool
 from transformer_zoo.models.family import backbone_of, family_of
 
 INT = tf.int64  # Optimum's and onnxruntime-genai's integer type for ids, masks, positions
@@ -170,7 +172,10 @@ def encoder_only_graphs(model) -> list[Graph]:
         if token_type_ids is not None:
             features["segment_ids"] = token_type_ids
         outputs = core(features)
-        result = {"last_hidden_state": outputs["sequence_output"]}
+        result = {
+            "last_hidden_state": outputs["sequence_output"],
+            "sentence_embedding": mean_pool(outputs["sequence_output"], attention_mask),
+        }
         if "pooled_output" in outputs:
             result["pooler_output"] = outputs["pooled_output"]
         if isinstance(model, EncoderOnlyClassifier):

@@ -205,10 +205,15 @@ class ServedModel:
         padding_free = self.runner.padding_free("model")
         for rows in length_batches(lengths, batch_size, padding_free=padding_free):
             feeds = self._encoder_feeds([encoded[i] for i in rows])
-            hidden = self.runner.run("model", feeds, numpy_outputs=("last_hidden_state",))
-            embeddings[rows] = mean_pool(
-                hidden["last_hidden_state"], feeds["attention_mask"], normalize
-            )
+            outputs = self.runner.run("model", feeds, numpy_outputs=POOLING_OUTPUTS)
+            if normalize and "sentence_embedding" in outputs:
+                # Pooled in the graph: numpy's handful of small operations after a run
+                # that has streamed the weights through the caches cost 0.1-0.3 ms.
+                embeddings[rows] = outputs["sentence_embedding"]
+            else:  # unnormalised, or an export older than the graph's pooling
+                embeddings[rows] = mean_pool(
+                    outputs["last_hidden_state"], feeds["attention_mask"], normalize
+                )
         return embeddings, lengths
 
     def classify(
@@ -292,6 +297,9 @@ class ServedModel:
         if self.tokenizer is None:
             raise InputError("This model was exported without a tokenizer: pass token ids.")
         return self.tokenizer
+
+
+POOLING_OUTPUTS = ("sentence_embedding", "last_hidden_state")
 
 
 def mean_pool(sequence: np.ndarray, mask: np.ndarray, normalize: bool = True) -> np.ndarray:

@@ -432,6 +432,22 @@ def _mask(g: GraphWriter, name: str) -> str:
     return g.op("Cast", [name], name, to=TensorProto.INT32)
 
 
+def _sentence_embedding(g: GraphWriter, w: _Writer, sequence: str, attention_mask: str) -> str:
+    """`models.encoder_only.mean_pool` of the (B, S, D) `sequence`, whose padding positions
+    hold zeros (`Packing.unpack`): the sum over S over the real-token count (at least
+    1e-9), divided by its L2 norm (at least 1e-12). (B, D)."""
+    hint = "sentence_embedding"
+    count = g.op("Cast", [attention_mask], hint, to=FLOAT)
+    count = g.op("ReduceSum", [count, w.ints([1])], hint, keepdims=1)  # (B, 1)
+    count = g.op("Max", [count, g.weight(f"{hint}/min_count", np.float32(1e-9))], hint)
+    mean = g.op("Div", [g.op("ReduceSum", [sequence, w.ints([1])], hint, keepdims=0), count], hint)
+    norm = g.op("ReduceSum", [g.op("Mul", [mean, mean], hint), w.ints([1])], hint, keepdims=1)
+    norm = g.op(
+        "Max", [g.op("Sqrt", [norm], hint), g.weight(f"{hint}/min_norm", np.float32(1e-12))], hint
+    )
+    return g.op("Div", [mean, norm], hint)
+
+
 def _last_positions(g: GraphWriter, w: _Writer, x: str) -> str:
     """The last `logits_to_keep` positions of the (B, S, D) `x`, an optional scalar input
     (default 0: every position). The engines pass 1 when they read only each row's next
@@ -565,7 +581,11 @@ def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     terms = w.embeddings(core.embeddings, tokens, positions, segments, "embeddings")
     packed = w.stack(core.blocks, terms, core.embeddings_norm, None, attend, "block")
     sequence = packing.unpack(packed, "sequence", zeros=True)
-    outputs = {"last_hidden_state": (sequence, ["batch", "sequence", core.hidden_dim])}
+    outputs = {
+        "last_hidden_state": (sequence, ["batch", "sequence", core.hidden_dim]),
+        "sentence_embedding": (_sentence_embedding(g, w, sequence, attention_mask),
+                               ["batch", core.hidden_dim]),
+    }  # fmt: skip
     first = g.op("Gather", [sequence, w.ints(0)], "first_token", axis=1)  # (B, D)
     pooled = first
     if core.pooler_dense is not None:

@@ -4,7 +4,8 @@ Signatures (inputs int64, names as in the ONNX graphs):
 
 - `serving_default`: decoder-only `input_ids`, `attention_mask` → `logits` (B, S, V);
   encoder-decoder adds `decoder_input_ids`, `decoder_attention_mask` → `logits` (B, T, V);
-  encoder-only: the ONNX `model` graph (`last_hidden_state`, `pooler_output`/`logits`).
+  encoder-only: the ONNX `model` graph (`last_hidden_state`, `sentence_embedding`,
+  `pooler_output`/`logits`).
 - `generate` (generative families): `input_ids`, `attention_mask` (right or left padded)
   and `max_new_tokens` (int32 scalar) → `tokens` (B, N): in-graph greedy decoding with
   the KV cache (`in_graph_greedy`); an encoder-decoder's target starts from BOS.
