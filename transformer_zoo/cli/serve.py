@@ -46,7 +46,8 @@ def register(commands) -> None:
     parser.add_argument(
         "--encoder-workers", type=positive_int, default=2,
         help="threads forming and running an encoder-only model's batches: one batch runs "
-        "while the next forms, on a second session of --threads/N threads (default 2)",
+        "while the next forms, on a second session of --threads/N threads (a second copy of "
+        "the weights; default 2)",
     )  # fmt: skip
     parser.add_argument(
         "--max-queue", type=positive_int, default=256,
