@@ -131,6 +131,10 @@ class ModelRegistry:
                 # Batches that run beside another share the cores: each on fewer threads.
                 runner = OnnxRunner(served.runner.files, threads, s.allow_spinning)
                 concurrent = ServedModel(served.config, served.dims, runner, served.tokenizer)
+                log.info(
+                    "%s: a second session of %d thread(s) for concurrent batches "
+                    "(--encoder-workers 1 for one copy of the weights)", name, threads,
+                )  # fmt: skip
             worker = EncoderBatcher(
                 served, s.encoder_batch_size, s.max_wait_ms, s.max_queue, observe,
                 s.encoder_workers, concurrent,
