@@ -8,7 +8,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS, OnnxRunner
+from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS
 from transformer_zoo.serving.http.scheduler import EncoderBatcher, GenerationScheduler
 from transformer_zoo.serving.loading import load_onnx
 from transformer_zoo.serving.served_model import ServedModel
@@ -129,8 +129,7 @@ class ModelRegistry:
             threads = max(1, s.threads // s.encoder_workers)
             if s.encoder_workers > 1 and threads < s.threads:
                 # Batches that run beside another share the cores: each on fewer threads.
-                runner = OnnxRunner(served.runner.files, threads, s.allow_spinning)
-                concurrent = ServedModel(served.config, served.dims, runner, served.tokenizer)
+                concurrent = load_onnx(directory, threads, s.allow_spinning)
                 log.info(
                     "%s: a second session of %d thread(s) for concurrent batches "
                     "(--encoder-workers 1 for one copy of the weights)", name, threads,
