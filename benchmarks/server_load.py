@@ -306,7 +306,7 @@ def plot(report: dict, path: Path) -> None:
 
     models = list(report["models"].items())
     figure, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4.8), squeeze=False)
-    for axis, (name, result) in zip(axes[0], models):
+    for axis, (name, result) in zip(axes[0], models, strict=True):
         rows, unit = result["levels"], result["unit"]
         levels = [r["concurrency"] for r in rows]
         speed = [r["units_per_s"] for r in rows]
@@ -314,7 +314,7 @@ def plot(report: dict, path: Path) -> None:
         by = {r["concurrency"]: r for r in rows}
         if 1 in by:
             base = by[1]["units_per_s"]
-            for level, value in zip(levels, speed):
+            for level, value in zip(levels, speed, strict=True):
                 axis.annotate(f"{value / base:.2f}x", (level, value), textcoords="offset points",
                               xytext=(0, 7), ha="center", fontsize=8)  # fmt: skip
             if unit in GOALS:
