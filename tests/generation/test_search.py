@@ -232,3 +232,24 @@ def test_token_log_probs_match_the_softmax_formula(offset):
     got = search.token_log_probs(logits, tokens)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
+def test_ranked_log_probs_are_the_softmax_formulas_best():
+    # The top ids by the float64 formula (equal logits: the lower id first), their
+    # log-probabilities, and the chosen token's, for rows of an 8,000-piece vocabulary.
+    rng = np.random.default_rng(1)
+    logits = (rng.normal(size=(5, 8000)) * 4).astype(np.float32)
+    logits[1, [10, 20]] = logits[1].max() + 1  # a tie for the best
+    tokens = rng.integers(0, 8000, size=5)
+    x = logits.astype(np.float64)
+    log_softmax = x - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    log_softmax -= x.max(-1, keepdims=True)
+    chosen, ids, values = search.ranked_log_probs(logits, tokens, 3)
+    expected_ids = np.argsort(-log_softmax, axis=-1, kind="stable")[:, :3]
+    np.testing.assert_array_equal(ids, expected_ids)
+    assert ids[1, :2].tolist() == [10, 20]
+    np.testing.assert_allclose(values, np.take_along_axis(log_softmax, ids, -1), atol=1e-5)
+    np.testing.assert_allclose(chosen, log_softmax[np.arange(5), tokens], atol=1e-5)
+    np.testing.assert_array_equal(chosen, search.token_log_probs(logits, tokens))
+    empty = search.ranked_log_probs(logits, tokens, 0)
+    assert empty[1].shape == (5, 0) and empty[2].shape == (5, 0)

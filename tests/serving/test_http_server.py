@@ -163,6 +163,72 @@ def test_echo_prepends_the_prompt(client):
     assert echoed.choices[0].text == "dogs" + plain.choices[0].text
 
 
+def test_echo_with_logprobs_scores_the_prompt_as_decoding_scored_it(client, local):
+    # The prompt "the cat" + the first 4 greedy tokens, echoed with logprobs: the scores of
+    # those 4 tokens must equal what decoding gave them (the cached step graph, one token
+    # at a time), and every prompt position the step graph's log-softmax over the whole
+    # prompt at once. Then one more greedy token: the decoding's fifth.
+    gpt = local["gpt"]
+    decoded = client.completions.create(
+        model="gpt", prompt="the cat", max_tokens=5, temperature=0, logprobs=2
+    ).choices[0]
+    prompt = gpt.prompt_ids("the cat")[0]
+    generated = gpt.generate_ids([prompt], 5).tokens[0].tolist()
+    ids = prompt + generated[:4]
+    answer = client.completions.create(
+        model="gpt", prompt=ids, max_tokens=1, temperature=0, echo=True, logprobs=2
+    ).choices[0]
+    scored = answer.logprobs
+    shown = len(ids) - 1  # the begin token is not echoed
+    assert scored.tokens[:shown] == [_piece(gpt, i) for i in ids[1:]]
+    assert (
+        answer.text
+        == gpt.output_text(ids[1:]) + decoded.text[len(gpt.output_text(generated[:4])) :]
+    )
+    np.testing.assert_allclose(
+        scored.token_logprobs[shown - 4 :], decoded.logprobs.token_logprobs, atol=1e-4
+    )
+    for got, expected in zip(
+        scored.top_logprobs[shown - 4 :], decoded.logprobs.top_logprobs, strict=True
+    ):
+        assert got.keys() == expected.keys()
+        np.testing.assert_allclose(list(got.values()), list(expected.values()), atol=1e-4)
+    logits = gpt.engine.forward(
+        {"token_ids": np.array([ids]), "padding_mask": np.ones((1, len(ids)), bool)}
+    )[0]
+    x = logits.astype(np.float64)
+    log_softmax = x - x.max(-1, keepdims=True)
+    log_softmax -= np.log(np.exp(log_softmax).sum(-1, keepdims=True))
+    np.testing.assert_allclose(
+        scored.token_logprobs[:shown], log_softmax[np.arange(shown), ids[1:]], atol=1e-4
+    )
+    assert scored.text_offset[:shown] == sorted(scored.text_offset[:shown])
+    # Streamed: the same tokens and scores, the prompt's in the first chunk.
+    chunks = [c.choices[0] for c in client.completions.create(
+        model="gpt", prompt=ids, max_tokens=1, temperature=0, echo=True, logprobs=2, stream=True
+    ) if c.choices]  # fmt: skip
+    assert len(chunks[0].logprobs.tokens) == shown
+    streamed = [lp for c in chunks if c.logprobs for lp in c.logprobs.token_logprobs]
+    np.testing.assert_allclose(streamed, scored.token_logprobs, atol=1e-6)
+    assert "".join(c.text for c in chunks) == answer.text
+
+
+def test_echo_with_logprobs_of_ids_without_the_begin_token(client, local):
+    # A prompt of ids that does not start with the begin token: its first token has no
+    # context, so no log-probability (OpenAI's and vLLM's `None`).
+    ids = local["gpt"].prompt_ids("the cat sat")[0][1:]
+    answer = client.completions.create(
+        model="gpt", prompt=ids, max_tokens=2, temperature=0, echo=True, logprobs=1
+    ).choices[0]
+    assert answer.logprobs.token_logprobs[0] is None and answer.logprobs.top_logprobs[0] is None
+    assert all(isinstance(lp, float) for lp in answer.logprobs.token_logprobs[1:])
+    assert len(answer.logprobs.tokens) == len(ids) + 2 and answer.logprobs.text_offset[0] == 0
+
+
+def _piece(served, token_id: int) -> str:
+    return served.target_tokenizer.id_to_piece(token_id).replace("\u2581", " ")
+
+
 def test_embeddings_as_float_and_base64_equal_embed(client, local):
     texts = ["the cat sat on the mat", "a quick fox", "dogs"]
     expected = local["embedder"].embed(texts)

@@ -127,6 +127,14 @@ class CachedEngine:
         tokens, where, state = self._begin(inputs, align=True)
         return self._run(tokens, where, state)
 
+    def start_scoring(self, inputs: dict) -> tuple[np.ndarray, CachedState]:
+        """`start`, with the logits of every prompt position: (B, T, V), the rows
+        left-aligned (row i's prompt in its last L_i columns), so `logits[:, -1]` are the
+        next token's. What a prompt's own log-probabilities are read from (`echo` with
+        `logprobs` in the server)."""
+        tokens, where, state = self._begin(inputs, align=True)
+        return self._run(tokens, where, state, every_position=True)
+
     def greedy(self, inputs: dict, max_new_tokens: int, eos_id=None, pad_id=0) -> SearchResult:
         """`search.greedy_search` in one call of the runner (where `decodes_greedily`):
         the prompt pass and every step inside onnxruntime (`onnx_greedy`)."""
@@ -281,10 +289,14 @@ class CachedEngine:
         outputs = self.runner.run(self.graph, feeds, numpy_outputs=("logits",))
         return np.asarray(outputs["logits"], np.float32), outputs
 
-    def _run(self, tokens, where, state: CachedState) -> tuple[np.ndarray, CachedState]:
-        logits, outputs = self._logits(tokens, where, state, last_only=True)
+    def _run(
+        self, tokens, where, state: CachedState, every_position: bool = False
+    ) -> tuple[np.ndarray, CachedState]:
+        logits, outputs = self._logits(tokens, where, state, last_only=not every_position)
         cache = {past: outputs[present] for past, present in self.cache_names.items()}
-        return logits[:, -1], replace(state, cache=cache)  # (B, V): each row's next token
+        if not every_position:
+            logits = logits[:, -1]  # (B, V): each row's next token
+        return logits, replace(state, cache=cache)
 
 
 def _numpy(value) -> np.ndarray:

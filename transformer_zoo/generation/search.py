@@ -68,11 +68,34 @@ def token_log_probs(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     their sum in float64 (within 1e-5 of `log_softmax`). For one row of 8,000 logits this
     takes about a third of the time of `log_softmax` and indexing its result (48 against
     137 µs on a loaded 2-core machine), time that every decoding step of 1-3 ms spends."""
+    return ranked_log_probs(logits, tokens)[0]
+
+
+def ranked_log_probs(
+    logits: np.ndarray, tokens: np.ndarray, top: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each row of (N, V) logits: the log-probability of `tokens[row]` and the `top`
+    most likely ids with theirs, most likely first (equal ones by id), all float64, with
+    `token_log_probs`' arithmetic (no (N, V) float64 log-softmax: the rows can be every
+    position of a prompt over a large vocabulary).
+
+    Returns:
+        `(chosen (N,), top_ids (N, top) int64, top_log_probs (N, top))`.
+    """
     logits = np.asarray(logits)
-    top = logits.max(axis=-1, keepdims=True)
-    total = np.exp(logits - top).sum(axis=-1, dtype=np.float64)
+    highest = logits.max(axis=-1, keepdims=True)
+    log_total = np.log(np.exp(logits - highest).sum(axis=-1, dtype=np.float64))
     picked = logits[np.arange(len(logits)), tokens]  # (take_along_axis took 3x as long)
-    return (picked - top[:, 0]).astype(np.float64) - np.log(total)
+    chosen = (picked - highest[:, 0]).astype(np.float64) - log_total
+    top = min(int(top), logits.shape[-1])
+    if top <= 0:
+        return chosen, np.zeros((len(logits), 0), np.int64), np.zeros((len(logits), 0))
+    candidates = np.argpartition(-logits, top - 1, axis=-1)[:, :top]
+    values = np.take_along_axis(logits, candidates, axis=-1)
+    order = np.lexsort((candidates, -values), axis=-1)  # by value, then by id
+    ids = np.take_along_axis(candidates, order, axis=-1).astype(np.int64)
+    values = np.take_along_axis(values, order, axis=-1)
+    return chosen, ids, (values - highest).astype(np.float64) - log_total[:, None]
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,6 @@ def create_app(
         check_max_tokens(served, rows, max_tokens, settings.max_tokens)
         if body.echo and served.family != "decoder-only":
             raise RequestError(400, "`echo` needs a decoder-only model.", "echo")
-        if body.echo and body.logprobs is not None:
-            raise RequestError(400, "This server does not give the prompt's logprobs.", "echo")
         strategy(body.temperature, body.top_p, body.top_k, body.seed)  # checked now
 
         def make_strategy(j):
@@ -141,6 +139,7 @@ def create_app(
         generation = Generation(
             entry.worker, rows, max_tokens, make_strategy, body.n, body.stop,
             body.logprobs, settings.request_timeout,
+            prompt_logprobs=body.echo and body.logprobs is not None,
         )  # fmt: skip
         prefixes = [_echo(served, body.prompt, ids) if body.echo else "" for ids in rows]
         choices = [
@@ -453,7 +452,7 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
 
     async def events(ttft):
         logged = [0] * len(choices)  # tokens whose logprobs were sent, per choice
-        sent_prefix = [False] * len(choices)
+        started = [False] * len(choices)  # its first chunk (the echoed prompt) was sent
         try:
             while generation.open:
                 got = await generation.next(choices, POLL)
@@ -473,11 +472,11 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                     yield event(error_body(kind, message))
                     yield "data: [DONE]\n\n"
                     return
-                text = choice.delta()
-                if not sent_prefix[index] and choice.prefix:
-                    text, sent_prefix[index] = choice.prefix + text, True
-                logprobs = choice.logprobs(body.logprobs, logged[index])
+                first = not started[index]
+                text = (choice.prefix if first else "") + choice.delta()
+                logprobs = choice.logprobs(body.logprobs, logged[index], with_prompt=first)
                 if text or (logprobs and logprobs["tokens"]):
+                    started[index] = True
                     logged[index] = len(choice.tokens)
                     yield chunk(index, text, logprobs)
                 if choice.finish_reason is not None and not choice.closed:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.search import Greedy, Sampling
-from transformer_zoo.serving.http.scheduler import Failed, Finished, GenerationRow, Token
+from transformer_zoo.serving.http.scheduler import Failed, Finished, GenerationRow, Prompt, Token
 
 
 class RequestError(Exception):
@@ -101,6 +101,7 @@ class Choice:
     served: object
     stops: list[str]
     prefix: str = ""  # `echo`: the prompt's text
+    prompt: Prompt | None = None  # `echo` with `logprobs`: the prompt's own log-probabilities
     ids: list[int] = field(default_factory=list)
     tokens: list[Token] = field(default_factory=list)
     text: str = ""
@@ -141,29 +142,42 @@ class Choice:
         piece, self.sent = self.text[self.sent : end], end
         return piece
 
-    def logprobs(self, top: int | None, start: int = 0) -> dict | None:
-        """OpenAI's completion `logprobs` object for tokens[start:]."""
+    def logprobs(self, top: int | None, start: int = 0, with_prompt: bool = True) -> dict | None:
+        """OpenAI's completion `logprobs` object for tokens[start:], after the prompt's
+        tokens when the request echoes them with their log-probabilities (`prompt`, and
+        `with_prompt`): the prompt's text offsets count from 0, the completion's from the
+        end of the echoed text. A prompt's first token has no context, hence `None` (with
+        the begin token, which `echo` leaves out, every shown token has one)."""
         if top is None:
             return None
         tokenizer = self.served.target_tokenizer
-        pieces = [_piece(tokenizer, t.token_id) for t in self.tokens[start:]]
-        offsets, at = (
-            [],
-            len(self.prefix) + sum(len(_piece(tokenizer, t.token_id)) for t in self.tokens[:start]),
-        )
-        for piece in pieces:
-            offsets.append(at)
+        entries: list[tuple[str, float | None, dict | None, int]] = []
+        if self.prompt is not None and with_prompt:
+            at = 0
+            if self.prompt.first_id != self.served.config.special_ids.get("bos"):
+                piece = _piece(tokenizer, self.prompt.first_id)
+                entries.append((piece, None, None, at))
+                at += len(piece)
+            for token in self.prompt.tokens:
+                piece = _piece(tokenizer, token.token_id)
+                entries.append((piece, token.logprob, _top(tokenizer, token.top), at))
+                at += len(piece)
+        at = len(self.prefix) + sum(len(_piece(tokenizer, t.token_id)) for t in self.tokens[:start])
+        for token in self.tokens[start:]:
+            piece = _piece(tokenizer, token.token_id)
+            entries.append((piece, token.logprob, _top(tokenizer, token.top), at))
             at += len(piece)
         return {
-            "tokens": pieces,
-            "token_logprobs": [t.logprob for t in self.tokens[start:]],
-            "top_logprobs": [
-                {_piece(tokenizer, i): lp for i, lp in t.top} for t in self.tokens[start:]
-            ]
-            if top
-            else None,
-            "text_offset": offsets,
+            "tokens": [e[0] for e in entries],
+            "token_logprobs": [e[1] for e in entries],
+            "top_logprobs": [e[2] for e in entries] if top else None,
+            "text_offset": [e[3] for e in entries],
         }
+
+
+def _top(tokenizer, top: list[tuple[int, float]]) -> dict:
+    """A token's alternatives as OpenAI's `{piece: log-probability}`."""
+    return {_piece(tokenizer, i): lp for i, lp in top}
 
 
 def _piece(tokenizer, token_id: int) -> str:
@@ -174,7 +188,10 @@ class Generation:
     """The rows of one request on a `GenerationScheduler`, with their events on an
     asyncio queue of the request's loop."""
 
-    def __init__(self, scheduler, rows_ids, max_tokens, make_strategy, n, stops, top, timeout):
+    def __init__(
+        self, scheduler, rows_ids, max_tokens, make_strategy, n, stops, top, timeout,
+        prompt_logprobs=False,
+    ):  # fmt: skip
         loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue = asyncio.Queue()
         self.arrived = time.monotonic()
@@ -188,9 +205,11 @@ class Generation:
                 def emit(event, index=index):
                     loop.call_soon_threadsafe(self.queue.put_nowait, (index, event))
 
-                self.rows.append(
-                    GenerationRow(ids, max_tokens, make_strategy(j), emit, top or 0, deadline)
-                )
+                row = GenerationRow(
+                    ids, max_tokens, make_strategy(j), emit, top_logprobs=top or 0,
+                    deadline=deadline, prompt_logprobs=prompt_logprobs,
+                )  # fmt: skip
+                self.rows.append(row)
         self.stops = stops
         self.scheduler = scheduler
         self.open = len(self.rows)
@@ -210,7 +229,9 @@ class Generation:
         except TimeoutError:
             return None
         choice = choices[index]
-        if isinstance(event, Token):
+        if isinstance(event, Prompt):
+            choice.prompt = event
+        elif isinstance(event, Token):
             if self.first_token_at is None:
                 self.first_token_at = time.monotonic()
             if choice.finish_reason is None and choice.add(event):

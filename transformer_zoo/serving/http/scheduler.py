@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from transformer_zoo.generation.search import Greedy, Sampling, log_softmax, token_log_probs
+from transformer_zoo.generation.search import Greedy, Sampling, ranked_log_probs
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,16 @@ class Token:
 
 
 @dataclass
+class Prompt:
+    """The prompt's own tokens, each with its log-probability given the ones before it
+    (and the `top` alternatives), for a row that asked (`prompt_logprobs`): emitted
+    before the row's first `Token`. `tokens` holds ids[1:]; ids[0] has no context."""
+
+    first_id: int
+    tokens: list[Token]
+
+
+@dataclass
 class Finished:
     """The row ended: `reason` is `"stop"` (EOS), `"length"` (max_new_tokens),
     `"cancelled"` or `"timeout"`."""
@@ -122,10 +132,11 @@ class GenerationRow:
         ids: prompt ids (decoder-only) or source ids (encoder-decoder).
         max_new_tokens: the most tokens to generate.
         strategy: `Greedy()` or `Sampling(...)`; a sampled row draws from `rng`.
-        emit: called on the scheduler's thread with each `Token`, then one `Finished` or
-            `Failed`.
+        emit: called on the scheduler's thread with the `Prompt` (if `prompt_logprobs`),
+            each `Token`, then one `Finished` or `Failed`.
         top_logprobs: how many alternatives each `Token` lists.
         deadline: `time.monotonic()` past which the row ends with `"timeout"`.
+        prompt_logprobs: emit the prompt's own log-probabilities first (`Prompt`).
     """
 
     ids: list[int]
@@ -134,6 +145,7 @@ class GenerationRow:
     emit: Callable[[object], None]
     top_logprobs: int = 0
     deadline: float = float("inf")
+    prompt_logprobs: bool = False
     rng: np.random.Generator | None = None
     generated: int = 0
     cancelled: bool = False  # set from any thread: the row leaves at the next step
@@ -217,10 +229,28 @@ class GenerationScheduler(_Worker):
         return reason is not None
 
     def _join(self, rows: list[GenerationRow]) -> None:
-        """Runs the prompts of `rows` together and adds them to the running batch."""
-        if not rows:
-            return
-        logits, state = self.engine.start(self.served.start_inputs([r.ids for r in rows]))
+        """Runs the prompts of `rows` and adds them to the running batch: together, except
+        that a row asking for its prompt's log-probabilities runs alone (the logits of
+        every position of its prompt, not of a whole batch of prompts, are held)."""
+        plain = [row for row in rows if not row.prompt_logprobs]
+        for group in [plain] * bool(plain) + [[row] for row in rows if row.prompt_logprobs]:
+            self._prefill(group)
+
+    def _prefill(self, rows: list[GenerationRow]) -> None:
+        inputs = self.served.start_inputs([r.ids for r in rows])
+        if rows[0].prompt_logprobs:
+            (row,) = rows
+            logits, state = self.engine.start_scoring(inputs)  # (1, T, V)
+            ids = np.asarray(row.ids, np.int64)
+            scored = logits[0, logits.shape[1] - len(ids) : -1]  # position t predicts t + 1
+            chosen, top_ids, top_values = ranked_log_probs(scored, ids[1:], row.top_logprobs)
+            row.emit(Prompt(int(ids[0]), [
+                Token(int(token), float(lp), list(zip(t.tolist(), v.tolist(), strict=True)))
+                for token, lp, t, v in zip(ids[1:], chosen, top_ids, top_values, strict=True)
+            ]))  # fmt: skip
+            logits = logits[:, -1]
+        else:
+            logits, state = self.engine.start(inputs)
         tokens = self._draw(rows, logits)
         staying = [i for i, row in enumerate(rows) if not row.finished]
         if not staying:
@@ -245,17 +275,15 @@ class GenerationScheduler(_Worker):
         tokens = np.zeros(len(rows), np.int64)
         for i, row in enumerate(rows):
             tokens[i] = row.strategy.draw(logits[i : i + 1], row.rng)[0]
-        chosen = token_log_probs(logits, tokens)  # (B,)
+        most = max(row.top_logprobs for row in rows)
+        chosen, top_ids, top_values = ranked_log_probs(logits, tokens, most)  # (B,), (B, most)
         for i, row in enumerate(rows):
             token = int(tokens[i])
             if token == self.eos_id:
                 self._finish(row, "stop")
                 continue
-            top = []
-            if row.top_logprobs:
-                logp = log_softmax(logits[i])
-                best = np.argsort(-logp, kind="stable")[: row.top_logprobs]
-                top = [(int(t), float(logp[t])) for t in best]
+            k = row.top_logprobs
+            top = list(zip(top_ids[i, :k].tolist(), top_values[i, :k].tolist(), strict=True))
             row.generated += 1
             row.emit(Token(token, float(chosen[i]), top))
             if row.generated >= row.max_new_tokens:
