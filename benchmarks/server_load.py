@@ -374,7 +374,7 @@ def markdown(report: dict) -> str:
             "",
             "What batching can buy the embeddings at most (in-process, the server stopped): "
             f"CPU ms per sentence of random groups of k on one 1-thread session, k = {per_k}: "
-            f"a batch makes a core {cpu[min(cpu)] / best:.2f}x as productive as a lone "
+            f"a batch makes a core {cpu[min(cpu, key=int)] / best:.2f}x as productive as a lone "
             f"sentence; a lone sentence on a 2-thread session takes {1e3 * costs['lone_s']:.2f} "
             f"ms. Two cores at the best cost: {2 / best:.0f} sentences/s before any HTTP.",
         ]
