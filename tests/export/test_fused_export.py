@@ -15,6 +15,7 @@ from transformer_zoo.evaluation.evaluate import evaluate, primary_score
 from transformer_zoo.export import export_onnx
 from transformer_zoo.export.onnx.export import validate_onnx_file
 from transformer_zoo.export.onnx.fused import fused_graphs
+from transformer_zoo.export.onnx.rewrites import untie_lm_heads
 from transformer_zoo.export.validation import feed_cases, real_positions
 from transformer_zoo.generation.engine import LOGITS_TO_KEEP
 from transformer_zoo.generation.graphs import step_graphs
@@ -240,6 +241,62 @@ def test_the_export_records_its_graph_kind(family_artifacts, plain_export):
 def test_export_refuses_an_unknown_graph_kind(tmp_path):
     with pytest.raises(ValueError, match="`graphs` must be one of"):
         export_onnx(DecoderOnly(50, **SIZES), tmp_path, graphs="fast")
+
+
+@pytest.mark.parametrize(
+    "make, graph, tied",
+    [
+        (lambda: DecoderOnly(50, **SIZES), "model", True),
+        (lambda: EncoderDecoder(40, **SIZES), "decoder", True),
+        (lambda: EncoderOnlyMaskedLM(EncoderOnly(40, **SIZES)), "model", True),
+        (lambda: EncoderDecoder(40, tie_weights="none", **SIZES), "decoder", False),
+    ],
+    ids=["decoder-only", "encoder-decoder", "masked LM", "encoder-decoder, untied"],
+)
+def test_a_tied_head_reads_the_embedding_table_stored_once(make, graph, tied):
+    model = make()
+    proto = fused_graphs(model, 17)[graph]
+    shapes = {t.name: tuple(t.dims) for t in proto.graph.initializer}
+    (table,) = [name for name, shape in shapes.items() if name.endswith(".token")]
+    vocabulary, width = shapes[table]
+    heads = [n for n in proto.graph.node if n.op_type in ("FusedMatMul", "MatMul")
+             and shapes.get(n.input[1]) in ((vocabulary, width), (width, vocabulary))]  # fmt: skip
+    (head,) = heads
+    if tied:  # h Eᵀ over the Gather's own table; no transposed copy anywhere
+        assert head.op_type == "FusedMatMul" and head.input[1] == table
+        assert (width, vocabulary) not in shapes.values()
+    else:
+        assert head.op_type == "MatMul" and shapes[head.input[1]] == (width, vocabulary)
+
+
+def test_untying_the_head_for_the_quantizers_keeps_the_logits(tmp_path):
+    # `untie_lm_heads` (run before int8 and int4 quantization): a MatMul over Eᵀ, the same
+    # logits on onnxruntime.
+    model = _randomize(DecoderOnly(50, **SIZES))
+    export_onnx(model, tmp_path)
+    tied = onnx.load(tmp_path / "model.onnx")
+    untied = onnx.load(tmp_path / "model.onnx")
+    assert untie_lm_heads(untied) == 1
+    assert "FusedMatMul" not in {n.op_type for n in untied.graph.node}
+    values = {t.name: onnx.numpy_helper.to_array(t) for t in untied.graph.initializer}
+    np.testing.assert_array_equal(
+        values["embeddings.token.transposed"], values["embeddings.token"].T
+    )
+    ids = np.array([[3, 9, 14, 2], [0, 0, 7, 30]])
+    feeds = {
+        "input_ids": ids,
+        "attention_mask": (ids != 0).astype(np.int64),
+        "position_ids": np.maximum(np.cumsum(ids != 0, axis=1) - 1, 0),
+    }
+    sessions = [ort.InferenceSession(m.SerializeToString()) for m in (tied, untied)]
+    names = {i.name for i in sessions[0].get_inputs()}
+    for name in names - set(feeds):  # the empty caches
+        shape = next(i.shape for i in sessions[0].get_inputs() if i.name == name)
+        feeds[name] = np.zeros((2, shape[1], 0, shape[3]), np.float32)
+    logits = [
+        s.run(["logits"], {k: v for k, v in feeds.items() if k in names})[0] for s in sessions
+    ]
+    np.testing.assert_allclose(logits[0], logits[1], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,7 @@ def test_quantized_copy_serves_and_is_scored_next_to_float32(
     assert json.loads((out / "quantization.json").read_text()) == report
     nodes = {n.op_type for name in report["files"] for n in onnx.load(out / name).graph.node}
     assert ("MatMulNBits" in nodes) == (weights == "int4")
+    assert "FusedMatMul" not in nodes  # a tied head is untied first, then quantized
 
     config = load_run_config(out)
     assert config.export["onnx"]["quantization"] == weights

@@ -180,12 +180,23 @@ def require_task(config: RunConfig) -> None:
         )
 
 
+def _float_graph(source: str):
+    """The float32 graph as the quantizers take it (`rewrites.untie_lm_heads`)."""
+    import onnx
+
+    from transformer_zoo.export.onnx.rewrites import untie_lm_heads
+
+    model = onnx.load(source)
+    untie_lm_heads(model)
+    return model
+
+
 def _int8(source: str, target: str, per_channel: bool) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     quantize_dynamic(
-        source,
+        _float_graph(source),
         target,
         # What the docstring promises, not quantize_dynamic's default list: that also
         # rewrites an `Attention` node into a `QAttention` whose second input it takes for
@@ -201,13 +212,12 @@ def _int8(source: str, target: str, per_channel: bool) -> None:
 
 
 def _int4(source: str, target: str, per_channel: bool) -> None:
-    import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     # It logs every node it visits at INFO.
     logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
     quantizer = MatMulNBitsQuantizer(
-        onnx.load(source),
+        _float_graph(source),
         bits=4,
         block_size=INT4_BLOCK_SIZE,
         is_symmetric=True,

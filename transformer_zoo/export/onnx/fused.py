@@ -114,6 +114,8 @@ class _Writer:
     def __init__(self, g: GraphWriter):
         self.g = g
         self._constants: dict[str, str] = {}  # int64 constants, written once per graph
+        # id(TokenAndPositionEmbedding) -> its token table's initializer, for a tied head
+        self._token_tables: dict[int, str] = {}
 
     # --- primitives ---------------------------------------------------------------
 
@@ -179,6 +181,7 @@ class _Writer:
         """The terms `TokenAndPositionEmbedding` sums: token (scaled), position, segment."""
         g = self.g
         table = g.weight(f"{hint}.token", _numpy(layer.token_embedding.embeddings))
+        self._token_tables[id(layer)] = table
         tokens = g.op("Gather", [table, ids], hint)
         if layer.scale_embeddings:
             scale = g.weight(f"{hint}.scale", np.float32(math.sqrt(layer.embedding_dim)))
@@ -372,8 +375,13 @@ class _Writer:
             x = self.dense(x, head.transform_dense, f"{hint}.transform")
             x = self.activation(x, None, head.transform_activation, hint)
             x = self.layer_norm(x, head.transform_norm, f"{hint}.transform_norm")
-        kernel = _numpy(head.embedding.embeddings).T if head.tied else _numpy(head.kernel)
-        logits = g.op("MatMul", [x, g.weight(f"{hint}.kernel", np.ascontiguousarray(kernel))], hint)
+        table = self._token_tables.get(id(head.embedding)) if head.tied else None
+        if table is not None:  # h Eᵀ from the table the embedding reads: stored once
+            logits = g.op("FusedMatMul", [x, table], hint, domain=MICROSOFT, transB=1, alpha=1.0)
+        else:
+            kernel = _numpy(head.embedding.embeddings).T if head.tied else _numpy(head.kernel)
+            kernel = g.weight(f"{hint}.kernel", np.ascontiguousarray(kernel))
+            logits = g.op("MatMul", [x, kernel], hint)
         if head.use_bias:
             logits = g.op("Add", [logits, g.weight(f"{hint}.bias", _numpy(head.bias))], hint)
         return logits

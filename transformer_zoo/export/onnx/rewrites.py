@@ -17,6 +17,9 @@ every node costs a few microseconds whatever its size):
   block everywhere lets `eliminate_common_subexpressions` compute them (and the masks
   built from them) once per graph instead of once per layer.
 - `eliminate_common_subexpressions` and `eliminate_dead_nodes`: the usual clean-ups.
+- `untie_lm_heads`: not a clean-up but the quantizers' preparation: a fused graph's tied
+  LM head reads the embedding's table (`FusedMatMul` with `transB`); onnxruntime's
+  quantizers know `MatMul`, so the head gets a transposed copy of its own.
 
 Every export is validated against the model afterwards, so a wrong rewrite cannot ship.
 """
@@ -281,6 +284,37 @@ def share_layer_shapes(model: onnx.ModelProto) -> int:
         elif canonical[key] != node.input[0]:
             node.input[0] = canonical[key]
             count += 1
+    return count
+
+
+def untie_lm_heads(model: onnx.ModelProto) -> int:
+    """`FusedMatMul(h, E, transB=1)` over an initializer E (the fused graphs' tied LM head,
+    `h Eᵀ` from the table the token embedding's `Gather` reads) becomes `MatMul(h, Eᵀ)`
+    over a transposed copy, the graph a tied head had before it shared the table:
+    onnxruntime's int8 and int4 quantizers rewrite `MatMul`s, not `FusedMatMul`s, and
+    store the head's weights apart from the table's anyway. Returns how many."""
+    graph = model.graph
+    tables = {t.name: t for t in graph.initializer}
+    count = 0
+    for node in graph.node:
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if (
+            node.op_type != "FusedMatMul"
+            or node.domain != "com.microsoft"
+            or node.input[1] not in tables
+            or attributes != {"transB": 1, "alpha": 1.0}
+        ):
+            continue
+        name = f"{node.input[1]}.transposed"
+        while name in tables:
+            name += "_"
+        kernel = np.ascontiguousarray(numpy_helper.to_array(tables[node.input[1]]).T)
+        tables[name] = numpy_helper.from_array(kernel, name)
+        graph.initializer.append(tables[name])
+        node.op_type, node.domain = "MatMul", ""
+        del node.attribute[:]
+        node.input[1] = name
+        count += 1
     return count
 
 
