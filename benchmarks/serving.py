@@ -169,10 +169,11 @@ def round_robin(runners: dict, repeats: int, units: float, pause: float = PAUSE)
 
 def weight_bytes_per_token(path) -> int:
     """Bytes of the weights a decoding step streams: every initializer that a MatMul (or
-    its int8 / int4 form) reads; the embedding tables' one row per token is left out."""
+    its int8 / int4 form, or the tied head's `FusedMatMul` over the token table) reads; the
+    other embedding tables' one row per token is left out."""
     model = onnx.load(str(path))
     sizes = {i.name: len(i.raw_data) or i.ByteSize() for i in model.graph.initializer}
-    readers = {"MatMul", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits"}
+    readers = {"MatMul", "FusedMatMul", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits"}
     names = {x for n in model.graph.node if n.op_type in readers for x in n.input}
     return sum(sizes[name] for name in names if name in sizes)
 
