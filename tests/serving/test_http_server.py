@@ -223,6 +223,16 @@ def test_echo_with_logprobs_of_ids_without_the_begin_token(client, local):
     assert answer.logprobs.token_logprobs[0] is None and answer.logprobs.top_logprobs[0] is None
     assert all(isinstance(lp, float) for lp in answer.logprobs.token_logprobs[1:])
     assert len(answer.logprobs.tokens) == len(ids) + 2 and answer.logprobs.text_offset[0] == 0
+    # Several prompts, n of each: every choice carries its own prompt's scores first.
+    prompts = [ids, local["gpt"].prompt_ids("dogs")[0]]
+    answer = client.completions.create(
+        model="gpt", prompt=prompts, n=2, max_tokens=2, temperature=0, echo=True, logprobs=1
+    )
+    for choice in answer.choices:
+        prompt = prompts[choice.index // 2]
+        shown = len(prompt) - (prompt[0] == local["gpt"].config.special_ids["bos"])
+        assert len(choice.logprobs.tokens) == shown + 2
+        assert choice.logprobs.tokens[:shown] == [_piece(local["gpt"], i) for i in prompt[-shown:]]
 
 
 def _piece(served, token_id: int) -> str:
