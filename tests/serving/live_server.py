@@ -65,13 +65,24 @@ class LiveServer:
 
 
 def slow_down(entry, seconds: float):
-    """Makes every engine run of `entry` take `seconds` longer; returns the undo."""
-    runner = entry.served.runner
-    run = runner.run
+    """Makes every engine run of `entry` take `seconds` longer (on the encoder batcher's
+    second session too); returns the undo."""
+    models = [entry.served, getattr(entry.worker, "concurrent_served", entry.served)]
+    runners = list({id(m.runner): m.runner for m in models}.values())
+    runs = [runner.run for runner in runners]
 
-    def slow(*args, **kwargs):
-        time.sleep(seconds)
-        return run(*args, **kwargs)
+    def slower(run):
+        def slow(*args, **kwargs):
+            time.sleep(seconds)
+            return run(*args, **kwargs)
 
-    runner.run = slow
-    return lambda: setattr(runner, "run", run)
+        return slow
+
+    for runner, run in zip(runners, runs, strict=True):
+        runner.run = slower(run)
+
+    def undo():
+        for runner, run in zip(runners, runs, strict=True):
+            runner.run = run
+
+    return undo

@@ -259,8 +259,14 @@ def test_concurrent_embeddings_are_batched_and_equal_embed(client, local, server
     def one(text):
         return client.embeddings.create(model="embedder", input=text).data[0].embedding
 
-    with concurrent.futures.ThreadPoolExecutor(len(texts)) as pool:
-        got = np.array(list(pool.map(one, texts)))
+    # Each run 50 ms longer, so that requests arrive while one runs, whatever the machine's
+    # load (an idle model runs a lone request at once; only company shares a batch).
+    undo = slow_down(server.entry("embedder"), 0.05)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(texts)) as pool:
+            got = np.array(list(pool.map(one, texts)))
+    finally:
+        undo()
     np.testing.assert_allclose(got, expected, atol=1e-6)
     assert _metric(server, "transformer_zoo_batch_size_sum", model="embedder") - texts_run == 12
     # Some requests shared a run.
