@@ -31,6 +31,7 @@ from transformer_zoo.serving.http.completions import (
     Generation,
     RequestError,
     check_max_tokens,
+    echoed,
     prompt_rows,
     strategy,
 )
@@ -141,7 +142,7 @@ def create_app(
             body.logprobs, settings.request_timeout,
             prompt_logprobs=body.echo and body.logprobs is not None,
         )  # fmt: skip
-        prefixes = [_echo(served, body.prompt, ids) if body.echo else "" for ids in rows]
+        prefixes = [served.output_text(echoed(served, ids)) if body.echo else "" for ids in rows]
         choices = [
             Choice(served, body.stop, prefix=prefixes[i // body.n])
             for i in range(len(generation.rows))
@@ -430,13 +431,6 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
-
-
-def _echo(served, prompt, ids) -> str:
-    """The prompt's text for `echo` (its ids decoded, BOS dropped)."""
-    return served.output_text(
-        ids[1:] if ids and ids[0] == served.config.special_ids["bos"] else ids
-    )
 
 
 def _stream(request, generation: Generation, choices, meta, body, usage_prompt, include_usage):

@@ -76,6 +76,12 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[list[int]]:
     return rows
 
 
+def echoed(served, ids: list[int]) -> list[int]:
+    """The prompt ids `echo` shows (as text, and with `logprobs` as scored tokens): all
+    but a leading begin token."""
+    return ids[1:] if ids and ids[0] == served.config.special_ids.get("bos") else ids
+
+
 def check_max_tokens(served, rows, max_tokens: int, limit: int | None) -> None:
     """Refuses a `max_tokens` past the server's limit or the room the context leaves."""
     if limit is not None and max_tokens > limit:
@@ -154,7 +160,7 @@ class Choice:
         entries: list[tuple[str, float | None, dict | None, int]] = []
         if self.prompt is not None and with_prompt:
             at = 0
-            if self.prompt.first_id != self.served.config.special_ids.get("bos"):
+            if echoed(self.served, [self.prompt.first_id]):  # not the begin token
                 piece = _piece(tokenizer, self.prompt.first_id)
                 entries.append((piece, None, None, at))
                 at += len(piece)

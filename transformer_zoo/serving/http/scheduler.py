@@ -233,8 +233,11 @@ class GenerationScheduler(_Worker):
         that a row asking for its prompt's log-probabilities runs alone (the logits of
         every position of its prompt, not of a whole batch of prompts, are held)."""
         plain = [row for row in rows if not row.prompt_logprobs]
-        for group in [plain] * bool(plain) + [[row] for row in rows if row.prompt_logprobs]:
-            self._prefill(group)
+        if plain:
+            self._prefill(plain)
+        for row in rows:
+            if row.prompt_logprobs:
+                self._prefill([row])
 
     def _prefill(self, rows: list[GenerationRow]) -> None:
         inputs = self.served.start_inputs([r.ids for r in rows])
