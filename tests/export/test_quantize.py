@@ -3,6 +3,7 @@ that serves, is scored on the task next to float32 (references from the Keras en
 export must score exactly 1), and is refused, leaving nothing behind, past the limit."""
 
 import json
+import logging
 import os
 import types
 
@@ -16,9 +17,10 @@ from transformer_zoo.data import Task
 from transformer_zoo.data.examples import (
     ClassificationExample,
     PromptCompletion,
+    TextStream,
     TranslationPair,
 )
-from transformer_zoo.evaluation.evaluate import predict
+from transformer_zoo.evaluation.evaluate import evaluate, predict
 from transformer_zoo.export import QuantizationError, quantize_onnx
 from transformer_zoo.run_directory import load_run_config
 from transformer_zoo.serving import ModelDirectoryError, load_onnx, load_served_model
@@ -107,6 +109,21 @@ def test_quantized_copy_serves_and_is_scored_next_to_float32(
         assert all(isinstance(t, str) for t in served.generate(INPUTS[:2], 4))
     else:
         assert served.classify(INPUTS[:2])[0]["label"] in art.config.label_names
+
+
+def test_a_plain_text_task_is_scored_window_by_window(family_artifacts, tmp_path, caplog):
+    """A plain-text task's test split is one text: scored over its windows, and the log
+    says so rather than counting one example."""
+    art = family_artifacts("decoder-only")
+    text = " ".join(INPUTS * 4)
+    task = Task("text", "decoder-only", [TextStream(text)], [], [TextStream(text)])
+    with caplog.at_level(logging.INFO, logger="transformer_zoo.export.quantize"):
+        report = quantize_onnx(art.export_dir, tmp_path / "q", task=task, max_accuracy_drop=1.0)
+    assert report["metric"] == "token_accuracy" and report["float32"] > 0
+    windows = evaluate(load_onnx(art.export_dir), task)["examples"]
+    assert report["examples"] == windows > 1
+    scoring = [r.getMessage() for r in caplog.records if "scoring" in r.getMessage()]
+    assert scoring == [f"int8: scoring the {m} model on the test text" for m in ("float32", "int8")]
 
 
 @pytest.mark.parametrize("weights, within", [("int8", 0.1), ("int4", 0.25)])

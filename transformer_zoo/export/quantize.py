@@ -237,14 +237,11 @@ def compare_on_task(
     """Both directories' score on the first `examples` test examples of `task`
     (`evaluation.evaluate`, the same scoring as `metrics.json`), and the seconds each took."""
     result = {}
+    # A plain-text task's test split is its text, scored window by window.
+    what = "the test text" if task.stream else f"{min(examples, len(task.test))} test examples"
     for name, directory in (("float32", float_dir), (weights, quantized_dir)):
         served = load_onnx(directory)
-        log.info(
-            "%s: scoring the %s model on %d test examples",
-            weights,
-            name,
-            min(examples, len(task.test)),
-        )
+        log.info("%s: scoring the %s model on %s", weights, name, what)
         scores = evaluate(served, task, limit=examples)
         result["metric"], score = primary_score(scores)
         result[name] = round(score, 6)
