@@ -259,7 +259,9 @@ def validation_score(prepared: Prepared) -> ValidationScore | None:
                 model = float32_copy(model)
             finally:
                 keras.config.set_dtype_policy(policy)
-        scores = evaluate(served_model(prepared, model), prepared.setup.task, "valid", limit, 0)
+        # No bars of its own between the epochs' Keras progress bars.
+        served = served_model(prepared, model)
+        scores = evaluate(served, prepared.setup.task, "valid", limit, 0, progress=False)
         return scores[name]["all"]
 
     return ValidationScore(name, score)

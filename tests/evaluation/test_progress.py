@@ -1,0 +1,60 @@
+"""`evaluate` shows how far its two passes (decoding, teacher forcing) have come on a
+terminal, a batch at a time, and writes nothing where standard error is not one."""
+
+from __future__ import annotations
+
+import pytest
+from tqdm import tqdm
+
+from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TranslationPair
+from transformer_zoo.data.tasks import Task
+from transformer_zoo.evaluation import evaluate as module
+from transformer_zoo.evaluation.evaluate import evaluate
+from transformer_zoo.serving import load_onnx
+
+TEXTS = ["March 5, 2021", "the cat sat on the mat", "dogs and cats", "a b", "c", "it is late"]
+
+
+def task_of(family: str) -> Task:
+    if family == "encoder-decoder":
+        test = [TranslationPair(t, "x") for t in TEXTS]
+    elif family == "decoder-only":
+        test = [PromptCompletion(t, "x") for t in TEXTS]
+    else:
+        test = [ClassificationExample("negative", t) for t in TEXTS]
+    return Task("hand-made", family, train=[], valid=[], test=test)
+
+
+class Eager(tqdm):
+    """The bar, drawn at every update rather than at most ten times a second."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "mininterval": 0, "miniters": 1})
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only", "encoder-only"])
+def test_both_passes_count_every_example_a_batch_at_a_time(
+    family_artifacts, family, monkeypatch, capsys
+):
+    served = load_onnx(family_artifacts(family).export_dir)
+    if family == "encoder-only" and served.config.task != "classification":
+        pytest.skip("the encoder-only artifact is not a classifier")
+    monkeypatch.setattr(module, "BATCH_SIZE", 4)  # two batches of the six examples
+    quiet = evaluate(served, task_of(family), progress=False)
+    assert capsys.readouterr().err == ""
+
+    monkeypatch.setattr(module, "tqdm", Eager)
+    shown = evaluate(served, task_of(family), progress=True)
+    err = capsys.readouterr().err
+    passes = ["decoding"] + (["teacher forcing"] if family != "encoder-only" else [])
+    for name in passes:
+        assert f"{name}:" in err and "4/6" in err.split(f"{name}:", 1)[1]
+        assert "6/6" in err.split(f"{name}:", 1)[1]
+    shown.pop("seconds"), quiet.pop("seconds")
+    assert shown == quiet  # the bars change nothing
+
+
+def test_no_bar_where_standard_error_is_not_a_terminal(family_artifacts, capsys):
+    served = load_onnx(family_artifacts("decoder-only").export_dir)
+    evaluate(served, task_of("decoder-only"))  # pytest's captured stderr is no terminal
+    assert capsys.readouterr().err == ""
