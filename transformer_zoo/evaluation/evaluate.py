@@ -13,9 +13,10 @@ ONNX files), so every engine is scored by the same code on the same inputs:
   where targets are space-separated, else characters), per category; and teacher-forced
   token accuracy, `loss` (nats per token, no label smoothing) and perplexity of the
   references;
-- decoder-only: greedy completion of every prompt (at most 64 tokens) → exact match and
-  BLEU of the completions when the examples have prompts; token accuracy and perplexity
-  over the tokens the loss covers (the completion and its `<eos>`, or every token of
+- decoder-only: greedy completion of every prompt (at most 64 tokens, within the
+  context, however the prompts are batched) → exact match and BLEU of the completions
+  when the examples have prompts; token accuracy and perplexity over the tokens the loss
+  covers (the completion and its `<eos>`, or every token of
   plain text); a token stream is scored on its non-overlapping context-long windows
   (`text.formats.stream_window`, as training reads them);
 - encoder-only: classification accuracy, per category.
@@ -29,6 +30,7 @@ of its two passes, decoding and teacher forcing, shows a progress bar on a termi
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import sys
 import time
@@ -222,13 +224,18 @@ def _translate(served, sources: list[str], search, bar) -> list[str]:
 def _complete(served, prompts: list[str], search, bar) -> list[str]:
     rows = [prompt_ids(served.tokenizer, p, served.max_length) for p in prompts]
     context = served.dims.max_length
+    room = [min(COMPLETION_TOKENS, context - len(row)) for row in rows]
     texts = [""] * len(rows)
     for batch in _by_length(rows):
-        room = min(COMPLETION_TOKENS, context - max(len(rows[i]) for i in batch))
-        if room > 0:  # prompts that fill the context leave nothing to complete
-            result = served.generate_ids([rows[i] for i in batch], room, search=search)
-            for i, tokens in zip(batch, result.tokens, strict=True):
-                texts[i] = served.tokenizer.decode(tokens)
+        # Each prompt may run as far as its own room, whatever it is batched with: the
+        # batch (sorted by length) runs in groups of equal room, which is one group unless
+        # prompts come within COMPLETION_TOKENS of the context.
+        for space, group in itertools.groupby(batch, key=lambda i: room[i]):
+            group = list(group)
+            if space > 0:  # prompts that fill the context leave nothing to complete
+                result = served.generate_ids([rows[i] for i in group], space, search=search)
+                for i, tokens in zip(group, result.tokens, strict=True):
+                    texts[i] = served.tokenizer.decode(tokens)
         bar.update(len(batch))
     return texts
 

@@ -1,5 +1,6 @@
-"""`evaluate` shows how far its two passes (decoding, teacher forcing) have come on a
-terminal, a batch at a time, and writes nothing where standard error is not one."""
+"""`evaluate`'s batches: they change no prediction, and its two passes (decoding, teacher
+forcing) show how far they have come on a terminal, a batch at a time, and write nothing
+where standard error is not one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from tqdm import tqdm
 from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TranslationPair
 from transformer_zoo.data.tasks import Task
 from transformer_zoo.evaluation import evaluate as module
-from transformer_zoo.evaluation.evaluate import evaluate
+from transformer_zoo.evaluation.evaluate import evaluate, predict
 from transformer_zoo.serving import load_onnx
 
 TEXTS = ["March 5, 2021", "the cat sat on the mat", "dogs and cats", "a b", "c", "it is late"]
@@ -58,3 +59,21 @@ def test_no_bar_where_standard_error_is_not_a_terminal(family_artifacts, capsys)
     served = load_onnx(family_artifacts("decoder-only").export_dir)
     evaluate(served, task_of("decoder-only"))  # pytest's captured stderr is no terminal
     assert capsys.readouterr().err == ""
+
+
+def test_a_completion_does_not_depend_on_what_it_is_batched_with(family_artifacts, monkeypatch):
+    """A short prompt batched with one near the context may still run its whole room (the
+    batch's longest prompt used to cap every row's completion)."""
+    served = load_onnx(family_artifacts("decoder-only").export_dir)
+    context = served.dims.max_length
+    prompts = [" ".join(["the cat"] * n) for n in (1, 2, 4, 6)]
+    lengths = [len(served.tokenizer.encode(p)) for p in prompts]
+    assert lengths[0] < lengths[-1] < context - 4  # rooms differ, and every one is > 0
+    examples = [PromptCompletion(p, "") for p in prompts]
+    alone = []
+    for example in examples:
+        alone += predict(served, [example])
+    together = predict(served, examples)
+    assert together == alone
+    # The tiny random model does not stop early: each prompt ran to its own room.
+    assert len(served.tokenizer.encode(together[0])) > context - lengths[-1]
