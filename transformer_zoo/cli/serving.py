@@ -21,7 +21,7 @@ from transformer_zoo.cli.parsing import (
 )
 from transformer_zoo.errors import InputError, first_line
 from transformer_zoo.files import atomic_path
-from transformer_zoo.generation import ENGINES
+from transformer_zoo.generation import ENGINES, GENERATION_BATCH_SIZE
 
 
 def register(commands) -> None:
@@ -36,8 +36,13 @@ def register(commands) -> None:
         _serving_arguments(parser)
         if name in ("generate", "translate"):
             _search_arguments(parser, name)
-        if name in ("embed", "classify"):
-            parser.add_argument("--batch-size", type=positive_int, default=32)
+        batch = GENERATION_BATCH_SIZE if name in ("generate", "translate") else 32
+        parser.add_argument(
+            "--batch-size",
+            type=positive_int,
+            default=batch,
+            help=f"inputs run together, of similar lengths (default {batch})",
+        )
         if name == "embed":
             parser.add_argument("--output", help="write a float32 (N, D) .npy file instead")
         if name == "classify":
@@ -154,7 +159,10 @@ def _print_texts(args, inputs, outputs, key: str) -> int:
 def _generate(args) -> int:
     search = search_from_arguments(args)
     inputs, outputs = _serve(
-        args, lambda m, xs: m.generate(xs, args.max_new_tokens, search), skip_blank=True, blank=""
+        args,
+        lambda m, xs: m.generate(xs, args.max_new_tokens, search, args.batch_size),
+        skip_blank=True,
+        blank="",
     )
     return _print_texts(args, inputs, outputs, "generated")
 
@@ -162,7 +170,10 @@ def _generate(args) -> int:
 def _translate(args) -> int:
     search = search_from_arguments(args)
     inputs, outputs = _serve(
-        args, lambda m, xs: m.translate(xs, args.max_new_tokens, search), skip_blank=True, blank=""
+        args,
+        lambda m, xs: m.translate(xs, args.max_new_tokens, search, args.batch_size),
+        skip_blank=True,
+        blank="",
     )
     return _print_texts(args, inputs, outputs, "translation")
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from transformer_zoo.errors import InputError, with_article
+from transformer_zoo.generation import GENERATION_BATCH_SIZE
 from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search import SearchConfig, SearchResult
@@ -86,11 +87,18 @@ class ServedModel:
         prompts: str | Sequence[str],
         max_new_tokens: int = 32,
         search: SearchConfig | None = None,
+        batch_size: int = GENERATION_BATCH_SIZE,
     ) -> list[str]:
-        """Continue text prompts; returns the generated text of each (prompt excluded)."""
+        """Continue text prompts; returns the generated text of each (prompt excluded).
+        Up to `batch_size` prompts run as one batch; more run in batches of that many
+        prompts of similar length (`_in_batches`)."""
         self._need("decoder-only", "generate")
-        result = self.generate_ids(self.prompt_ids(prompts), max_new_tokens, search=search)
-        return [self.output_text(row) for row in result.tokens]
+        ids = self.prompt_ids(prompts)
+        # Every prompt is checked before any batch runs.
+        check_room(max(map(len, ids)), max_new_tokens, self.dims.max_length, "prompt")
+        return self._in_batches(
+            ids, batch_size, lambda rows: self.generate_ids(rows, max_new_tokens, search=search)
+        )
 
     def translate_ids(
         self,
@@ -110,11 +118,36 @@ class ServedModel:
         sources: str | Sequence[str],
         max_new_tokens: int | None = None,
         search: SearchConfig | None = None,
+        batch_size: int = GENERATION_BATCH_SIZE,
     ) -> list[str]:
-        """Translate texts; returns one translation per source."""
+        """Translate texts; returns one translation per source, batched as `generate`."""
         self._need("encoder-decoder", "translate")
-        result = self.translate_ids(self.prompt_ids(sources), max_new_tokens, search=search)
-        return [self.output_text(row) for row in result.tokens]
+        ids = self.prompt_ids(sources)
+        if max_new_tokens is None:
+            max_new_tokens = self.default_new_tokens()
+        check_room(1, max_new_tokens, self.dims.max_length, "target start")
+        return self._in_batches(
+            ids, batch_size, lambda rows: self.translate_ids(rows, max_new_tokens, search=search)
+        )
+
+    def _in_batches(self, ids: list[list[int]], batch_size: int, run) -> list[str]:
+        """The output text of each id list, in input order, from `run(id lists)` (a
+        `SearchResult`) called on batches of at most `batch_size`: all of them at once
+        when they fit (in input order, so a seeded sampling draws as it always did), else
+        batches of similar lengths, sorted so that each pads little. A row's greedy or
+        beam output does not depend on its batch; a seeded sampling's does."""
+        _check_batch_size(batch_size)
+        if len(ids) <= batch_size:
+            batches = [list(range(len(ids)))]
+        else:
+            order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+            batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        texts = [""] * len(ids)
+        for rows in batches:
+            result = run([ids[i] for i in rows])
+            for i, tokens in zip(rows, result.tokens, strict=True):
+                texts[i] = self.output_text(tokens)
+        return texts
 
     # --- the pieces of generation, which the HTTP server's scheduler shares ----------
     def prompt_ids(self, texts: str | Sequence[str]) -> list[list[int]]:
