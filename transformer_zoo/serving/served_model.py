@@ -229,16 +229,9 @@ class ServedModel:
         self._need("encoder-only", "embed")
         texts = _texts(texts)
         _check_batch_size(batch_size)
-        # Batches of similar token counts, each padded only to its longest text, so
-        # little of the work is spent on padding; rows go back to input order.
-        # Each text is tokenized once: its length plans the batches, its ids feed them.
         encoded = self._tokenize(texts, None)
         embeddings = np.empty((len(texts), self.dims.hidden_dim), np.float32)
-        lengths = [len(ids) for ids, _ in encoded]
-        padding_free = self.runner.padding_free("model")
-        for rows in length_batches(lengths, batch_size, padding_free=padding_free):
-            feeds = self._encoder_feeds([encoded[i] for i in rows])
-            outputs = self.runner.run("model", feeds, numpy_outputs=POOLING_OUTPUTS)
+        for rows, feeds, outputs in self._encoder_batches(encoded, batch_size, POOLING_OUTPUTS):
             if normalize and "sentence_embedding" in outputs:
                 # Pooled in the graph: numpy's handful of small operations after a run
                 # that has streamed the weights through the caches cost 0.1-0.3 ms.
@@ -247,7 +240,19 @@ class ServedModel:
                 embeddings[rows] = mean_pool(
                     outputs["last_hidden_state"], feeds["attention_mask"], normalize
                 )
-        return embeddings, lengths
+        return embeddings, [len(ids) for ids, _ in encoded]
+
+    def _encoder_batches(self, encoded, batch_size: int, outputs: tuple[str, ...]):
+        """`(rows, feeds, outputs)` of the encoder graph over tokenized texts, in batches
+        of similar token counts (`length_batches`), each padded only to its longest text,
+        so little of the work is spent on padding; `rows` index `encoded`, so that the
+        caller puts every result back in input order. Each text is tokenized once (by
+        the caller): its length plans the batches, its ids feed them."""
+        lengths = [len(ids) for ids, _ in encoded]
+        padding_free = self.runner.padding_free("model")
+        for rows in length_batches(lengths, batch_size, padding_free=padding_free):
+            feeds = self._encoder_feeds([encoded[i] for i in rows])
+            yield rows, feeds, self.runner.run("model", feeds, numpy_outputs=outputs)
 
     def classify(
         self,
@@ -255,7 +260,9 @@ class ServedModel:
         text_pairs: Sequence[str] | None = None,
         batch_size: int = 32,
     ) -> list[dict]:
-        """Per text: `{"label", "label_id", "score", "probabilities": {label: p}}`."""
+        """Per text: `{"label", "label_id", "score", "probabilities": {label: p}}`, in
+        input order; run in batches of at most `batch_size` texts of similar length,
+        as `embed`."""
         self._need("encoder-only", "classify")
         if self.config.task != "classification":
             raise InputError(f"This model's task is {self.config.task!r}, not classification.")
@@ -266,19 +273,20 @@ class ServedModel:
                 f"`text_pairs` needs one entry per text: {len(text_pairs)} for {len(texts)}."
             )
         labels = self.config.label_names
+        encoded = self._tokenize(texts, None if text_pairs is None else list(text_pairs))
+        logits = np.empty((len(texts), len(labels)), np.float32)
+        for rows, _, outputs in self._encoder_batches(encoded, batch_size, ("logits",)):
+            logits[rows] = outputs["logits"]
+        shifted = np.exp(logits - logits.max(-1, keepdims=True))
         results = []
-        for start in range(0, len(texts), batch_size):
-            pairs = None if text_pairs is None else text_pairs[start : start + batch_size]
-            logits = self.encode(texts[start : start + batch_size], pairs)["logits"]
-            shifted = np.exp(logits - logits.max(-1, keepdims=True))
-            for row in shifted / shifted.sum(-1, keepdims=True):
-                best = int(row.argmax())
-                results.append({
-                    "label": labels[best],
-                    "label_id": best,
-                    "score": float(row[best]),
-                    "probabilities": {name: float(p) for name, p in zip(labels, row, strict=True)},
-                })  # fmt: skip
+        for row in shifted / shifted.sum(-1, keepdims=True):
+            best = int(row.argmax())
+            results.append({
+                "label": labels[best],
+                "label_id": best,
+                "score": float(row[best]),
+                "probabilities": {name: float(p) for name, p in zip(labels, row, strict=True)},
+            })  # fmt: skip
         return results
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
