@@ -50,6 +50,7 @@ from transformer_zoo.evaluation.metrics import (
     word_error_rate,
 )
 from transformer_zoo.generation.search import SearchConfig, log_softmax
+from transformer_zoo.serving.length_batches import sorted_batches
 from transformer_zoo.text.formats import (
     language_model_example,
     prompt_ids,
@@ -201,18 +202,11 @@ def primary_score(result: dict) -> tuple[str, float]:
     return "token_accuracy", result["token_accuracy"]
 
 
-def _by_length(rows: list[list[int]]):
-    """Index batches of rows of similar length (sorted), so that a batch pads little."""
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-    for start in range(0, len(order), BATCH_SIZE):
-        yield order[start : start + BATCH_SIZE]
-
-
 def _translate(served, sources: list[str], search, bar) -> list[str]:
     rows = [source_ids(served.tokenizer, s, served.max_length) for s in sources]
     context = served.dims.max_length
     texts = [""] * len(rows)
-    for batch in _by_length(rows):
+    for batch in sorted_batches([len(row) for row in rows], BATCH_SIZE):
         caps = [min(context - 1, 2 * len(rows[i]) + 16) for i in batch]
         result = served.translate_ids([rows[i] for i in batch], max(caps), search)
         for i, tokens, cap in zip(batch, result.tokens, caps, strict=True):
@@ -226,7 +220,7 @@ def _complete(served, prompts: list[str], search, bar) -> list[str]:
     context = served.dims.max_length
     room = [min(COMPLETION_TOKENS, context - len(row)) for row in rows]
     texts = [""] * len(rows)
-    for batch in _by_length(rows):
+    for batch in sorted_batches([len(row) for row in rows], BATCH_SIZE):
         # Each prompt may run as far as its own room, whatever it is batched with: the
         # batch (sorted by length) runs in groups of equal room, which is one group unless
         # prompts come within COMPLETION_TOKENS of the context.
@@ -279,7 +273,7 @@ def _token_scores(served, examples, progress: bool | None = None) -> dict[str, f
         ]
     hits, nll, count = 0, 0.0, 0
     with _progress_bar(len(rows), "teacher forcing", progress) as bar:
-        for batch in _by_length([row[-1] for row in rows]):
+        for batch in sorted_batches([len(row[-1]) for row in rows], BATCH_SIZE):
             *inputs, labels = (_padded([rows[i][j] for i in batch]) for j in range(len(rows[0])))
             if served.family == "encoder-decoder":
                 feeds = {"encoder_token_ids": inputs[0], "decoder_token_ids": inputs[1]}

@@ -1,4 +1,4 @@
-"""Batches of texts that waste little work on padding, for encoder-only inference.
+"""Batches of texts that waste little work on padding, for inference.
 
 A batch is padded to its longest member. On a graph that computes every position it
 costs about `count × longest` token positions: sorting by length (as
@@ -9,7 +9,8 @@ encoder, `export.onnx.fused.Packing`) pays for its real tokens only, except in
 attention, which scores every (query, key) pair of a padded row: about
 `count × longest² / ATTENTION_SPAN` positions more. `length_batches` chooses where to cut
 the sorted order: the cuts that minimise that cost plus a fixed cost per batch (the
-per-run overhead), with at most `batch_size` texts per batch. numpy only.
+per-run overhead), with at most `batch_size` texts per batch.
+`sorted_batches` is the plain plan (sorted, fixed-size) that decoding uses. numpy only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,19 @@ BATCH_COST = 16
 # threads): 16 rows of 16 real tokens took 35 ms padded to 16, 43 ms to 64, 78 ms to
 # 128 and 160 ms to 256, which this term with 900 predicts within 20%.
 ATTENTION_SPAN = 900
+
+
+def sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Index batches of at most `batch_size`, the shortest texts first: the plain plan for
+    decoding, whose cost per batch (a whole search) is too large for `length_batches`'
+    cuts to pay.
+
+    Example:
+    >>> sorted_batches([3, 256, 4, 5], batch_size=2)
+    [[0, 2], [3, 1]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def length_batches(

@@ -23,7 +23,7 @@ from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search import SearchConfig, SearchResult
 from transformer_zoo.generation.search import generate as run_search
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
-from transformer_zoo.serving.length_batches import length_batches
+from transformer_zoo.serving.length_batches import length_batches, sorted_batches
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids
 from transformer_zoo.text.formats import encoder_rows
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
@@ -140,8 +140,7 @@ class ServedModel:
         if len(ids) <= batch_size:
             batches = [list(range(len(ids)))]
         else:
-            order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-            batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+            batches = sorted_batches([len(row) for row in ids], batch_size)
         texts = [""] * len(ids)
         for rows in batches:
             result = run([ids[i] for i in rows])
