@@ -43,7 +43,7 @@ def test_bad_arguments_are_rejected():
         LMHead(0)
     with pytest.raises(ValueError, match="activation='tanh'"):
         LMHead(10, transform_activation="tanh")
-    with pytest.raises(ValueError, match="pass it again"):
+    with pytest.raises(ValueError, match="pass the embedding again"):
         LMHead(10, tied=True)
     emb = TokenAndPositionEmbedding(12, 8, 6)
     with pytest.raises(ValueError, match="vocabulary_size=10"):

@@ -82,6 +82,9 @@ class FeedForward(keras.layers.Layer):
         hidden = self._activation_fn(self.intermediate_dense(inputs))  # (B, T, d_ff)
         return self.dropout_layer(self.output_dense(hidden), training=training)  # (B, T, D)
 
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
     def get_config(self):
         config = super().get_config()
         config.update(

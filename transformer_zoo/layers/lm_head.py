@@ -14,8 +14,10 @@ class LMHead(keras.layers.Layer):
     """Projects (B, T, D) hidden states to (B, T, V) logits.
 
     - Tied (`embedding=` a `TokenAndPositionEmbedding`): logits = h Eᵀ with the token
-      matrix E, as in the paper (§3.4) and GPT-2. The head owns no kernel; its config
-      stores `tied=True` and the owning model passes the embedding again when rebuilt.
+      matrix E, as in the paper (§3.4) and GPT-2. The head owns no kernel. Its config
+      names the embedding as a shared object: `.keras` files (`model.save`,
+      `keras.models.load_model`) tie the loaded head to the loaded model's embedding, and
+      a config rebuilt outside them needs the embedding passed again (`from_config`).
     - Untied: its own (D, V) kernel.
     - `transform_activation` adds BERT's transform before the projection:
       Dense(D) → activation → LayerNorm.
@@ -24,7 +26,8 @@ class LMHead(keras.layers.Layer):
 
     Args:
         vocabulary_size: V.
-        embedding: optional `TokenAndPositionEmbedding` whose token matrix is reused.
+        embedding: optional `TokenAndPositionEmbedding` (or `keras.layers.Embedding`)
+            whose token matrix is reused.
         use_bias: add a (V,) output bias (BERT's MLM head has one).
         transform_activation: None, or `"gelu"`, `"gelu_tanh"`, `"relu"` for the BERT transform.
         layer_norm_epsilon: epsilon of the transform's LayerNorm.
@@ -61,14 +64,16 @@ class LMHead(keras.layers.Layer):
                 f"`vocabulary_size` must be a positive integer. Received: vocabulary_size={vocabulary_size}"
             )
         if tied and embedding is None:
+            raise ValueError(_UNTIED_CONFIG)
+        if embedding is not None and _vocabulary_size(embedding) is None:
             raise ValueError(
-                "This LMHead is tied to an embedding: pass it again, e.g. "
-                "`LMHead.from_config({**config, 'embedding': token_embedding})`."
+                "`embedding` must be a `TokenAndPositionEmbedding` or a "
+                f"`keras.layers.Embedding`. Received: embedding={embedding!r}"
             )
-        if embedding is not None and embedding.vocabulary_size != vocabulary_size:
+        if embedding is not None and _vocabulary_size(embedding) != vocabulary_size:
             raise ValueError(
                 "The tied embedding's vocabulary differs from the head's. Received: "
-                f"vocabulary_size={vocabulary_size}, embedding.vocabulary_size={embedding.vocabulary_size}"
+                f"vocabulary_size={vocabulary_size}, embedding's={_vocabulary_size(embedding)}"
             )
         self._transform_fn = (
             get_activation(transform_activation) if transform_activation is not None else None
@@ -138,4 +143,33 @@ class LMHead(keras.layers.Layer):
                 "tied": self.tied,
             }
         )
+        if self.tied:
+            # Inside `.keras` saving, Keras marks an object serialized twice (here and as
+            # the model's own layer) as shared, and loading returns one object for both.
+            config["embedding"] = keras.saving.serialize_keras_object(self.embedding)
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        embedding = config.get("embedding")
+        if isinstance(embedding, dict):
+            if "shared_object_id" not in embedding:
+                # Deserializing it would build a second, untied embedding.
+                raise ValueError(_UNTIED_CONFIG)
+            config["embedding"] = keras.saving.deserialize_keras_object(embedding)
+        return cls(**config)
+
+
+_UNTIED_CONFIG = (
+    "This LMHead is tied to an embedding that its config cannot share outside a `.keras` "
+    "file (`model.save` / `keras.models.load_model` keep the tie): pass the embedding "
+    "again, e.g. `LMHead.from_config({**config, 'embedding': token_embedding})`."
+)
+
+
+def _vocabulary_size(embedding) -> int | None:
+    """The rows of a tied embedding's (V, D) matrix, before or after it is built."""
+    if isinstance(embedding, keras.layers.Embedding):
+        return embedding.input_dim
+    return getattr(embedding, "vocabulary_size", None)

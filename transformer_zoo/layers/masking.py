@@ -17,6 +17,42 @@ def causal_mask(query_length, key_length):
     return ops.greater_equal(rows, cols)  # (T, S)
 
 
+def keras_mask(x):
+    """The (B, T) mask Keras attached to `x` (`keras.layers.Embedding(mask_zero=True)`
+    and the layers that propagate it), or None; as keras-hub's layers read it."""
+    return getattr(x, "_keras_mask", None)
+
+
+def check_mask_ranks(key_length, padding_mask=None, attention_mask=None) -> None:
+    """Refuses masks of the wrong rank or key length while the shapes are known: a (B, S)
+    padding mask passed as `attention_mask` would otherwise broadcast over the heads.
+
+    Raises:
+        ValueError: `padding_mask` not (B, S) or `attention_mask` not (B, T, S).
+    """
+    for name, mask, rank, layout in (
+        ("padding_mask", padding_mask, 2, "(B, S)"),
+        ("attention_mask", attention_mask, 3, "(B, T, S)"),
+    ):
+        if mask is None:
+            continue
+        shape = tuple(mask.shape)
+        hint = (
+            " A (B, S) mask of padding keys goes in `padding_mask`."
+            if name == "attention_mask" and len(shape) == 2
+            else ""
+        )
+        if len(shape) != rank:
+            raise ValueError(
+                f"`{name}` must be {layout}, of rank {rank}. Received: {name}.shape={shape}." + hint
+            )
+        if isinstance(key_length, int) and shape[-1] is not None and shape[-1] != key_length:
+            raise ValueError(
+                f"`{name}` must cover the S={key_length} keys attended to. "
+                f"Received: {name}.shape={shape}"
+            )
+
+
 def merge_masks(query_length, key_length, padding_mask=None, attention_mask=None, causal=False):
     """Combine the three mask sources into one (B or 1, T, S) boolean mask, or None.
 
@@ -26,7 +62,11 @@ def merge_masks(query_length, key_length, padding_mask=None, attention_mask=None
         padding_mask: (B, S) booleans or 0/1 ints; False marks padding keys.
         attention_mask: (B, T, S) booleans.
         causal: forbid attending to later positions.
+
+    Raises:
+        ValueError: a mask of the wrong rank or key length (`check_mask_ranks`).
     """
+    check_mask_ranks(key_length, padding_mask, attention_mask)
     mask = None
     if padding_mask is not None:
         mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)  # (B, 1, S)

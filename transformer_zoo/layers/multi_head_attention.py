@@ -9,7 +9,7 @@ from keras import ops
 
 from transformer_zoo.layers.cache import KeyValue
 from transformer_zoo.layers.initializers import clone_initializer
-from transformer_zoo.layers.masking import merge_masks
+from transformer_zoo.layers.masking import keras_mask, merge_masks
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -40,7 +40,9 @@ class MultiHeadAttention(keras.layers.Layer):
         query: (B, T, D) queries.
         context: optional (B, S, Dc) sequence to attend over (cross-attention). Omit it for
             self-attention.
-        padding_mask: optional (B, S) boolean, False at padding keys.
+        padding_mask: optional (B, S) boolean, False at padding keys. When omitted, the
+            Keras mask of `context` (or of `query` in self-attention) is used, e.g. from
+            `keras.layers.Embedding(mask_zero=True)`; the output carries `query`'s.
         attention_mask: optional (B, T, S) boolean.
         causal: forbid attending to later positions.
         training: whether dropout is active.
@@ -91,6 +93,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.supports_masking = True
 
     def _dense(self, units, name):
         return keras.layers.Dense(
@@ -103,6 +106,9 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
     def build(self, query_shape, context_shape=None):
+        _check_sequence("query", query_shape)
+        if context_shape is not None:
+            _check_sequence("context", context_shape)
         d_model = query_shape[-1]
         head_dim = self.head_dim
         if head_dim is None:
@@ -144,6 +150,7 @@ class MultiHeadAttention(keras.layers.Layer):
         For cross-attention: compute them once per source and `attend` to them at every
         decoding step, instead of projecting the encoder output again.
         """
+        _check_sequence("context", context.shape)
         shape = ops.shape(context)
         key, value = ops.split(self.key_value_dense(context), 2, axis=-1)  # 2 × (B, S, H·Dh)
         return KeyValue(self._split_heads(key, shape), self._split_heads(value, shape))
@@ -168,6 +175,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             `(output (B, T, output_dim), probabilities (B, H, T, S) float32)`.
         """
+        _check_sequence("query", query.shape)
         shape = ops.shape(query)
         q = self._split_heads(self.query_dense(query), shape)  # (B, H, T, Dh)
         q = q * ops.cast(1.0 / math.sqrt(self._head_dim), q.dtype)
@@ -199,6 +207,9 @@ class MultiHeadAttention(keras.layers.Layer):
         causal=False,
         training=None,
     ):
+        _check_sequence("query", query.shape)
+        if padding_mask is None:
+            padding_mask = keras_mask(query if context is None else context)
         key_value = self.compute_key_value(query if context is None else context)
         output, _ = self.attend(
             query, key_value, padding_mask, attention_mask, causal, training=training
@@ -229,6 +240,9 @@ class MultiHeadAttention(keras.layers.Layer):
         output, _ = self.attend(query, present, padding_mask, attention_mask, causal)
         return output, present
 
+    def compute_output_shape(self, query_shape, context_shape=None):
+        return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -243,3 +257,12 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _check_sequence(name: str, shape) -> None:
+    """Refuses an input that is not a (B, L, D) sequence before a reshape fails on it."""
+    if len(shape) != 3:
+        raise ValueError(
+            f"`{name}` must be a (B, {'S' if name == 'context' else 'T'}, D) sequence of "
+            f"vectors, of rank 3. Received: {name}.shape={tuple(shape)}"
+        )

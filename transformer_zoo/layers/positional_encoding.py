@@ -120,9 +120,6 @@ class PositionalEncoding(keras.layers.Layer):
         batch, length = ops.shape(positions)[0], ops.shape(positions)[1]
         return ops.reshape(table, (batch, length, d_model))  # (B, T, D): sin, cos, sin, ...
 
-    def compute_output_shape(self, inputs_shape):
-        return (None,) + tuple(inputs_shape[1:])
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -11,6 +11,7 @@ from keras import ops
 from transformer_zoo.layers.cache import BlockCache, KeyValue
 from transformer_zoo.layers.feed_forward import FeedForward
 from transformer_zoo.layers.initializers import clone_initializer
+from transformer_zoo.layers.masking import keras_mask
 from transformer_zoo.layers.multi_head_attention import MultiHeadAttention
 
 
@@ -49,10 +50,12 @@ class TransformerBlock(keras.layers.Layer):
 
     Call arguments:
         inputs: (B, T, D).
-        context: (B, S, D) encoder output, for cross-attention.
-        padding_mask: (B, T), False at padding.
+        context: (B, S, D) encoder output, for cross-attention (only).
+        padding_mask: (B, T), False at padding; when omitted, the Keras mask of `inputs`
+            (`keras.layers.Embedding(mask_zero=True)`), which the output carries on.
         attention_mask: optional (B, T, T) self-attention mask.
-        context_padding_mask: (B, S), False at encoder padding.
+        context_padding_mask: (B, S), False at encoder padding; when omitted, the Keras
+            mask of `context`.
         training: whether dropout is active.
 
     Returns:
@@ -129,6 +132,7 @@ class TransformerBlock(keras.layers.Layer):
             name="feed_forward",
         )
         self.feed_forward_norm = norm("feed_forward_norm")
+        self.supports_masking = True
 
     def build(self, inputs_shape, context_shape=None):
         self.self_attention.build(inputs_shape)
@@ -169,6 +173,11 @@ class TransformerBlock(keras.layers.Layer):
     def _check_context(self, context) -> None:
         if self.cross_attention and context is None:
             raise ValueError("This block has cross-attention: pass `context` (the encoder output).")
+        if not self.cross_attention and context is not None:
+            raise ValueError(
+                "This block has no cross-attention, so it cannot attend to `context`: build "
+                "it with `cross_attention=True`, or call it without `context`."
+            )
 
     def call(
         self,
@@ -180,6 +189,10 @@ class TransformerBlock(keras.layers.Layer):
         training=None,
     ):
         self._check_context(context)
+        if padding_mask is None:
+            padding_mask = keras_mask(inputs)
+        if context_padding_mask is None and context is not None:
+            context_padding_mask = keras_mask(context)
 
         def attend_self(h):
             return self.self_attention(
@@ -273,6 +286,9 @@ class TransformerBlock(keras.layers.Layer):
 
         outputs = self._forward(inputs, attend_self, attend_cross, training=False)
         return outputs, AttentionScores(scores["self"], scores.get("cross"))
+
+    def compute_output_shape(self, inputs_shape, context_shape=None):
+        return tuple(inputs_shape)
 
     def get_config(self):
         config = super().get_config()

@@ -1,0 +1,119 @@
+"""The layers inside users' own Keras code: Keras masks, functional models with a tied head
+saved to `.keras` files, symbolic shapes, and clear errors for inputs of the wrong rank."""
+
+import keras
+import numpy as np
+import pytest
+
+from tests.layers.test_multi_head_attention import _built, _keras_mha_with_our_weights
+from transformer_zoo.layers import (
+    FeedForward,
+    LMHead,
+    MultiHeadAttention,
+    PositionalEncoding,
+    TokenAndPositionEmbedding,
+    TransformerBlock,
+)
+
+D, H, V = 16, 4, 12
+IDS = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 0]], "int32")  # right-padded with 0
+SOURCE_IDS = np.array([[2, 3, 0], [4, 5, 6]], "int32")
+REAL = IDS != 0
+
+
+def _masked(ids):
+    """`(token_ids input, embedded sequence carrying the Keras mask of ids != 0)`."""
+    token_ids = keras.Input((None,), dtype="int32")
+    return token_ids, keras.layers.Embedding(V, D, mask_zero=True)(token_ids)
+
+
+def test_attention_reads_the_keras_mask_as_keras_attention_does():
+    token_ids, x = _masked(IDS)
+    ours = MultiHeadAttention(num_heads=H)
+    outputs = ours(x)
+    model = keras.Model(token_ids, outputs)
+    _built(ours, np.zeros((1, 5, D), "float32"))
+    reference = keras.Model(token_ids, _keras_mha_with_our_weights(ours)(x, x, x))
+    got, expected = model.predict(IDS, verbose=0), reference.predict(IDS, verbose=0)
+    np.testing.assert_allclose(got[REAL], expected[REAL], atol=1e-5)
+    assert outputs._keras_mask is not None  # carried on to the next layer
+
+
+def test_block_reads_the_keras_mask_and_passes_it_on():
+    token_ids, x = _masked(IDS)
+    block = TransformerBlock(num_heads=H, intermediate_dim=32)
+    pooled = keras.layers.GlobalAveragePooling1D()(block(x))  # averages real positions only
+    model = keras.Model(token_ids, pooled)
+    embedded = np.asarray(model.layers[1](IDS))  # without the Keras mask
+    explicit = np.asarray(block(embedded, padding_mask=REAL))
+    no_mask = np.asarray(block(embedded))
+    expected = (explicit * REAL[..., None]).sum(1) / REAL.sum(1, keepdims=True)
+    np.testing.assert_allclose(model.predict(IDS, verbose=0), expected, atol=1e-5)
+    assert not np.allclose(explicit[REAL], no_mask[REAL], atol=1e-3)  # the mask matters
+
+
+def test_cross_attention_reads_the_context_keras_mask():
+    token_ids, x = _masked(IDS)
+    source_ids = keras.Input((None,), dtype="int32")
+    context = keras.layers.Embedding(V, D, mask_zero=True)(source_ids)
+    block = TransformerBlock(num_heads=H, intermediate_dim=32, causal=True, cross_attention=True)
+    model = keras.Model([token_ids, source_ids], block(x, context=context))
+    target, source = np.asarray(model.layers[2](IDS)), np.asarray(model.layers[3](SOURCE_IDS))
+    expected = block(
+        target, context=source, padding_mask=REAL, context_padding_mask=SOURCE_IDS != 0
+    )
+    got = model.predict([IDS, SOURCE_IDS], verbose=0)
+    np.testing.assert_allclose(got[REAL], np.asarray(expected)[REAL], atol=1e-5)
+
+
+def test_functional_model_with_a_tied_head_loads_from_a_keras_file_still_tied(tmp_path):
+    token_ids = keras.Input((None,), dtype="int32")
+    embedding = TokenAndPositionEmbedding(V, 8, D, position_mode="learned")
+    x = TransformerBlock(num_heads=H, intermediate_dim=32, norm_first=True, causal=True)(
+        embedding(token_ids)
+    )
+    model = keras.Model(token_ids, LMHead(V, embedding=embedding)(x))
+    model.save(tmp_path / "lm.keras")
+    loaded = keras.saving.load_model(tmp_path / "lm.keras")
+    np.testing.assert_array_equal(loaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0))
+    (head,) = [layer for layer in loaded.layers if isinstance(layer, LMHead)]
+    (loaded_embedding,) = [
+        layer for layer in loaded.layers if isinstance(layer, TokenAndPositionEmbedding)
+    ]
+    assert head.embedding is loaded_embedding  # one matrix, not a copy
+    assert len(loaded.trainable_weights) == len(model.trainable_weights)
+    # Outside a `.keras` file the config cannot share the embedding: a clear error, not a
+    # silently untied copy.
+    with pytest.raises(ValueError, match="pass the embedding again"):
+        keras.Model.from_config(model.get_config())
+
+
+def test_inputs_and_masks_of_the_wrong_shape_are_refused_by_name():
+    x = np.zeros((2, 5, D), "float32")
+    attention = MultiHeadAttention(num_heads=H)
+    attention(x)
+    with pytest.raises(ValueError, match=r"`query` must be a \(B, T, D\).*shape=\(2, 16\)"):
+        attention(x[:, 0])
+    with pytest.raises(ValueError, match="goes in `padding_mask`"):
+        attention(x, attention_mask=REAL)  # a (B, S) mask would broadcast over the heads
+    with pytest.raises(ValueError, match=r"S=5 keys.*shape=\(2, 6\)"):
+        attention(x, padding_mask=np.ones((2, 6), bool))
+    with pytest.raises(ValueError, match=r"`padding_mask` must be \(B, S\)"):
+        attention(x, x, x)  # Keras' (query, value, key): our third argument is the mask
+    with pytest.raises(ValueError, match="has no cross-attention"):
+        TransformerBlock(num_heads=H, intermediate_dim=32)(x, context=x)
+
+
+def test_output_shapes_are_known_without_running_the_layers():
+    shape = (None, None, D)
+    assert MultiHeadAttention(num_heads=H, output_dim=6).compute_output_shape(shape) == (
+        None,
+        None,
+        6,
+    )
+    assert TransformerBlock(num_heads=H, intermediate_dim=32).compute_output_shape(shape) == shape
+    assert FeedForward(32).compute_output_shape(shape) == shape
+    # The sinusoidal table broadcasts over the batch: one row symbolically, as it runs.
+    encoding = PositionalEncoding(16)
+    symbolic = encoding(keras.Input((5, D)))
+    assert tuple(symbolic.shape) == (1, 5, D) == encoding(np.zeros((3, 5, D))).shape
