@@ -117,3 +117,17 @@ def test_output_shapes_are_known_without_running_the_layers():
     encoding = PositionalEncoding(16)
     symbolic = encoding(keras.Input((5, D)))
     assert tuple(symbolic.shape) == (1, 5, D) == encoding(np.zeros((3, 5, D))).shape
+
+
+def test_bad_positions_and_arguments_are_refused_by_name():
+    encoding = PositionalEncoding(16, mode="learned")
+    with pytest.raises(ValueError, match="Positions must be ≥ 0"):
+        encoding(np.zeros((1, 3, D)), start_index=-2)  # would wrap to the table's last rows
+    with pytest.raises(ValueError, match="Positions must be ≥ 0"):
+        encoding(np.zeros((1, 3, D)), positions=np.array([[-1, 0, 1]]))
+    with pytest.raises(ValueError, match="position_mode='rotary'"):
+        TokenAndPositionEmbedding(V, 8, D, position_mode="rotary")
+    with pytest.raises(ValueError, match="output_dim=0"):
+        MultiHeadAttention(num_heads=H, output_dim=0)
+    with pytest.raises(ValueError, match="`embedding` must be"):
+        LMHead(V, embedding=keras.layers.Dense(4))

@@ -14,8 +14,8 @@ class FeedForward(keras.layers.Layer):
 
     Args:
         intermediate_dim: d_ff, the hidden width (2048 in the base model).
-        activation: `"relu"` (paper), `"gelu"` (exact, written with erf; BERT) or
-            `"gelu_tanh"` (GPT-2).
+        activation: `"relu"` (paper), `"gelu"` (exact, written with erf; BERT),
+            `"gelu_tanh"` (GPT-2) or `"swish"` (Marian).
         dropout: dropout rate on the output (the paper's residual dropout, §5.4).
         use_bias: whether both projections have biases.
         kernel_initializer: initializer of both kernels.

@@ -83,6 +83,10 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(
                 f"`head_dim` must be a positive integer. Received: head_dim={head_dim}"
             )
+        if output_dim is not None and (not isinstance(output_dim, int) or output_dim < 1):
+            raise ValueError(
+                f"`output_dim` must be a positive integer. Received: output_dim={output_dim}"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
         self.num_heads = num_heads

@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from transformer_zoo.layers.initializers import clone_initializer
-from transformer_zoo.layers.positional_encoding import PositionalEncoding
+from transformer_zoo.layers.positional_encoding import MODES, PositionalEncoding
 from transformer_zoo.layers.validation import check_token_ids
 
 
@@ -77,6 +77,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        if position_mode not in MODES:
+            raise ValueError(
+                f"`position_mode` must be one of {MODES}. Received: position_mode={position_mode!r}"
+            )
         self.vocabulary_size = vocabulary_size
         self.max_length = max_length
         self.embedding_dim = embedding_dim

@@ -38,7 +38,7 @@ class TransformerBlock(keras.layers.Layer):
     Args:
         num_heads: H.
         intermediate_dim: d_ff.
-        activation: FFN activation: `"relu"`, `"gelu"` or `"gelu_tanh"`.
+        activation: FFN activation: `"relu"`, `"gelu"`, `"gelu_tanh"` or `"swish"`.
         dropout: residual dropout rate (paper §5.4).
         attention_dropout: dropout rate on attention probabilities.
         norm_first: False for Post-LN (paper), True for Pre-LN (GPT-2).

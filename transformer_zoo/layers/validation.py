@@ -41,10 +41,13 @@ def check_token_ids(token_ids, vocabulary_size: int, name: str = "token_ids") ->
 
 
 def check_sequence_length(length, max_length: int, start_index=0) -> None:
-    """Raise ValueError if positions start_index .. start_index+length-1 exceed max_length."""
+    """Raise ValueError if positions start_index .. start_index+length-1 exceed max_length
+    or start below 0 (a learned table would wrap them to its last rows)."""
     length, start = concrete_value(length), concrete_value(start_index)
     if length is None or start is None:
         return
+    if start.size and int(np.min(start)) < 0:
+        raise ValueError(f"Positions must be ≥ 0. Received: a position of {int(np.min(start))}.")
     end = int(length) + int(np.max(start))
     if end > max_length:
         raise ValueError(
