@@ -12,7 +12,12 @@ import pytest
 from transformer_zoo.serving.http import ServerSettings
 from transformer_zoo.serving.http.metrics import Metrics
 from transformer_zoo.serving.http.models import ModelRegistry
-from transformer_zoo.serving.http.scheduler import EncoderBatcher
+from transformer_zoo.serving.http.scheduler import (
+    MAX_REQUEST,
+    EncoderBatcher,
+    QueueFull,
+    TooLarge,
+)
 
 
 class FakeEncoder:
@@ -96,6 +101,31 @@ def test_requests_arriving_while_a_batch_runs_share_the_next_one():
     assert late.result(timeout=10)[0][0, 0] == 1.0  # ran once the model fell idle
     assert model.batches[-1] == ["e"]
     batcher.close(10)
+
+
+def test_a_request_larger_than_the_queue_waits_for_it_to_empty():
+    """With a text waiting, a request that would overfill the queue is refused whole (none
+    of its texts run); once nothing waits, one larger than the queue is taken; past
+    `MAX_REQUEST` texts, never."""
+    model = FakeEncoder(hold="held")
+    batcher = EncoderBatcher(model, max_batch_size=8, max_wait_ms=0, max_queue=2, workers=1)
+    held = batcher.submit("embed", ["held"])
+    while not model.batches:
+        pass
+    waiting = batcher.submit("embed", ["a"])  # the one worker is busy: it waits
+    for texts in (["b", "c"], [f"big {i}" for i in range(5)]):
+        with pytest.raises(QueueFull):
+            batcher.submit("embed", texts)
+    model.release.set()
+    held.result(timeout=10)
+    waiting.result(timeout=10)
+    big = [f"big {i}" for i in range(5)]
+    vectors, counts = batcher.submit("embed", big).result(timeout=10)
+    np.testing.assert_array_equal(vectors[:, 0], [len(t) for t in big])
+    with pytest.raises(TooLarge, match=f"{MAX_REQUEST + 1} texts; the most is {MAX_REQUEST}"):
+        batcher.submit("embed", ["x"] * (MAX_REQUEST + 1))
+    batcher.close(10)
+    assert [t for batch in model.batches for t in batch] == ["held", "a", *big]
 
 
 def test_a_batch_beside_a_running_one_runs_on_the_concurrent_model():

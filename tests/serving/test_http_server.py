@@ -5,6 +5,7 @@ no server)."""
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import socket
 import time
@@ -12,43 +13,14 @@ import time
 import numpy as np
 import openai
 import pytest
-import tritonclient.http as triton
 
 from tests.serving.live_server import LiveServer, slow_down
+from tests.serving.references import completions
 from transformer_zoo.generation.search import Sampling
-from transformer_zoo.serving import load_onnx
 from transformer_zoo.serving.http import ServerSettings
 
 PROMPTS = ["the cat", "a quick brown fox", "dogs", "on the fifth of March"]
 SOURCES = ["March 5, 2021", "the cat sat on the mat", "dogs and cats"]
-
-
-@pytest.fixture(scope="module")
-def exports(family_artifacts, wordpiece_artifacts):
-    return {
-        "gpt": str(family_artifacts("decoder-only").export_dir),
-        "translator": str(family_artifacts("encoder-decoder").export_dir),
-        "classifier": str(family_artifacts("encoder-only").export_dir),
-        "embedder": str(wordpiece_artifacts.export_dir),
-    }
-
-
-@pytest.fixture(scope="module")
-def server(exports):
-    live = LiveServer(exports, ServerSettings(max_batch_size=8)).start()
-    yield live
-    live.stop()
-
-
-@pytest.fixture(scope="module")
-def local(exports):
-    """The same exports served without HTTP: what the server must agree with."""
-    return {name: load_onnx(directory) for name, directory in exports.items()}
-
-
-@pytest.fixture
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
 
 
 def _metric(server, name, **labels) -> float:
@@ -61,9 +33,12 @@ def test_models_are_listed(client):
 
 
 def test_greedy_completions_equal_served_model(client, local):
+    assert completions(local["translator"], SOURCES, 12) == local["translator"].translate(
+        SOURCES, 12
+    )
     for model, prompts, expected in (
-        ("gpt", PROMPTS, local["gpt"].generate(PROMPTS, 12)),
-        ("translator", SOURCES, local["translator"].translate(SOURCES, 12)),
+        ("gpt", PROMPTS, completions(local["gpt"], PROMPTS, 12)),
+        ("translator", SOURCES, completions(local["translator"], SOURCES, 12)),
     ):
         answer = client.completions.create(
             model=model, prompt=prompts, max_tokens=12, temperature=0
@@ -98,7 +73,7 @@ def test_seeded_samples_repeat_whoever_shares_the_batch(client, local):
 
     alone = sample(7)
     # Row j of a request draws with seed + j: the same text as the library's sampler.
-    expected = [local["gpt"].generate("the cat", 12, Sampling(seed=7 + j))[0] for j in range(3)]
+    expected = [completions(local["gpt"], "the cat", 12, Sampling(seed=7 + j))[0] for j in range(3)]
     assert alone == expected
     assert len(set(alone)) > 1  # n gives different samples
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
@@ -110,7 +85,7 @@ def test_seeded_samples_repeat_whoever_shares_the_batch(client, local):
 
 def test_concurrent_greedy_rows_equal_single_rows(client, local, server):
     prompts = [p + suffix for p in PROMPTS for suffix in ("", " on", " the mat")]
-    expected = local["gpt"].generate(prompts, 16)
+    expected = completions(local["gpt"], prompts, 16)
     before = _metric(server, "transformer_zoo_batch_size_sum", model="gpt")
 
     def one(prompt):
@@ -142,101 +117,6 @@ def test_stop_strings_cut_the_text_and_say_stop(client):
         model="gpt", prompt="dogs", max_tokens=12, temperature=0, stop=stop, stream=True
     )
     assert "".join(c.choices[0].text for c in streamed) == answer.text
-
-
-def test_logprobs_are_the_models(client, local):
-    answer = client.completions.create(
-        model="gpt", prompt="the cat", max_tokens=6, temperature=0, logprobs=2
-    ).choices[0]
-    result = local["gpt"].generate_ids(local["gpt"].prompt_ids("the cat"), 6)
-    assert np.isclose(sum(answer.logprobs.token_logprobs), result.scores[0], atol=1e-4)
-    logprobs = answer.logprobs
-    for chosen, top in zip(logprobs.token_logprobs, logprobs.top_logprobs, strict=True):
-        assert len(top) == 2 and np.isclose(max(top.values()), chosen)
-
-
-def test_echo_prepends_the_prompt(client):
-    plain = client.completions.create(model="gpt", prompt="dogs", max_tokens=4, temperature=0)
-    echoed = client.completions.create(
-        model="gpt", prompt="dogs", max_tokens=4, temperature=0, echo=True
-    )
-    assert echoed.choices[0].text == "dogs" + plain.choices[0].text
-
-
-def test_echo_with_logprobs_scores_the_prompt_as_decoding_scored_it(client, local):
-    # The prompt "the cat" + the first 4 greedy tokens, echoed with logprobs: the scores of
-    # those 4 tokens must equal what decoding gave them (the cached step graph, one token
-    # at a time), and every prompt position the step graph's log-softmax over the whole
-    # prompt at once. Then one more greedy token: the decoding's fifth.
-    gpt = local["gpt"]
-    decoded = client.completions.create(
-        model="gpt", prompt="the cat", max_tokens=5, temperature=0, logprobs=2
-    ).choices[0]
-    prompt = gpt.prompt_ids("the cat")[0]
-    generated = gpt.generate_ids([prompt], 5).tokens[0].tolist()
-    ids = prompt + generated[:4]
-    answer = client.completions.create(
-        model="gpt", prompt=ids, max_tokens=1, temperature=0, echo=True, logprobs=2
-    ).choices[0]
-    scored = answer.logprobs
-    shown = len(ids) - 1  # the begin token is not echoed
-    assert scored.tokens[:shown] == [_piece(gpt, i) for i in ids[1:]]
-    assert (
-        answer.text
-        == gpt.output_text(ids[1:]) + decoded.text[len(gpt.output_text(generated[:4])) :]
-    )
-    np.testing.assert_allclose(
-        scored.token_logprobs[shown - 4 :], decoded.logprobs.token_logprobs, atol=1e-4
-    )
-    for got, expected in zip(
-        scored.top_logprobs[shown - 4 :], decoded.logprobs.top_logprobs, strict=True
-    ):
-        assert got.keys() == expected.keys()
-        np.testing.assert_allclose(list(got.values()), list(expected.values()), atol=1e-4)
-    logits = gpt.engine.forward(
-        {"token_ids": np.array([ids]), "padding_mask": np.ones((1, len(ids)), bool)}
-    )[0]
-    x = logits.astype(np.float64)
-    log_softmax = x - x.max(-1, keepdims=True)
-    log_softmax -= np.log(np.exp(log_softmax).sum(-1, keepdims=True))
-    np.testing.assert_allclose(
-        scored.token_logprobs[:shown], log_softmax[np.arange(shown), ids[1:]], atol=1e-4
-    )
-    assert scored.text_offset[:shown] == sorted(scored.text_offset[:shown])
-    # Streamed: the same tokens and scores, the prompt's in the first chunk.
-    chunks = [c.choices[0] for c in client.completions.create(
-        model="gpt", prompt=ids, max_tokens=1, temperature=0, echo=True, logprobs=2, stream=True
-    ) if c.choices]  # fmt: skip
-    assert len(chunks[0].logprobs.tokens) == shown
-    streamed = [lp for c in chunks if c.logprobs for lp in c.logprobs.token_logprobs]
-    np.testing.assert_allclose(streamed, scored.token_logprobs, atol=1e-6)
-    assert "".join(c.text for c in chunks) == answer.text
-
-
-def test_echo_with_logprobs_of_ids_without_the_begin_token(client, local):
-    # A prompt of ids that does not start with the begin token: its first token has no
-    # context, so no log-probability (OpenAI's and vLLM's `None`).
-    ids = local["gpt"].prompt_ids("the cat sat")[0][1:]
-    answer = client.completions.create(
-        model="gpt", prompt=ids, max_tokens=2, temperature=0, echo=True, logprobs=1
-    ).choices[0]
-    assert answer.logprobs.token_logprobs[0] is None and answer.logprobs.top_logprobs[0] is None
-    assert all(isinstance(lp, float) for lp in answer.logprobs.token_logprobs[1:])
-    assert len(answer.logprobs.tokens) == len(ids) + 2 and answer.logprobs.text_offset[0] == 0
-    # Several prompts, n of each: every choice carries its own prompt's scores first.
-    prompts = [ids, local["gpt"].prompt_ids("dogs")[0]]
-    answer = client.completions.create(
-        model="gpt", prompt=prompts, n=2, max_tokens=2, temperature=0, echo=True, logprobs=1
-    )
-    for choice in answer.choices:
-        prompt = prompts[choice.index // 2]
-        shown = len(prompt) - (prompt[0] == local["gpt"].config.special_ids["bos"])
-        assert len(choice.logprobs.tokens) == shown + 2
-        assert choice.logprobs.tokens[:shown] == [_piece(local["gpt"], i) for i in prompt[-shown:]]
-
-
-def _piece(served, token_id: int) -> str:
-    return served.target_tokenizer.id_to_piece(token_id).replace("\u2581", " ")
 
 
 def test_embeddings_as_float_and_base64_equal_embed(client, local):
@@ -277,10 +157,14 @@ def test_concurrent_embeddings_are_batched_and_equal_embed(client, local, server
 BAD_REQUESTS = [
     ({"model": "nope", "prompt": "a"}, 404, "No model 'nope'"),
     ({"model": "embedder", "prompt": "a"}, 400, "encoder-only"),
-    ({"model": "gpt", "prompt": ""}, 400, "empty"),
+    ({"model": "translator", "prompt": ""}, 400, "empty"),
     ({"model": "gpt", "prompt": []}, 400, "empty"),
+    ({"model": "gpt", "prompt": [[]]}, 400, "empty"),
     ({"model": "gpt", "prompt": "the cat " * 200}, 400, "context"),
     ({"model": "gpt", "prompt": "a", "max_tokens": 0}, 422, "max_tokens"),
+    ({"model": "gpt", "prompt": "a", "max_tokens": 0, "echo": None}, 422, "max_tokens"),
+    ({"model": "gpt", "prompt": "a", "seed": 2**63}, 422, "seed"),
+    ({"model": "gpt", "prompt": "a", "seed": 1.5}, 422, "seed"),
     ({"model": "gpt", "prompt": "a", "max_tokens": 10**6}, 400, "max_tokens"),
     ({"model": "gpt", "prompt": "a", "temperature": "hot"}, 422, "temperature"),
     ({"model": "gpt", "prompt": "a", "frobnicate": 1}, 422, "Unknown field `frobnicate`"),
@@ -321,6 +205,107 @@ def test_malformed_json_wrong_family_and_empty_input_then_still_serving(server, 
     assert client.completions.create(model="gpt", prompt="a", max_tokens=2).usage.completion_tokens
 
 
+def test_null_n_echo_and_stream_read_as_their_defaults(server, local):
+    body = {"model": "gpt", "prompt": "dogs", "max_tokens": 4, "temperature": 0}
+    nulls = {"n": None, "echo": None, "stream": None, "max_tokens": None}
+    status, headers, answer = server.request("POST", "/v1/completions", {**body, **nulls})
+    assert status == 200 and headers["content-type"] == "application/json", answer
+    assert [c["text"] for c in answer["choices"]] == completions(local["gpt"], "dogs", 16)
+
+
+def test_token_ids_for_embeddings_are_refused_by_name(client):
+    for ids in ([5, 6, 7], [[5, 6, 7]]):
+        with pytest.raises(openai.UnprocessableEntityError) as refused:
+            client.embeddings.create(model="embedder", input=ids)
+        message = str(refused.value)
+        assert "token ids are not supported for embeddings" in message and "string" in message
+
+
+def test_any_int64_seed_samples_as_its_generator_does(client, local):
+    # Negative seeds name generators too: seed mod 2**64, row j of a request seed + j.
+    for seed, generators in ((-1, [2**64 - 1, 0]), (-(2**63), [2**63, 2**63 + 1])):
+        answer = client.completions.create(
+            model="gpt", prompt="the cat", max_tokens=8, temperature=1.0, seed=seed, n=2
+        )
+        expected = [
+            completions(local["gpt"], "the cat", 8, Sampling(seed=generator))[0]
+            for generator in generators
+        ]
+        assert [c.text for c in sorted(answer.choices, key=lambda c: c.index)] == expected
+
+
+def test_an_unexpected_failure_answers_500_and_the_connection_serves_on(
+    server, monkeypatch, caplog
+):
+    """The 500 is the protocol's error, logged, and the kept-alive connection that carried
+    it takes the next request (Starlette's catch-all handler re-raised, so uvicorn closed it)."""
+    worker = server.entry("embedder").worker
+
+    def broken(*args):
+        raise RuntimeError("the batcher broke")
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    v1 = json.dumps({"model": "embedder", "input": "the cat"})
+    v2 = json.dumps(
+        {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a"]}]}
+    )
+    try:
+        monkeypatch.setattr(worker, "submit", broken)
+        for path, body, error in (
+            ("/v1/embeddings", v1, lambda answer: answer["error"]["message"]),
+            ("/v2/models/embedder/infer", v2, lambda answer: answer["error"]),
+        ):
+            connection.request("POST", path, body, headers)
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+            assert response.status == 500 and "the batcher broke" in error(answer)
+            assert response.getheader("connection") != "close"
+        assert any(
+            record.exc_info and "the batcher broke" in str(record.exc_info[1])
+            for record in caplog.records
+        )
+        socket_before = connection.sock
+        monkeypatch.undo()
+        connection.request("POST", "/v1/embeddings", v1, headers)
+        response = connection.getresponse()
+        assert response.status == 200 and json.loads(response.read())["data"]
+        assert connection.sock is socket_before  # the same connection, not a new one
+    finally:
+        connection.close()
+
+
+def test_a_failure_inside_a_stream_ends_it_with_an_error_event_and_done(server, monkeypatch):
+    from transformer_zoo.serving.http.completions import Choice
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("logprobs broke")
+
+    monkeypatch.setattr(Choice, "logprobs", broken)
+    status, _, raw = server.request(
+        "POST", "/v1/completions",
+        {"model": "gpt", "prompt": "the cat", "max_tokens": 4, "logprobs": 1, "stream": True},
+    )  # fmt: skip
+    events = [line.removeprefix(b"data: ") for line in raw.split(b"\n\n") if line]
+    assert status == 200 and events[-1] == b"[DONE]"
+    error = json.loads(events[-2])["error"]
+    assert error["code"] == 500 and "logprobs broke" in error["message"]
+
+
+def test_an_embedding_request_larger_than_the_queue_is_served_whole(exports, local):
+    live = LiveServer({"embedder": exports["embedder"]}, ServerSettings(max_queue=4)).start()
+    try:
+        client = openai.OpenAI(base_url=live.url + "/v1", api_key="unused", max_retries=0)
+        texts = [f"the cat {'sat ' * (i % 5)}on the mat {i}" for i in range(300)]
+        answer = client.embeddings.create(model="embedder", input=texts, encoding_format="float")
+        got = np.array([d.embedding for d in sorted(answer.data, key=lambda d: d.index)])
+        np.testing.assert_allclose(got, local["embedder"].embed(texts), atol=1e-6)
+        with pytest.raises(openai.BadRequestError, match="2049 texts; the most is 2048"):
+            client.embeddings.create(model="embedder", input=["a"] * 2049)
+    finally:
+        live.stop()
+
+
 def test_an_oversized_body_is_refused_before_it_is_read(exports):
     live = LiveServer({"gpt": exports["gpt"]}, ServerSettings(max_body_bytes=1000)).start()
     try:
@@ -345,8 +330,14 @@ def test_a_full_queue_answers_429_and_the_rest_complete(exports):
             )
         statuses = sorted(status for status, _, _ in answers)
         assert 429 in statuses and set(statuses) == {200, 429}
-        too_many = live.request("POST", "/v1/completions", {**body, "n": 2})
-        assert too_many[0] == 400 and "at most 1" in too_many[2]["error"]["message"]
+        # A request larger than the queue is taken once nothing waits; past 2,048 rows, never.
+        larger = live.request("POST", "/v1/completions", {**body, "n": 2})
+        assert larger[0] == 200 and len(larger[2]["choices"]) == 2
+        too_many = live.request("POST", "/v1/completions", {**body, "prompt": ["a"] * 129, "n": 16})
+        assert (
+            too_many[0] == 400
+            and "2064 sequences; the most is 2048" in too_many[2]["error"]["message"]
+        )
         for status, headers, answer in answers:
             if status == 429:
                 assert (
@@ -486,79 +477,3 @@ def test_metrics_report_requests_queue_batches_and_first_tokens(server, client):
         'transformer_zoo_tokens_per_second{model="gpt"}',
     ):
         assert line in text
-
-
-# --- Open Inference Protocol v2 -------------------------------------------------------------
-@pytest.fixture
-def triton_client(server):
-    return triton.InferenceServerClient(server.url.removeprefix("http://"))
-
-
-def _text_input(texts, binary=True):
-    tensor = triton.InferInput("text", [len(texts)], "BYTES")
-    tensor.set_data_from_numpy(np.array(texts, dtype=object), binary_data=binary)
-    return tensor
-
-
-def test_triton_readiness_and_metadata(triton_client, server):
-    assert triton_client.is_server_live() and triton_client.is_server_ready()
-    assert triton_client.is_model_ready("gpt")
-    assert "binary_tensor_data" in triton_client.get_server_metadata()["extensions"]
-    metadata = triton_client.get_model_metadata("classifier")
-    assert metadata["inputs"] == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
-    assert {o["name"] for o in metadata["outputs"]} == {"label", "probabilities", "embedding"}
-    assert not triton_client.is_model_ready("nope")
-
-
-@pytest.mark.parametrize("binary", [True, False])
-def test_triton_infer_for_every_family(triton_client, local, binary):
-    outputs = None if binary else [triton.InferRequestedOutput("text", binary_data=False)]
-    result = triton_client.infer(
-        "gpt", [_text_input(PROMPTS, binary)], outputs=outputs, parameters={"max_tokens": 12}
-    )
-    got = [t.decode() if isinstance(t, bytes) else t for t in result.as_numpy("text")]
-    assert got == local["gpt"].generate(PROMPTS, 12)
-    result = triton_client.infer("translator", [_text_input(SOURCES, binary)])
-    got = [t.decode() if isinstance(t, bytes) else t for t in result.as_numpy("text")]
-    assert got == local["translator"].translate(SOURCES)
-    result = triton_client.infer("classifier", [_text_input(SOURCES, binary)])
-    expected = local["classifier"].classify(SOURCES)
-    probabilities = result.as_numpy("probabilities")
-    np.testing.assert_allclose(
-        probabilities, [[r["probabilities"][k] for k in ("negative", "positive")] for r in expected],
-        atol=1e-6,
-    )  # fmt: skip
-    assert [t.decode() for t in result.as_numpy("label")] == [r["label"] for r in expected]
-    result = triton_client.infer("embedder", [_text_input(["the cat", "dogs"], binary)])
-    np.testing.assert_allclose(
-        result.as_numpy("embedding"), local["embedder"].embed(["the cat", "dogs"]), atol=1e-6
-    )
-
-
-def test_triton_bad_requests_raise_the_servers_error(triton_client, server):
-    wrong_type = triton.InferInput("text", [2], "INT64")
-    wrong_type.set_data_from_numpy(np.array([1, 2], np.int64))
-    for call, message in (
-        (lambda: triton_client.infer("nope", [_text_input(["a"])]), "No model 'nope'"),
-        (lambda: triton_client.infer("gpt", [wrong_type]), "BYTES"),
-        (lambda: triton_client.infer("gpt", [_text_input([""])]), "empty"),
-        (
-            lambda: triton_client.infer("gpt", [_text_input(["a"])], parameters={"max_tokens": 0}),
-            "max_tokens",
-        ),
-        (
-            lambda: triton_client.infer("gpt", [_text_input(["a"])], parameters={"beams": 2}),
-            "Unknown parameter 'beams'",
-        ),
-    ):
-        with pytest.raises(triton.InferenceServerException, match=message):
-            call()
-    status, _, answer = server.request(
-        "POST", "/v2/models/gpt/infer", b'{"inputs": [{"name": "text"}]}'
-    )
-    assert status == 400 and "datatype" in answer["error"]
-    status, _, answer = server.request(
-        "POST", "/v2/models/gpt/infer", b"{}", {"Inference-Header-Content-Length": "99"}
-    )
-    assert status == 400 and "body has 2 bytes" in answer["error"]
-    assert triton_client.is_server_ready()

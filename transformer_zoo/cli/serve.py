@@ -51,7 +51,8 @@ def register(commands) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--max-queue", type=positive_int, default=256,
-        help="sequences (texts) waiting per model before answering 429 (default 256)",
+        help="sequences (texts) waiting per model before answering 429 (default 256); a "
+        "larger request, up to 2048, is taken when none wait",
     )  # fmt: skip
     parser.add_argument(
         "--timeout", type=positive_float, default=120.0, help="seconds per request (default 120)"

@@ -3,7 +3,8 @@ and `/metrics`, over the models of a `ModelRegistry`.
 
 Every refusal is answered in the protocol's error shape (OpenAI's `{"error": {...}}` on
 `/v1`, `{"error": "..."}` on `/v2`) before any work starts; a failure inside the engine
-fails only the requests it touched.
+fails only the requests it touched, and an unexpected one is a logged 500 (`Gate`), or in
+a stream an error event and `[DONE]`, on a connection that serves on.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import os
 import time
 import uuid
+import zlib
 
 import numpy as np
 import orjson
@@ -31,7 +33,6 @@ from transformer_zoo.serving.http.completions import (
     Generation,
     RequestError,
     check_max_tokens,
-    echoed,
     prompt_rows,
     strategy,
 )
@@ -46,6 +47,8 @@ from transformer_zoo.serving.http.scheduler import Closed, QueueFull, TooLarge
 
 log = logging.getLogger(__name__)
 POLL = 0.25  # seconds between checks that a waiting client is still there
+ENCODINGS = ("identity", "gzip", "deflate")  # request bodies' Content-Encoding
+VERSION = "1"  # a v2 model's one version
 
 
 def create_app(
@@ -72,7 +75,7 @@ def create_app(
 
     app = FastAPI(title="transformer-zoo", version=__version__, lifespan=lifespan)
     app.state.registry, app.state.settings, app.state.metrics = registry, settings, metrics
-    app.add_middleware(CountAndAuthorize, settings=settings, metrics=metrics)
+    app.add_middleware(Gate, settings=settings, metrics=metrics)
     if settings.cors_origins:  # outside the key check, so that preflights pass
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -90,11 +93,6 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException):
         return _error(request.url.path, RequestError(error.status_code, str(error.detail)))
-
-    @app.exception_handler(Exception)
-    async def failed(request: Request, error: Exception):
-        log.exception("request failed")
-        return _error(request.url.path, RequestError(500, f"Internal error: {error}"))
 
     # --- health and metrics -------------------------------------------------------------
     @app.get("/health")
@@ -138,17 +136,17 @@ def create_app(
             return strategy(body.temperature, body.top_p, body.top_k, seed)
 
         generation = Generation(
-            entry.worker, rows, max_tokens, make_strategy, body.n, body.stop,
-            body.logprobs, settings.request_timeout,
+            entry.worker, [row.ids for row in rows], max_tokens, make_strategy, body.n,
+            body.stop, body.logprobs, settings.request_timeout,
             prompt_logprobs=body.echo and body.logprobs is not None,
         )  # fmt: skip
-        prefixes = [served.output_text(echoed(served, ids)) if body.echo else "" for ids in rows]
         choices = [
-            Choice(served, body.stop, prefix=prefixes[i // body.n])
-            for i in range(len(generation.rows))
+            Choice(served, body.stop, row.ids, row.echo_from if body.echo else None)
+            for row in rows
+            for _ in range(body.n)
         ]
         _submit(generation)
-        usage_prompt = sum(len(ids) for ids in rows)
+        usage_prompt = sum(len(row.ids) for row in rows)
         meta = {
             "id": f"cmpl-{uuid.uuid4().hex}",
             "object": "text_completion",
@@ -225,11 +223,12 @@ def create_app(
         return JSONResponse({"ready": is_ready}, 200 if is_ready else 503)
 
     @app.get("/v2/models/{name}")
-    async def model_metadata(name: str):
-        entry = _model(registry, name)
+    @app.get("/v2/models/{name}/versions/{version}")
+    async def model_metadata(name: str, request: Request):
+        entry = _v2_model(registry, name, request)
         return {
             "name": name,
-            "versions": ["1"],
+            "versions": [VERSION],
             "platform": "onnxruntime_onnx",
             "inputs": [{"name": "text", "datatype": "BYTES", "shape": [-1]}],
             "outputs": [
@@ -239,16 +238,18 @@ def create_app(
         }
 
     @app.get("/v2/models/{name}/ready")
-    async def model_ready(name: str):
-        _model(registry, name)
+    @app.get("/v2/models/{name}/versions/{version}/ready")
+    async def model_ready(name: str, request: Request):
+        _v2_model(registry, name, request)
         return {"name": name, "ready": True}
 
     @app.post("/v2/models/{name}/infer")
+    @app.post("/v2/models/{name}/versions/{version}/infer")
     async def infer(name: str, request: Request):
         raw = await _body(request, settings)
         try:
             parsed, tensors = oip.parse_request(raw, request.headers.get(oip.HEADER))
-            entry = _model(registry, name)
+            entry = _v2_model(registry, name, request)
             names, binary = oip.binary_outputs(parsed, list(_v2_outputs(entry)))
         except oip.ProtocolError as error:
             raise RequestError(400, str(error)) from None
@@ -259,14 +260,14 @@ def create_app(
         texts = tensors["text"]
         if not isinstance(texts, list):
             raise RequestError(400, "The input `text` must be BYTES (strings).")
-        if not texts or any(not t.strip() for t in texts):
+        if not texts or (entry.family == "encoder-only" and any(not t.strip() for t in texts)):
             raise RequestError(400, "The input `text` is empty.")
         parameters = parsed.get("parameters") or {}
         outputs = await _v2_run(request, entry, texts, names, parameters, settings)
         body, header_length = oip.encode_response(
             {
                 "model_name": name,
-                "model_version": "1",
+                "model_version": VERSION,
                 **({"id": parsed["id"]} if "id" in parsed else {}),
             },
             {k: outputs[k] for k in names},
@@ -279,9 +280,15 @@ def create_app(
     return app
 
 
-class CountAndAuthorize:
-    """Counts responses by route and status, and refuses `/v1` and `/v2` requests
-    without the API key (when there is one); plain ASGI, so responses pass untouched."""
+class Gate:
+    """Counts responses by route and status, refuses `/v1` and `/v2` requests without
+    the API key (when there is one), and answers an unexpected failure with a logged 500
+    in the protocol's error shape; plain ASGI, so responses pass untouched.
+
+    The failure is answered here rather than by an `Exception` handler, which Starlette
+    calls from its outermost middleware and then raises again, so that uvicorn closed
+    the connection and the client's next request on it failed. Here it ends with the
+    response, and a kept-alive connection serves the next request."""
 
     def __init__(self, app, settings: ServerSettings, metrics: Metrics):
         self.app, self.settings, self.metrics = app, settings, metrics
@@ -307,6 +314,12 @@ class CountAndAuthorize:
 
         try:
             await self.app(scope, receive, send_and_count)
+        except Exception as error:
+            log.exception("request failed")
+            if status:  # the response has begun: only closing the connection ends it
+                raise
+            error = RequestError(500, f"Internal error: {error}")
+            await _error(path, error)(scope, receive, send_and_count)
         finally:
             route = getattr(scope.get("route"), "path", "other")
             self.metrics.requests.labels(route, str(status[0] if status else 500)).inc()
@@ -335,8 +348,16 @@ def _error(path: str, error: RequestError) -> JSONResponse:
 
 async def _body(request: Request, settings: ServerSettings) -> bytes:
     """The request's body, refused with 413 past `max_body_bytes` (before reading it when
-    the client says its length)."""
+    the client says its length), decoded when it is compressed (`Content-Encoding: gzip`
+    or `deflate`, as tritonclient's `request_compression_algorithm` sends it): the limit
+    holds for the decoded body too, so that a small body cannot unpack into a huge one.
+    Another encoding is refused with 415."""
     limit = settings.max_body_bytes
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ENCODINGS:
+        raise RequestError(
+            415, f"Content-Encoding {encoding!r} is not supported: send {', '.join(ENCODINGS)}."
+        )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"The body is {declared} bytes; the most is {limit}.")
@@ -346,7 +367,19 @@ async def _body(request: Request, settings: ServerSettings) -> bytes:
         if size > limit:
             raise RequestError(413, f"The body is over {limit} bytes.")
         chunks.append(chunk)
-    return b"".join(chunks)
+    body = b"".join(chunks)
+    if encoding == "identity":
+        return body
+    decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or a zlib header, either
+    try:
+        decoded = decoder.decompress(body, limit + 1)
+    except zlib.error as error:
+        raise RequestError(400, f"The body is not valid {encoding} data: {error}") from None
+    if len(decoded) > limit:
+        raise RequestError(413, f"The body decodes to over {limit} bytes.")
+    if not decoder.eof:
+        raise RequestError(400, f"The {encoding} body is cut short.")
+    return decoded
 
 
 async def _parse(request: Request, model: type[BaseModel], settings: ServerSettings):
@@ -392,9 +425,18 @@ def _model(registry: ModelRegistry, name: str, what: str | None = None, families
     return entry
 
 
+def _v2_model(registry: ModelRegistry, name: str, request: Request):
+    """`_model` for a v2 route, whose path may name the version: each model has one."""
+    entry = _model(registry, name)
+    version = request.path_params.get("version", VERSION)
+    if version != VERSION:
+        raise RequestError(404, f"Model {name!r} has no version {version!r}; it has {VERSION!r}.")
+    return entry
+
+
 def _queue(submit, *args):
     """`submit(*args)` on a model's worker, its refusals as the server's answers: a full
-    queue 429 (retry in a second), a request larger than the queue 400, shutting down 503."""
+    queue 429 (retry in a second), a request past `MAX_REQUEST` 400, shutting down 503."""
     try:
         return submit(*args)
     except QueueFull as error:
@@ -485,6 +527,10 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                 tokens = sum(len(c.tokens) for c in choices)
                 yield event({**meta, "choices": [], "usage": _usage(usage_prompt, tokens)})
             yield "data: [DONE]\n\n"
+        except Exception as error:  # past the status line: the stream tells the client
+            log.exception("streaming failed")
+            yield event(error_body(500, f"Internal error: {error}"))
+            yield "data: [DONE]\n\n"
         finally:
             generation.cancel()  # a client that went away frees its rows at the next step
 
@@ -518,11 +564,41 @@ def _v2_outputs(entry) -> dict[str, tuple[str, list[int]]]:
     return outputs
 
 
-V2_PARAMETERS = ("max_tokens", "temperature", "top_p", "top_k", "seed")
+# The request parameters of the protocol and of tritonclient (`infer(sequence_id=...,
+# priority=..., timeout=...)`): accepted by every model and ignored, since they order or
+# route requests of stateful or prioritised models and these models are neither.
+V2_STANDARD = (
+    "sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers",
+    "binary_data_output",
+)  # fmt: skip
+V2_GENERATION = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "seed": int}
+
+
+def _v2_parameters(entry, parameters) -> dict:
+    """The generation parameters of a v2 request, checked: the standard ones are
+    accepted everywhere, the generation ones by generative models, any other is refused
+    (400), as is a value of the wrong type (an integer one takes integers only)."""
+    if not isinstance(parameters, dict):
+        raise RequestError(400, "`parameters` must be an object.")
+    known = V2_GENERATION if entry.family != "encoder-only" else {}
+    unknown = sorted(set(parameters) - set(known) - set(V2_STANDARD))
+    if unknown:
+        takes = ", ".join(known) or "none but the protocol's own"
+        raise RequestError(
+            400, f"Unknown parameter {unknown[0]!r}; model {entry.name!r} takes {takes}."
+        )
+    chosen = {key: parameters[key] for key in known if parameters.get(key) is not None}
+    for key, value in chosen.items():
+        kinds = (int,) if known[key] is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            kind = "an integer" if known[key] is int else "a number"
+            raise RequestError(400, f"{key} must be {kind}. Received: {value!r}")
+    return chosen
 
 
 async def _v2_run(request, entry, texts, names, parameters, settings) -> dict:
     served = entry.served
+    parameters = _v2_parameters(entry, parameters)
     if entry.family == "encoder-only":
         outputs = {}
         if "embedding" in names:
@@ -536,34 +612,26 @@ async def _v2_run(request, entry, texts, names, parameters, settings) -> dict:
                 [[r["probabilities"][label] for label in labels] for r in results], np.float32
             )
         return outputs
-    unknown = sorted(set(parameters) - set(V2_PARAMETERS) - {"binary_data_output"})
-    if unknown:
-        raise RequestError(
-            400, f"Unknown parameter {unknown[0]!r}; known: {', '.join(V2_PARAMETERS)}."
-        )
     default = 16 if served.family == "decoder-only" else served.default_new_tokens()
     max_tokens = parameters.get("max_tokens", default)
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+    if max_tokens < 1:
         raise RequestError(400, f"max_tokens must be a positive integer. Received: {max_tokens!r}")
     rows = prompt_rows(served, texts, "text")
     if served.family == "encoder-decoder":
         max_tokens = min(max_tokens, served.room(1))
     check_max_tokens(served, rows, max_tokens, settings.max_tokens)
     temperature = parameters.get("temperature", 0.0)  # v2 decodes greedily by default
-    seed = parameters.get("seed")
-    for key in ("temperature", "top_p", "top_k", "seed"):
-        value = parameters.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise RequestError(400, f"{key} must be a number. Received: {value!r}")
 
     def make_strategy(j):
-        return strategy(temperature, parameters.get("top_p"), parameters.get("top_k"), seed)
+        get = parameters.get
+        return strategy(temperature, get("top_p"), get("top_k"), get("seed"))
 
     make_strategy(0)
     generation = Generation(
-        entry.worker, rows, max_tokens, make_strategy, 1, [], None, settings.request_timeout
-    )
-    choices = [Choice(served, []) for _ in rows]
+        entry.worker, [row.ids for row in rows], max_tokens, make_strategy, 1, [], None,
+        settings.request_timeout,
+    )  # fmt: skip
+    choices = [Choice(served, [], row.ids) for row in rows]
     _submit(generation)
     await _wait(request, generation, choices)
     _raise_failure(choices)

@@ -7,10 +7,14 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.search import Greedy, Sampling
+from transformer_zoo.serving.http.detokenize import token_text
 from transformer_zoo.serving.http.scheduler import Failed, Finished, GenerationRow, Prompt, Token
+
+SEEDS = 2**64  # a request's int64 seed, negative too, maps to a generator seed mod 2**64
 
 
 class RequestError(Exception):
@@ -24,23 +28,33 @@ class RequestError(Exception):
 
 def strategy(temperature, top_p, top_k, seed) -> Greedy | Sampling:
     """vLLM's reading of the sampling fields: temperature 0 is greedy; top_p 1 and top_k
-    -1 (or None) keep every token."""
+    -1 (or None) keep every token. Any integer seed, negative too, names one generator
+    (numpy's take none below 0): the seed modulo 2**64, so each int64 seed its own."""
     if temperature is None or temperature > 0:
         try:
             return Sampling(
                 temperature=1.0 if temperature is None else float(temperature),
                 top_k=None if top_k in (None, -1, 0) else int(top_k),
                 top_p=None if top_p in (None, 1, 1.0) else float(top_p),
-                seed=seed,
+                seed=None if seed is None else seed % SEEDS,
             )
         except ValueError as error:
             raise RequestError(400, str(error)) from None
     return Greedy()
 
 
-def prompt_rows(served, prompt, param: str = "prompt") -> list[list[int]]:
-    """The id rows of an OpenAI `prompt`: a string, a list of strings, a list of token
-    ids or a list of such lists."""
+class PromptRow(NamedTuple):
+    """One prompt's ids, and the first of them that `echo` shows: a text prompt's begin
+    token is the server's, so it is not echoed (1); every id a client sent is (0)."""
+
+    ids: list[int]
+    echo_from: int
+
+
+def prompt_rows(served, prompt, param: str = "prompt") -> list[PromptRow]:
+    """The rows of an OpenAI `prompt`: a string, a list of strings, a list of token ids
+    or a list of such lists. A decoder-only model continues any text, "" too (its prompt
+    starts with the begin token); a translation needs a source."""
     if isinstance(prompt, str):
         prompt = [prompt]
     if not prompt:
@@ -50,12 +64,14 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[list[int]]:
     rows = []
     for index, item in enumerate(prompt):
         if isinstance(item, str):
-            if not item.strip():
+            if served.family != "decoder-only" and not item.strip():
                 raise RequestError(400, f"Prompt {index + 1} is empty.", param)
             try:
-                rows.append(served.prompt_ids(item)[0])
+                ids = served.prompt_ids(item)[0]
             except InputError as error:
                 raise RequestError(400, f"Prompt {index + 1}: {error}", param) from None
+            bos = served.config.special_ids.get("bos")
+            rows.append(PromptRow(ids, int(served.family == "decoder-only" and ids[0] == bos)))
         else:
             if not item:
                 raise RequestError(400, f"Prompt {index + 1} is empty.", param)
@@ -72,23 +88,17 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[list[int]]:
                 raise RequestError(
                     400, f"Prompt {index + 1} is {len(item)} tokens; the most is {limit}.", param
                 )
-            rows.append(list(item))
+            rows.append(PromptRow(list(item), 0))
     return rows
 
 
-def echoed(served, ids: list[int]) -> list[int]:
-    """The prompt ids `echo` shows (as text, and with `logprobs` as scored tokens): all
-    but a leading begin token."""
-    return ids[1:] if ids and ids[0] == served.config.special_ids.get("bos") else ids
-
-
-def check_max_tokens(served, rows, max_tokens: int, limit: int | None) -> None:
+def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int | None) -> None:
     """Refuses a `max_tokens` past the server's limit or the room the context leaves."""
     if limit is not None and max_tokens > limit:
         raise RequestError(
             400, f"max_tokens={max_tokens} is more than this server's {limit}.", "max_tokens"
         )
-    for index, ids in enumerate(rows):
+    for index, (ids, _) in enumerate(rows):
         room = served.room(len(ids))
         if max_tokens > room:
             raise RequestError(
@@ -101,26 +111,46 @@ def check_max_tokens(served, rows, max_tokens: int, limit: int | None) -> None:
 
 @dataclass
 class Choice:
-    """One row's output so far, as text. Text is released only when no stop string can
-    still begin in it and it does not end in half a character."""
+    """One row's output so far, as text. Each token's text is what it adds to the text
+    before it (`token_text`): a decoder-only model's completion continues its prompt (a
+    first token `▁March` adds " March"), a translation starts afresh. Text is released
+    only when no stop string can still begin in it.
+
+    Attributes:
+        prompt_ids: the row's prompt (or source) ids.
+        echo_from: with `echo`, the first prompt id shown (`PromptRow`); None without.
+        prompt: with `echo` and `logprobs`, the prompt's own log-probabilities.
+    """
 
     served: object
     stops: list[str]
-    prefix: str = ""  # `echo`: the prompt's text
-    prompt: Prompt | None = None  # `echo` with `logprobs`: the prompt's own log-probabilities
-    ids: list[int] = field(default_factory=list)
+    prompt_ids: list[int] = field(default_factory=list)
+    echo_from: int | None = None
+    prompt: Prompt | None = None
     tokens: list[Token] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # what each token added to `text`
     text: str = ""
     sent: int = 0  # characters of `text` already streamed
     finish_reason: str | None = None
     error: BaseException | None = None
     closed: bool = False  # its last stream chunk has been sent
 
+    def __post_init__(self):
+        self.tokenizer = self.served.target_tokenizer
+        continues = self.served.family == "decoder-only"
+        self.context = list(self.prompt_ids) if continues else []  # the ids `text` follows
+        self.sequence = list(self.context)  # the context, then the generated ids
+        shown = () if self.echo_from is None else range(self.echo_from, len(self.context))
+        self.prompt_texts = [self._text(self.context[:j], self.context[j]) for j in shown]
+        self.prefix = "".join(self.prompt_texts)  # `echo`: the prompt's text
+
     def add(self, token: Token) -> bool:
         """Adds a token; True when it completed a stop string (the row should end)."""
-        self.ids.append(token.token_id)
+        piece = self._text(self.sequence, token.token_id)
+        self.sequence.append(token.token_id)
         self.tokens.append(token)
-        self.text = self.served.output_text(self.ids)
+        self.texts.append(piece)
+        self.text += piece
         for stop in self.stops:
             at = self.text.find(stop)
             if at >= 0:
@@ -134,8 +164,6 @@ class Choice:
         if self.finish_reason is not None:
             return len(self.text)
         end = len(self.text)
-        while end and self.text[end - 1] == "\ufffd":
-            end -= 1
         for stop in self.stops:  # a stop string that may still be completing
             for size in range(min(len(stop) - 1, end), 0, -1):
                 if self.text[:end].endswith(stop[:size]):
@@ -149,45 +177,49 @@ class Choice:
         return piece
 
     def logprobs(self, top: int | None, start: int = 0, with_prompt: bool = True) -> dict | None:
-        """OpenAI's completion `logprobs` object for tokens[start:], after the prompt's
-        tokens when the request echoes them with their log-probabilities (`prompt`, and
-        `with_prompt`): the prompt's text offsets count from 0, the completion's from the
-        end of the echoed text. A prompt's first token has no context, hence `None` (with
-        the begin token, which `echo` leaves out, every shown token has one)."""
+        """OpenAI's completion `logprobs` object for tokens[start:], after the echoed
+        prompt's tokens when the request scores them (`prompt`, and `with_prompt`). Each
+        token is the text it adds, so the tokens join to the returned text and
+        `text_offset` indexes it (the prompt's from 0, the completion's from the end of
+        the echoed text). `top_logprobs` holds the `top` likeliest tokens and the token
+        itself (up to top + 1, as OpenAI's). A prompt's first id has no context, hence
+        `None`."""
         if top is None:
             return None
-        tokenizer = self.served.target_tokenizer
         entries: list[tuple[str, float | None, dict | None, int]] = []
         if self.prompt is not None and with_prompt:
             at = 0
-            if echoed(self.served, [self.prompt.first_id]):  # not the begin token
-                piece = _piece(tokenizer, self.prompt.first_id)
-                entries.append((piece, None, None, at))
-                at += len(piece)
-            for token in self.prompt.tokens:
-                piece = _piece(tokenizer, token.token_id)
-                entries.append((piece, token.logprob, _top(tokenizer, token.top), at))
-                at += len(piece)
-        at = len(self.prefix) + sum(len(_piece(tokenizer, t.token_id)) for t in self.tokens[:start])
-        for token in self.tokens[start:]:
-            piece = _piece(tokenizer, token.token_id)
-            entries.append((piece, token.logprob, _top(tokenizer, token.top), at))
-            at += len(piece)
+            for j, text in enumerate(self.prompt_texts, self.echo_from):
+                if j == 0:
+                    entries.append((text, None, None, at))
+                else:
+                    token = self.prompt.tokens[j - 1]
+                    top_j = self._top(self.context[:j], token, text)
+                    entries.append((text, token.logprob, top_j, at))
+                at += len(text)
+        at = len(self.prefix) + sum(map(len, self.texts[:start]))
+        for i in range(start, len(self.tokens)):
+            token, text = self.tokens[i], self.texts[i]
+            before = self.sequence[: len(self.context) + i]
+            entries.append((text, token.logprob, self._top(before, token, text), at))
+            at += len(text)
         return {
             "tokens": [e[0] for e in entries],
             "token_logprobs": [e[1] for e in entries],
-            "top_logprobs": [e[2] for e in entries] if top else None,
+            "top_logprobs": [e[2] for e in entries],
             "text_offset": [e[3] for e in entries],
         }
 
+    def _top(self, before: list[int], token: Token, text: str) -> dict[str, float]:
+        """A token's alternatives as OpenAI's `{text: log-probability}`, the token too."""
+        alternatives: dict[str, float] = {}
+        for token_id, logprob in token.top:  # likeliest first: a shared text keeps its best
+            alternatives.setdefault(self._text(before, token_id), logprob)
+        alternatives.setdefault(text, token.logprob)
+        return alternatives
 
-def _top(tokenizer, top: list[tuple[int, float]]) -> dict:
-    """A token's alternatives as OpenAI's `{piece: log-probability}`."""
-    return {_piece(tokenizer, i): lp for i, lp in top}
-
-
-def _piece(tokenizer, token_id: int) -> str:
-    return tokenizer.id_to_piece(token_id).replace("\u2581", " ")
+    def _text(self, before: list[int], token_id: int) -> str:
+        return token_text(self.tokenizer, before, token_id)
 
 
 class Generation:

@@ -30,7 +30,8 @@ class ServerSettings:
             A batch that starts while another runs uses a second onnxruntime session of
             `threads // encoder_workers` threads (a second copy of the weights), so the
             two share the cores instead of contending for one session's thread pool.
-        max_queue: the most sequences (texts) waiting per model; past it, 429.
+        max_queue: the most sequences (texts) waiting per model; past it, 429. A request
+            of more (up to `scheduler.MAX_REQUEST`) is taken when none are waiting.
         request_timeout: seconds a request may take; past it, 504 (or an error event).
         max_body_bytes: the largest request body; past it, 413.
         max_tokens: the most tokens a request may ask for (None: what the context allows).

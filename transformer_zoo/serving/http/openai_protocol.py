@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     422: "invalid_request_error",
     429: "rate_limit_error",
     500: "internal_error",
@@ -42,19 +50,24 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+INT64 = 2**63  # OpenAI's `seed` is an int64
+
+
 class CompletionRequest(BaseModel):
     """`POST /v1/completions`. `temperature` 0 is greedy search (as in vLLM); the default
-    1 samples, as OpenAI's API does."""
+    1 samples, as OpenAI's API does. `max_tokens` 0 scores the prompt alone, with `echo`
+    (as lm-evaluation-harness asks vLLM); `null` reads as the default where OpenAI's
+    spec lets a field be null."""
 
     model_config = ConfigDict(extra="forbid")
 
     model: str
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(16, ge=1)
+    max_tokens: int | None = Field(16, ge=0)
     temperature: float | None = Field(1.0, ge=0.0)
     top_p: float | None = Field(1.0, gt=0.0, le=1.0)
     top_k: int | None = Field(None, ge=-1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-INT64, lt=INT64)
     n: int = Field(1, ge=1, le=16)
     stop: str | list[str] | None = Field(None, validate_default=True)
     logprobs: int | None = Field(None, ge=0, le=5)
@@ -68,6 +81,11 @@ class CompletionRequest(BaseModel):
     frequency_penalty: float | None = 0.0
     logit_bias: dict[str, float] | None = None
     suffix: str | None = None
+
+    @field_validator("n", "echo", "stream", mode="before")
+    @classmethod
+    def _null_is_default(cls, value, info: ValidationInfo):
+        return cls.model_fields[info.field_name].default if value is None else value
 
     @field_validator("stop")
     @classmethod
@@ -91,6 +109,8 @@ class CompletionRequest(BaseModel):
             raise ValueError(f"this server does not implement {', '.join(named)}")
         if self.stream_options is not None and not self.stream:
             raise ValueError("`stream_options` needs `stream: true`")
+        if self.max_tokens == 0 and not self.echo:
+            raise ValueError("max_tokens 0 (scoring the prompt alone) needs `echo: true`")
         return self
 
 
@@ -104,6 +124,17 @@ class EmbeddingRequest(BaseModel):
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = None
     user: str | None = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _text_only(cls, value):
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(i, (int, list)) and not isinstance(i, bool) for i in items):
+            raise ValueError(
+                "token ids are not supported for embeddings: send text (a string or a list "
+                "of strings)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _neutral(self):

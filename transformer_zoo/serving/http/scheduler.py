@@ -13,7 +13,9 @@
   runs while the next forms and runs.
 
 Both refuse new work past a bounded queue (`QueueFull`: the server answers 429) and before
-any of it is done. Token-level only: text, stop strings and the protocols are the app's.
+any of it is done; a request larger than the queue is taken when nothing else waits, up to
+`MAX_REQUEST` sequences or texts (`TooLarge`: 400). Token-level only: text, stop strings and
+the protocols are the app's.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import numpy as np
 from transformer_zoo.generation.search import Greedy, Sampling, ranked_log_probs
 
 log = logging.getLogger(__name__)
+MAX_REQUEST = 2048  # sequences or texts of one request: OpenAI's limit of embedding inputs
 
 
 class QueueFull(Exception):
@@ -38,7 +41,7 @@ class QueueFull(Exception):
 
 
 class TooLarge(Exception):
-    """The request alone holds more than the queue may: it would never fit (400)."""
+    """The request holds more than `MAX_REQUEST` sequences or texts (400)."""
 
 
 class Closed(Exception):
@@ -65,15 +68,14 @@ class _Worker:
             thread.start()
 
     def _admit(self, count: int, queued: int, unit: str) -> None:
-        """Raises unless `count` more `unit`s fit beside the `queued` ones (under the lock)."""
+        """Raises unless `count` more `unit`s fit beside the `queued` ones (under the lock).
+        A request larger than the queue fits an empty one: that it may wait for the queue
+        to empty, rather than never fit, lets a client send OpenAI's 2,048 inputs."""
         if self._closing:
             raise Closed("The server is shutting down.")
-        if count > self.max_queue:
-            raise TooLarge(
-                f"The request has {count} {unit}; this server queues at most "
-                f"{self.max_queue} per model."
-            )
-        if queued + count > self.max_queue:
+        if count > MAX_REQUEST:
+            raise TooLarge(f"The request has {count} {unit}; the most is {MAX_REQUEST}.")
+        if queued and queued + count > self.max_queue:
             raise QueueFull(f"The queue of {self.max_queue} waiting {unit} is full; retry shortly.")
 
     def close(self, timeout: float | None = None) -> None:
@@ -130,7 +132,7 @@ class GenerationRow:
 
     Attributes:
         ids: prompt ids (decoder-only) or source ids (encoder-decoder).
-        max_new_tokens: the most tokens to generate.
+        max_new_tokens: the most tokens to generate; 0 runs the prompt for its `Prompt`.
         strategy: `Greedy()` or `Sampling(...)`; a sampled row draws from `rng`.
         emit: called on the scheduler's thread with the `Prompt` (if `prompt_logprobs`),
             each `Token`, then one `Finished` or `Failed`.
@@ -282,6 +284,9 @@ class GenerationScheduler(_Worker):
         chosen, top_ids, top_values = ranked_log_probs(logits, tokens, most)  # (B,), (B, most)
         for i, row in enumerate(rows):
             token = int(tokens[i])
+            if row.max_new_tokens == 0:  # `echo` of the prompt alone: scored, nothing drawn
+                self._finish(row, "length")
+                continue
             if token == self.eos_id:
                 self._finish(row, "stop")
                 continue

@@ -1,0 +1,70 @@
+"""The live server of the HTTP tests (`LiveServer`: real uvicorn on a loopback port), the
+exports it serves and the same exports without HTTP, which its answers must agree with."""
+
+from __future__ import annotations
+
+import numpy as np
+import openai
+import pytest
+import tritonclient.http as triton
+
+from tests.helpers import DATA_DIR
+from tests.serving.live_server import LiveServer
+from transformer_zoo.serving import load_onnx
+from transformer_zoo.serving.http import ServerSettings
+
+
+@pytest.fixture(scope="module")
+def exports(family_artifacts, wordpiece_artifacts):
+    return {
+        "gpt": str(family_artifacts("decoder-only").export_dir),
+        "translator": str(family_artifacts("encoder-decoder").export_dir),
+        "classifier": str(family_artifacts("encoder-only").export_dir),
+        "embedder": str(wordpiece_artifacts.export_dir),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(exports):
+    live = LiveServer(exports, ServerSettings(max_batch_size=8)).start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def local(exports):
+    """The same exports served without HTTP: what the server must agree with."""
+    return {name: load_onnx(directory) for name, directory in exports.items()}
+
+
+@pytest.fixture
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture
+def triton_client(server):
+    return triton.InferenceServerClient(server.url.removeprefix("http://"))
+
+
+@pytest.fixture(scope="session")
+def hf_exports(tmp_path_factory):
+    """The GPT-2 (byte-level BPE) and Marian checkpoints of tests/data, imported and
+    exported to ONNX: models whose tokenizers are not this project's SentencePiece."""
+    from transformer_zoo.export.run_export import export_run
+    from transformer_zoo.models.hf.run import import_hf_run
+
+    root = tmp_path_factory.mktemp("hf-exports")
+    directories = {}
+    for name in ("gpt2", "marian"):
+        import_hf_run(DATA_DIR / f"hf_{name}", root / name / "run")
+        export_run(root / name / "run", root / name / "export", formats=("onnx",))
+        directories[name] = str(root / name / "export")
+    return directories
+
+
+def text_input(texts, binary=True):
+    """A tritonclient BYTES input `text` holding `texts`."""
+    tensor = triton.InferInput("text", [len(texts)], "BYTES")
+    tensor.set_data_from_numpy(np.array(texts, dtype=object), binary_data=binary)
+    return tensor

@@ -1,0 +1,266 @@
+"""The text and `logprobs` of `/v1/completions` with the `openai` client against a real
+server: a completion continues its prompt (the space of a first `▁word` kept), each
+token is the text it adds, so the tokens join to the text and `text_offset` indexes it,
+and every log-probability is the model's. The references decode whole sequences
+(`tests.serving.references`) and score them in one full pass of the graph, apart from
+the server's token-by-token detokenizer and cached decoding."""
+
+from __future__ import annotations
+
+import numpy as np
+import openai
+import pytest
+
+from tests.serving.live_server import LiveServer
+from tests.serving.references import (
+    completions,
+    continuation,
+    decode,
+    decoder_log_probs,
+    generated,
+    token_texts,
+)
+from transformer_zoo.generation.search import Sampling
+
+PROMPTS = ["the cat", "a quick brown fox", "dogs", "on the fifth of March", "March", "a"]
+
+
+def _sampled(served, ids, max_tokens, temperature=1.0, seed=None) -> list[int]:
+    search = Sampling(temperature=temperature, seed=seed)
+    return generated(served, served.generate_ids([ids], max_tokens, search=search).tokens[0])
+
+
+def _in_order(answer):
+    return sorted(answer.choices, key=lambda c: c.index)
+
+
+def _check_tokens_index_the_text(text: str, logprobs) -> None:
+    assert "".join(logprobs.tokens) == text
+    for token, offset in zip(logprobs.tokens, logprobs.text_offset, strict=True):
+        assert text[offset : offset + len(token)] == token
+    assert logprobs.text_offset == sorted(logprobs.text_offset)
+
+
+def test_a_completion_continues_its_prompt_with_the_space_between(client, local):
+    gpt = local["gpt"]
+    spaced = 0
+    for seed in range(3):
+        answer = client.completions.create(
+            model="gpt", prompt=PROMPTS, max_tokens=4, temperature=1.0, seed=seed
+        )
+        echoed = client.completions.create(
+            model="gpt", prompt=PROMPTS, max_tokens=4, temperature=1.0, seed=seed, echo=True
+        )
+        for prompt, ids, choice, echo in zip(
+            PROMPTS, gpt.prompt_ids(PROMPTS), _in_order(answer), _in_order(echoed), strict=True
+        ):
+            tokens = _sampled(gpt, ids, 4, seed=seed)
+            assert choice.text == continuation(gpt, ids, tokens)
+            # Prompt and completion read as the whole sequence does: no words glued.
+            assert prompt + choice.text == decode(gpt, ids + tokens)
+            assert echo.text == decode(gpt, ids + tokens)
+            spaced += choice.text.startswith(" ")
+    assert spaced  # some completions start a word: their space is there
+
+
+def test_logprob_tokens_join_to_the_text_and_are_what_each_token_adds(client, local):
+    gpt = local["gpt"]
+    for echo in (False, True):
+        answer = client.completions.create(
+            model="gpt", prompt=PROMPTS, max_tokens=6, temperature=1.0, seed=3, logprobs=2,
+            echo=echo,
+        )  # fmt: skip
+        for ids, choice in zip(gpt.prompt_ids(PROMPTS), _in_order(answer), strict=True):
+            tokens = _sampled(gpt, ids, 6, seed=3)
+            _check_tokens_index_the_text(choice.text, choice.logprobs)
+            expected = token_texts(gpt, ids, tokens)
+            if echo:  # a text prompt's begin token is the server's: not echoed
+                expected = token_texts(gpt, ids[:1], ids[1:]) + expected
+            assert choice.logprobs.tokens == expected
+
+
+def test_logprobs_are_the_models_and_top_holds_the_sampled_token(client, local):
+    gpt = local["gpt"]
+    ids = gpt.prompt_ids("the cat")[0]
+    unlikely = 0
+    for seed in range(4):
+        answer = client.completions.create(
+            model="gpt", prompt="the cat", max_tokens=8, temperature=3.0, seed=seed, logprobs=1
+        ).choices[0]
+        tokens = _sampled(gpt, ids, 8, temperature=3.0, seed=seed)
+        scores = decoder_log_probs(gpt, ids + tokens)[len(ids) - 1 :]  # row i predicts token i
+        logprobs = answer.logprobs
+        for i, token in enumerate(tokens):
+            assert np.isclose(logprobs.token_logprobs[i], scores[i, token], atol=1e-4)
+            # The likeliest token, then the sampled one unless a likelier one has its text.
+            expected = {}
+            for choice in (int(scores[i].argmax()), token):
+                expected.setdefault(
+                    token_texts(gpt, ids + tokens[:i], [choice])[0], scores[i, choice]
+                )
+            top = logprobs.top_logprobs[i]
+            assert top.keys() == expected.keys()
+            np.testing.assert_allclose(list(top.values()), list(expected.values()), atol=1e-4)
+            unlikely += len(top) == 2
+        # logprobs 0: each token's own log-probability, under its own text.
+        zero = client.completions.create(
+            model="gpt", prompt="the cat", max_tokens=8, temperature=3.0, seed=seed, logprobs=0
+        ).choices[0]
+        assert zero.logprobs.top_logprobs == [
+            {text: lp} for text, lp in zip(logprobs.tokens, logprobs.token_logprobs, strict=True)
+        ]
+    assert unlikely  # a sampled token outside the top 1 was listed beside it
+
+
+def test_echo_with_logprobs_scores_the_prompt_as_decoding_scored_it(client, local):
+    # The prompt "the cat" + the first 4 greedy tokens, as ids, echoed with logprobs: the
+    # scores of those 4 tokens must equal what decoding gave them (the cached step graph,
+    # one token at a time), and every prompt position the graph's log-softmax over the
+    # whole prompt at once. Then one more greedy token: the decoding's fifth.
+    gpt = local["gpt"]
+    decoded = client.completions.create(
+        model="gpt", prompt="the cat", max_tokens=5, temperature=0, logprobs=2
+    ).choices[0]
+    prompt = gpt.prompt_ids("the cat")[0]
+    greedy = generated(gpt, gpt.generate_ids([prompt], 5).tokens[0])
+    ids = prompt + greedy[:4]
+    answer = client.completions.create(
+        model="gpt", prompt=ids, max_tokens=1, temperature=0, echo=True, logprobs=2
+    ).choices[0]
+    scored = answer.logprobs
+    # Every id the client sent is echoed, its begin token too: the first without a score.
+    assert scored.tokens == token_texts(gpt, [], ids + greedy[4:5])
+    assert answer.text == decode(gpt, ids + greedy[4:5]) and scored.token_logprobs[0] is None
+    _check_tokens_index_the_text(answer.text, scored)
+    np.testing.assert_allclose(
+        scored.token_logprobs[-5:], decoded.logprobs.token_logprobs, atol=1e-4
+    )
+    for got, expected in zip(scored.top_logprobs[-5:], decoded.logprobs.top_logprobs, strict=True):
+        assert got.keys() == expected.keys()
+        np.testing.assert_allclose(list(got.values()), list(expected.values()), atol=1e-4)
+    scores = decoder_log_probs(gpt, ids)
+    np.testing.assert_allclose(
+        scored.token_logprobs[1 : len(ids)], scores[np.arange(len(ids) - 1), ids[1:]], atol=1e-4
+    )
+    # Streamed: the same tokens and scores, the prompt's in the first chunk.
+    chunks = [c.choices[0] for c in client.completions.create(
+        model="gpt", prompt=ids, max_tokens=1, temperature=0, echo=True, logprobs=2, stream=True
+    ) if c.choices]  # fmt: skip
+    assert len(chunks[0].logprobs.tokens) == len(ids)
+    streamed = [lp for c in chunks if c.logprobs for lp in c.logprobs.token_logprobs]
+    assert streamed[0] is None
+    np.testing.assert_allclose(streamed[1:], scored.token_logprobs[1:], atol=1e-6)
+    assert "".join(c.text for c in chunks) == answer.text
+
+
+def test_echo_with_logprobs_of_ids_without_the_begin_token(client, local):
+    # A prompt of ids that does not start with the begin token: its first token has no
+    # context, so no log-probability (OpenAI's and vLLM's `None`).
+    gpt = local["gpt"]
+    ids = gpt.prompt_ids("the cat sat")[0][1:]
+    answer = client.completions.create(
+        model="gpt", prompt=ids, max_tokens=2, temperature=0, echo=True, logprobs=1
+    ).choices[0]
+    assert answer.logprobs.token_logprobs[0] is None and answer.logprobs.top_logprobs[0] is None
+    assert all(isinstance(lp, float) for lp in answer.logprobs.token_logprobs[1:])
+    assert len(answer.logprobs.tokens) == len(ids) + 2 and answer.logprobs.text_offset[0] == 0
+    _check_tokens_index_the_text(answer.text, answer.logprobs)
+    # Several prompts, n of each: every choice carries its own prompt's scores first.
+    prompts = [ids, gpt.prompt_ids("dogs")[0]]
+    answer = client.completions.create(
+        model="gpt", prompt=prompts, n=2, max_tokens=2, temperature=0, echo=True, logprobs=1
+    )
+    for choice in answer.choices:
+        prompt = prompts[choice.index // 2]
+        assert choice.logprobs.tokens[: len(prompt)] == token_texts(gpt, [], prompt)
+        assert len(choice.logprobs.tokens) == len(prompt) + 2
+
+
+def test_echo_with_no_tokens_scores_the_prompt_alone(client, local):
+    # lm-evaluation-harness's loglikelihood: echo, logprobs, max_tokens 0.
+    gpt = local["gpt"]
+    prompts = ["the cat sat on the mat", "dogs"]
+    for stream in (False, True):
+        answer = client.completions.create(
+            model="gpt", prompt=prompts, max_tokens=0, echo=True, logprobs=1, stream=stream,
+            n=2, temperature=1.0,
+        )  # fmt: skip
+        if stream:
+            chunks = [c.choices[0] for c in answer]
+            choices = []
+            for index in range(4):
+                mine = [c for c in chunks if c.index == index]
+                assert mine[-1].finish_reason == "length"
+                tokens = [t for c in mine if c.logprobs for t in c.logprobs.tokens]
+                lps = [lp for c in mine if c.logprobs for lp in c.logprobs.token_logprobs]
+                choices.append(("".join(c.text for c in mine), tokens, lps))
+        else:
+            assert answer.usage.completion_tokens == 0
+            assert {c.finish_reason for c in answer.choices} == {"length"}
+            choices = [(c.text, c.logprobs.tokens, c.logprobs.token_logprobs)
+                       for c in _in_order(answer)]  # fmt: skip
+        for (text, tokens, lps), ids in zip(
+            choices, [ids for ids in gpt.prompt_ids(prompts) for _ in range(2)], strict=True
+        ):
+            assert text == decode(gpt, ids) and tokens == token_texts(gpt, ids[:1], ids[1:])
+            scores = decoder_log_probs(gpt, ids)
+            np.testing.assert_allclose(lps, scores[np.arange(len(ids) - 1), ids[1:]], atol=1e-4)
+    plain = client.completions.create(model="gpt", prompt="dogs", max_tokens=0, echo=True)
+    assert plain.choices[0].text == "dogs" and plain.choices[0].logprobs is None
+    with pytest.raises(openai.UnprocessableEntityError, match="max_tokens 0"):
+        client.completions.create(model="gpt", prompt="dogs", max_tokens=0)
+
+
+def test_an_empty_prompt_is_continued_from_the_begin_token(client, local):
+    answer = client.completions.create(
+        model="gpt", prompt=["", "dogs"], max_tokens=6, temperature=1.0, seed=5
+    )
+    expected = completions(local["gpt"], ["", "dogs"], 6, Sampling(seed=5))
+    assert [c.text for c in _in_order(answer)] == expected
+    assert answer.usage.prompt_tokens == 1 + len(local["gpt"].prompt_ids("dogs")[0])
+
+
+@pytest.fixture(scope="module")
+def hf_client(hf_exports):
+    live = LiveServer(hf_exports).start()
+    yield openai.OpenAI(base_url=live.url + "/v1", api_key="unused", max_retries=0)
+    live.stop()
+
+
+def test_logprobs_of_gpt2_and_marian_tokenizers(hf_client, hf_exports):
+    """Byte-level BPE (GPT-2) and Marian's SentencePiece-to-vocabulary tokenizers have no
+    `id_to_piece`: their tokens are the text each adds all the same."""
+    from transformer_zoo.serving import load_onnx
+
+    gpt2, marian = load_onnx(hf_exports["gpt2"]), load_onnx(hf_exports["marian"])
+    prompts, sources = ["Hello world", "We know't, we"], ["Speak, speak.", "Let us kill him"]
+    for name, served, texts, context in (
+        ("gpt2", gpt2, prompts, lambda ids: ids),
+        ("marian", marian, sources, lambda ids: []),
+    ):
+        answer = hf_client.completions.create(
+            model=name, prompt=texts, max_tokens=8, temperature=0, logprobs=2
+        )
+        for ids, choice in zip(served.prompt_ids(texts), _in_order(answer), strict=True):
+            run = served.generate_ids if name == "gpt2" else served.translate_ids
+            tokens = generated(served, run([ids], 8).tokens[0])
+            assert choice.text == continuation(served, context(ids), tokens)
+            assert choice.logprobs.tokens == token_texts(served, context(ids), tokens)
+            _check_tokens_index_the_text(choice.text, choice.logprobs)
+            # The library's greedy scores of the first k tokens, k = 1, 2, ...
+            prefixes = [run([ids], k).scores[0] for k in range(1, len(tokens) + 1)]
+            np.testing.assert_allclose(
+                np.cumsum(choice.logprobs.token_logprobs), prefixes, atol=1e-4
+            )
+        streamed = list(
+            hf_client.completions.create(
+                model=name, prompt=texts[0], max_tokens=8, temperature=0, logprobs=1, stream=True
+            )
+        )
+        assert "".join(c.choices[0].text for c in streamed) == _in_order(answer)[0].text
+    echoed = hf_client.completions.create(
+        model="gpt2", prompt=prompts, max_tokens=1, temperature=0, logprobs=1, echo=True
+    )
+    for ids, choice in zip(gpt2.prompt_ids(prompts), _in_order(echoed), strict=True):
+        _check_tokens_index_the_text(choice.text, choice.logprobs)
+        assert choice.text.startswith(decode(gpt2, ids))

@@ -1,0 +1,199 @@
+"""The Open Inference Protocol v2 routes of `transformer-zoo serve` against a real uvicorn
+server, with `tritonclient.http` as it is (binary tensors, versions, its standard request
+parameters, compressed bodies), held against `ServedModel` (the same export, no server)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+
+import numpy as np
+import pytest
+import tritonclient.http as triton
+
+from tests.serving.conftest import text_input
+from tests.serving.live_server import LiveServer
+from tests.serving.references import completions
+from transformer_zoo.generation.search import Sampling
+from transformer_zoo.serving.http import ServerSettings
+
+PROMPTS = ["the cat", "a quick brown fox", "dogs", "on the fifth of March"]
+SOURCES = ["March 5, 2021", "the cat sat on the mat", "dogs and cats"]
+# What tritonclient's `infer(sequence_id=, sequence_start=, sequence_end=, priority=,
+# timeout=)` puts in the request's parameters.
+STANDARD = dict(sequence_id=7, sequence_start=True, sequence_end=True, priority=1, timeout=10**6)
+
+
+def _texts(result, name="text") -> list[str]:
+    return [t.decode() if isinstance(t, bytes) else t for t in result.as_numpy(name)]
+
+
+def test_triton_readiness_and_metadata(triton_client, server):
+    assert triton_client.is_server_live() and triton_client.is_server_ready()
+    assert triton_client.is_model_ready("gpt")
+    assert "binary_tensor_data" in triton_client.get_server_metadata()["extensions"]
+    metadata = triton_client.get_model_metadata("classifier")
+    assert metadata["inputs"] == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+    assert {o["name"] for o in metadata["outputs"]} == {"label", "probabilities", "embedding"}
+    assert not triton_client.is_model_ready("nope")
+
+
+def test_the_advertised_version_has_its_routes_and_no_other_does(triton_client, server):
+    versions = triton_client.get_model_metadata("gpt")["versions"]
+    assert versions == ["1"]
+    for name in ("gpt", "translator", "classifier"):
+        assert triton_client.is_model_ready(name, "1")
+        assert triton_client.get_model_metadata(name, "1") == triton_client.get_model_metadata(name)
+        assert not triton_client.is_model_ready(name, "2")
+    plain = triton_client.infer("gpt", [text_input(PROMPTS)], parameters={"max_tokens": 6})
+    versioned = triton_client.infer(
+        "gpt", [text_input(PROMPTS)], model_version="1", parameters={"max_tokens": 6}
+    )
+    assert _texts(versioned) == _texts(plain)
+    assert versioned.get_response()["model_version"] == "1"
+    with pytest.raises(triton.InferenceServerException, match="no version '2'"):
+        triton_client.infer("gpt", [text_input(["a"])], model_version="2")
+    with pytest.raises(triton.InferenceServerException, match="no version '2'"):
+        triton_client.get_model_metadata("gpt", "2")
+    status, _, answer = server.request("GET", "/v2/models/gpt/versions/2/ready")
+    assert status == 404 and "no version '2'" in answer["error"]
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_triton_infer_for_every_family(triton_client, local, binary):
+    outputs = None if binary else [triton.InferRequestedOutput("text", binary_data=False)]
+    result = triton_client.infer(
+        "gpt", [text_input(PROMPTS, binary)], outputs=outputs, parameters={"max_tokens": 12}
+    )
+    assert _texts(result) == completions(local["gpt"], PROMPTS, 12)
+    result = triton_client.infer("translator", [text_input(SOURCES, binary)])
+    assert _texts(result) == local["translator"].translate(SOURCES)
+    result = triton_client.infer("classifier", [text_input(SOURCES, binary)])
+    expected = local["classifier"].classify(SOURCES)
+    probabilities = result.as_numpy("probabilities")
+    np.testing.assert_allclose(
+        probabilities, [[r["probabilities"][k] for k in ("negative", "positive")] for r in expected],
+        atol=1e-6,
+    )  # fmt: skip
+    assert [t.decode() for t in result.as_numpy("label")] == [r["label"] for r in expected]
+    result = triton_client.infer("embedder", [text_input(["the cat", "dogs"], binary)])
+    np.testing.assert_allclose(
+        result.as_numpy("embedding"), local["embedder"].embed(["the cat", "dogs"]), atol=1e-6
+    )
+
+
+def test_standard_parameters_are_ignored_and_unknown_ones_refused_by_every_model(
+    triton_client, local
+):
+    for name, texts in (("gpt", PROMPTS), ("translator", SOURCES), ("classifier", SOURCES)):
+        plain = triton_client.infer(name, [text_input(texts)])
+        with_standard = triton_client.infer(name, [text_input(texts)], **STANDARD)
+        for output in plain.get_response()["outputs"]:
+            np.testing.assert_array_equal(
+                with_standard.as_numpy(output["name"]), plain.as_numpy(output["name"])
+            )
+        with pytest.raises(triton.InferenceServerException, match="Unknown parameter 'beams'"):
+            triton_client.infer(name, [text_input(texts)], parameters={"beams": 2})
+    # Generation's parameters are unknown to an encoder-only model.
+    with pytest.raises(triton.InferenceServerException, match="Unknown parameter 'max_tokens'"):
+        triton_client.infer("embedder", [text_input(["a"])], parameters={"max_tokens": 2})
+
+
+def test_seeds_are_integers_of_any_sign(triton_client, local):
+    result = triton_client.infer(
+        "gpt",
+        [text_input(["the cat"])],
+        parameters={"max_tokens": 8, "temperature": 1.0, "seed": -1},
+    )
+    expected = completions(local["gpt"], "the cat", 8, Sampling(seed=2**64 - 1))
+    assert _texts(result) == expected
+    for seed in (1.5, "7", True):
+        with pytest.raises(triton.InferenceServerException, match="seed must be an integer"):
+            triton_client.infer("gpt", [text_input(["a"])], parameters={"seed": seed})
+
+
+def test_an_empty_text_is_a_prompt_but_neither_a_source_nor_a_sentence(triton_client, local):
+    result = triton_client.infer("gpt", [text_input(["", "dogs"])], parameters={"max_tokens": 6})
+    assert _texts(result) == completions(local["gpt"], ["", "dogs"], 6)
+    for name in ("translator", "embedder"):
+        with pytest.raises(triton.InferenceServerException, match="empty"):
+            triton_client.infer(name, [text_input(["dogs", ""])])
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_compressed_request_bodies_are_decoded(triton_client, algorithm):
+    for name, texts in (("gpt", PROMPTS), ("embedder", ["the cat", "dogs"])):
+        plain = triton_client.infer(name, [text_input(texts)])
+        packed = triton_client.infer(
+            name, [text_input(texts)], request_compression_algorithm=algorithm
+        )
+        output = plain.get_response()["outputs"][0]["name"]
+        np.testing.assert_array_equal(packed.as_numpy(output), plain.as_numpy(output))
+
+
+def test_compressed_bodies_keep_the_size_limit_and_unknown_encodings_are_refused(exports):
+    live = LiveServer({"gpt": exports["gpt"]}, ServerSettings(max_body_bytes=2000)).start()
+    infer = json.dumps(
+        {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["the cat"]}]}
+    ).encode()
+    completion = json.dumps({"model": "gpt", "prompt": "the cat", "max_tokens": 2}).encode()
+    try:
+        for path, body in (("/v2/models/gpt/infer", infer), ("/v1/completions", completion)):
+            status, _, _ = live.request(
+                "POST", path, gzip.compress(body), {"Content-Encoding": "gzip"}
+            )
+            assert status == 200
+        padded = json.dumps({"inputs": [], "padding": "x" * 5000}).encode()  # 200 bytes packed
+        for encoding, packed in (
+            ("gzip", gzip.compress(padded)),
+            ("deflate", zlib.compress(padded)),
+        ):
+            assert len(packed) < 2000
+            status, _, answer = live.request(
+                "POST", "/v2/models/gpt/infer", packed, {"Content-Encoding": encoding}
+            )
+            assert status == 413 and "decodes to over 2000 bytes" in answer["error"]
+        status, _, answer = live.request(
+            "POST", "/v2/models/gpt/infer", infer, {"Content-Encoding": "gzip"}
+        )
+        assert status == 400 and "not valid gzip" in answer["error"]
+        status, _, answer = live.request(
+            "POST", "/v2/models/gpt/infer", gzip.compress(infer)[:-10], {"Content-Encoding": "gzip"}
+        )
+        assert status == 400 and "cut short" in answer["error"]
+        status, _, answer = live.request(
+            "POST", "/v2/models/gpt/infer", infer, {"Content-Encoding": "br"}
+        )
+        assert status == 415 and "'br' is not supported" in answer["error"]
+    finally:
+        live.stop()
+
+
+def test_triton_bad_requests_raise_the_servers_error(triton_client, server):
+    wrong_type = triton.InferInput("text", [2], "INT64")
+    wrong_type.set_data_from_numpy(np.array([1, 2], np.int64))
+    for call, message in (
+        (lambda: triton_client.infer("nope", [text_input(["a"])]), "No model 'nope'"),
+        (lambda: triton_client.infer("gpt", [wrong_type]), "BYTES"),
+        (lambda: triton_client.infer("translator", [text_input([""])]), "empty"),
+        (
+            lambda: triton_client.infer("gpt", [text_input(["a"])], parameters={"max_tokens": 0}),
+            "max_tokens",
+        ),
+        (
+            lambda: triton_client.infer("gpt", [text_input(["a"])], parameters={"top_k": 2.5}),
+            "top_k must be an integer",
+        ),
+    ):
+        with pytest.raises(triton.InferenceServerException, match=message):
+            call()
+    status, _, answer = server.request(
+        "POST", "/v2/models/gpt/infer", b'{"inputs": [{"name": "text"}]}'
+    )
+    assert status == 400 and "datatype" in answer["error"]
+    status, _, answer = server.request(
+        "POST", "/v2/models/gpt/infer", b"{}", {"Inference-Header-Content-Length": "99"}
+    )
+    assert status == 400 and "body has 2 bytes" in answer["error"]
+    assert triton_client.is_server_ready()
