@@ -51,3 +51,20 @@ def test_the_command_takes_a_batch_size(family_artifacts, capsys):
         assert main(["translate", *TEXTS, "--model", export, *extra]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(TEXTS)
+
+
+def test_a_completion_continues_its_prompt_with_the_space_between(family_artifacts):
+    """`prompt + completion` is the text of the prompt's and the generated ids together
+    (as the server's completions and OpenAI's are): SentencePiece's first piece of a
+    completion, `▁word`, keeps its space, which decoding the new ids alone drops."""
+    served = load_onnx(family_artifacts("decoder-only").export_dir)
+    prompts = [
+        text for text in TEXTS if served.tokenizer.decode(served.prompt_ids([text])[0]) == text
+    ]
+    completions = served.generate(prompts, 6)
+    tokens = served.generate_ids(served.prompt_ids(prompts), 6).tokens
+    for prompt, ids, row, completion in zip(
+        prompts, served.prompt_ids(prompts), tokens, completions, strict=True
+    ):
+        assert prompt + completion == served.tokenizer.decode([*ids, *row])
+    assert any(c.startswith(" ") for c in completions)  # what decoding alone loses

@@ -23,6 +23,7 @@ from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search import SearchConfig, SearchResult
 from transformer_zoo.generation.search import generate as run_search
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
+from transformer_zoo.serving.detokenize import continuation_text
 from transformer_zoo.serving.length_batches import length_batches, sorted_batches
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids
 from transformer_zoo.text.formats import encoder_rows
@@ -89,8 +90,9 @@ class ServedModel:
         search: SearchConfig | None = None,
         batch_size: int = GENERATION_BATCH_SIZE,
     ) -> list[str]:
-        """Continue text prompts; returns the generated text of each (prompt excluded).
-        Up to `batch_size` prompts run as one batch; more run in batches of that many
+        """Continue text prompts; returns the text each completion adds to its prompt
+        (`" March"`, with the space between: `prompt + completion` reads as the whole
+        sequence, as OpenAI's and vLLM's completions do). Up to `batch_size` prompts run as one batch; more run in batches of that many
         prompts of similar length (`_in_batches`)."""
         self._need("decoder-only", "generate")
         ids = self.prompt_ids(prompts)
@@ -145,8 +147,16 @@ class ServedModel:
         for rows in batches:
             result = run([ids[i] for i in rows])
             for i, tokens in zip(rows, result.tokens, strict=True):
-                texts[i] = self.output_text(tokens)
+                texts[i] = self._completion_text(ids[i], tokens)
         return texts
+
+    def _completion_text(self, start_ids, tokens) -> str:
+        """A decoder-only completion as it continues its prompt's text; a translation's
+        text (its target starts afresh)."""
+        if self.family == "decoder-only":
+            eos = self.config.special_ids.get("eos")
+            return continuation_text(self.target_tokenizer, start_ids, tokens, eos)
+        return self.output_text(tokens)
 
     # --- the pieces of generation, which the HTTP server's scheduler shares ----------
     def prompt_ids(self, texts: str | Sequence[str]) -> list[list[int]]:

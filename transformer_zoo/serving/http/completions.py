@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.search import Greedy, Sampling
-from transformer_zoo.serving.http.detokenize import token_text
+from transformer_zoo.serving.detokenize import token_text
 from transformer_zoo.serving.http.scheduler import Failed, Finished, GenerationRow, Prompt, Token
 
 SEEDS = 2**64  # a request's int64 seed, negative too, maps to a generator seed mod 2**64
