@@ -1,0 +1,162 @@
+"""The request plumbing both protocols share: reading and parsing bodies, finding a
+model, queueing work on its worker and waiting for it while the client is there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import zlib
+
+import numpy as np
+import orjson
+from fastapi import Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ValidationError
+
+from transformer_zoo.serving.http.completions import Choice, Generation, RequestError
+from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
+from transformer_zoo.serving.http.scheduler import Closed, QueueFull, TooLarge
+
+POLL = 0.25  # seconds between checks that a waiting client is still there
+ENCODINGS = ("identity", "gzip", "deflate")  # request bodies' Content-Encoding
+
+
+def dumps(data: dict) -> bytes:
+    """JSON of plain data and numpy arrays (float32 numbers in their shortest form, as
+    OpenAI writes them), by orjson: an embedding's 384 floats took 0.18 ms with `json`,
+    7 us with orjson."""
+    return orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def json_response(data: dict) -> Response:
+    """A JSON response (`_dumps`), without FastAPI's per-value encoder."""
+    return Response(dumps(data), media_type="application/json")
+
+
+async def read_body(request: Request, settings: ServerSettings) -> bytes:
+    """The request's body, refused with 413 past `max_body_bytes` (before reading it when
+    the client says its length), decoded when it is compressed (`Content-Encoding: gzip`
+    or `deflate`, as tritonclient's `request_compression_algorithm` sends it): the limit
+    holds for the decoded body too, so that a small body cannot unpack into a huge one.
+    Another encoding is refused with 415."""
+    limit = settings.max_body_bytes
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ENCODINGS:
+        raise RequestError(
+            415, f"Content-Encoding {encoding!r} is not supported: send {', '.join(ENCODINGS)}."
+        )
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"The body is {declared} bytes; the most is {limit}.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"The body is over {limit} bytes.")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if encoding == "identity":
+        return body
+    decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or a zlib header, either
+    try:
+        decoded = decoder.decompress(body, limit + 1)
+    except zlib.error as error:
+        raise RequestError(400, f"The body is not valid {encoding} data: {error}") from None
+    if len(decoded) > limit:
+        raise RequestError(413, f"The body decodes to over {limit} bytes.")
+    if not decoder.eof:
+        raise RequestError(400, f"The {encoding} body is cut short.")
+    return decoded
+
+
+async def parse_body(request: Request, model: type[BaseModel], settings: ServerSettings):
+    raw = await read_body(request, settings)
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RequestError(400, f"The body is not valid JSON: {error}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or None
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = f"Unknown field `{where}`."
+        raise RequestError(
+            422, f"{message}" + (f" (at `{where}`)" if where else ""), where
+        ) from None
+
+
+def loaded(registry: ModelRegistry) -> ModelRegistry:
+    if registry.error is not None:
+        raise RequestError(503, f"The models failed to load: {registry.error}")
+    if not registry.ready.is_set():
+        raise RequestError(503, "The models are still loading.", headers={"Retry-After": "1"})
+    return registry
+
+
+def find_model(registry: ModelRegistry, name: str, what: str | None = None, families=()):
+    entries = loaded(registry).entries
+    if name not in entries:
+        raise RequestError(
+            404, f"No model {name!r}; this server has {', '.join(entries)}.", "model"
+        )
+    entry = entries[name]
+    if families and entry.family not in families:
+        raise RequestError(
+            400,
+            f"Model {name!r} is {entry.family}; `{what}` needs {' or '.join(families)}.",
+            "model",
+        )
+    return entry
+
+
+def queue_on(enqueue, *args):
+    """`enqueue(*args)` on a model's worker, its refusals as the server's answers: a full
+    queue 429 (retry in a second), a request past `MAX_REQUEST` 400, shutting down 503."""
+    try:
+        return enqueue(*args)
+    except QueueFull as error:
+        raise RequestError(429, str(error), headers={"Retry-After": "1"}) from None
+    except TooLarge as error:
+        raise RequestError(400, str(error)) from None
+    except Closed as error:
+        raise RequestError(503, str(error)) from None
+
+
+def submit(generation: Generation) -> None:
+    queue_on(generation.submit)
+
+
+async def wait_for(request: Request, generation: Generation, choices: list[Choice]) -> None:
+    """Until every row has ended; a client that has gone cancels its rows."""
+    while generation.open:
+        if await generation.next(choices, POLL) is None and await request.is_disconnected():
+            generation.cancel()
+            return
+
+
+def raise_failure(choices: list[Choice]) -> None:
+    for choice in choices:
+        if isinstance(choice.error, TimeoutError):
+            raise RequestError(504, "The request took longer than the server's timeout.")
+        if choice.error is not None:
+            raise RequestError(500, f"Generation failed: {choice.error}")
+
+
+async def encoder_run(request, entry, kind: str, texts: list[str], settings) -> list | np.ndarray:
+    future = queue_on(entry.worker.submit, kind, texts)
+    waiting = asyncio.wrap_future(future)
+    deadline = time.monotonic() + settings.request_timeout
+    while True:
+        done, _ = await asyncio.wait({waiting}, timeout=POLL)
+        if done:
+            return waiting.result()
+        if await request.is_disconnected():
+            future.cancel()
+            raise RequestError(499, "The client went away.")
+        if time.monotonic() > deadline:
+            future.cancel()
+            raise RequestError(504, "The request took longer than the server's timeout.")

@@ -1,0 +1,204 @@
+"""The Open Inference Protocol v2 (KServe, Triton; `tritonclient.http`): server and model
+metadata, health, and `infer` with JSON or binary tensors; each model's routes also under
+`/versions/1/`."""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from transformer_zoo import __version__
+from transformer_zoo.serving.http import inference_protocol as oip
+from transformer_zoo.serving.http.completions import (
+    Choice,
+    Generation,
+    RequestError,
+    check_max_tokens,
+    prompt_rows,
+    strategy,
+)
+from transformer_zoo.serving.http.handling import (
+    encoder_run,
+    find_model,
+    raise_failure,
+    read_body,
+    submit,
+    wait_for,
+)
+from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
+
+VERSION = "1"  # a v2 model's one version
+
+
+def add_inference_routes(app: FastAPI, registry: ModelRegistry, settings: ServerSettings) -> None:
+    """Adds the `/v2` routes over `registry`'s models."""
+
+    @app.get("/v2")
+    async def server_metadata():
+        return {
+            "name": "transformer-zoo",
+            "version": __version__,
+            "extensions": ["binary_tensor_data"],
+        }
+
+    @app.get("/v2/health/live")
+    async def live():
+        return {"live": True}
+
+    @app.get("/v2/health/ready")
+    async def ready():
+        is_ready = registry.ready.is_set()
+        return JSONResponse({"ready": is_ready}, 200 if is_ready else 503)
+
+    @app.get("/v2/models/{name}")
+    @app.get("/v2/models/{name}/versions/{version}")
+    async def model_metadata(name: str, request: Request):
+        entry = _v2_model(registry, name, request)
+        return {
+            "name": name,
+            "versions": [VERSION],
+            "platform": "onnxruntime_onnx",
+            "inputs": [{"name": "text", "datatype": "BYTES", "shape": [-1]}],
+            "outputs": [
+                {"name": output, "datatype": datatype, "shape": shape}
+                for output, (datatype, shape) in _v2_outputs(entry).items()
+            ],
+        }
+
+    @app.get("/v2/models/{name}/ready")
+    @app.get("/v2/models/{name}/versions/{version}/ready")
+    async def model_ready(name: str, request: Request):
+        _v2_model(registry, name, request)
+        return {"name": name, "ready": True}
+
+    @app.post("/v2/models/{name}/infer")
+    @app.post("/v2/models/{name}/versions/{version}/infer")
+    async def infer(name: str, request: Request):
+        raw = await read_body(request, settings)
+        try:
+            parsed, tensors = oip.parse_request(raw, request.headers.get(oip.HEADER))
+            entry = _v2_model(registry, name, request)
+            names, binary = oip.binary_outputs(parsed, list(_v2_outputs(entry)))
+        except oip.ProtocolError as error:
+            raise RequestError(400, str(error)) from None
+        if set(tensors) != {"text"}:
+            raise RequestError(
+                400, f"The model takes one BYTES input, `text`; got {sorted(tensors)}."
+            )
+        texts = tensors["text"]
+        if not isinstance(texts, list):
+            raise RequestError(400, "The input `text` must be BYTES (strings).")
+        if not texts or (entry.family == "encoder-only" and any(not t.strip() for t in texts)):
+            raise RequestError(400, "The input `text` is empty.")
+        parameters = parsed.get("parameters") or {}
+        outputs = await _v2_run(request, entry, texts, names, parameters, settings)
+        body, header_length = oip.encode_response(
+            {
+                "model_name": name,
+                "model_version": VERSION,
+                **({"id": parsed["id"]} if "id" in parsed else {}),
+            },
+            {k: outputs[k] for k in names},
+            binary,
+        )
+        headers = {} if header_length is None else {oip.HEADER: str(header_length)}
+        media = "application/json" if header_length is None else "application/octet-stream"
+        return Response(body, media_type=media, headers=headers)
+
+
+def _v2_model(registry: ModelRegistry, name: str, request: Request):
+    """`_model` for a v2 route, whose path may name the version: each model has one."""
+    entry = find_model(registry, name)
+    version = request.path_params.get("version", VERSION)
+    if version != VERSION:
+        raise RequestError(404, f"Model {name!r} has no version {version!r}; it has {VERSION!r}.")
+    return entry
+
+
+def _v2_outputs(entry) -> dict[str, tuple[str, list[int]]]:
+    """The v2 outputs of a model: name -> (datatype, shape)."""
+    if entry.family != "encoder-only":
+        return {"text": ("BYTES", [-1]), "finish_reason": ("BYTES", [-1])}
+    outputs = {"embedding": ("FP32", [-1, entry.served.dims.hidden_dim])}
+    if entry.task == "classification":
+        classes = len(entry.served.config.label_names)
+        outputs = {"label": ("BYTES", [-1]), "probabilities": ("FP32", [-1, classes]), **outputs}
+    return outputs
+
+
+# The request parameters of the protocol and of tritonclient (`infer(sequence_id=...,
+# priority=..., timeout=...)`): accepted by every model and ignored, since they order or
+# route requests of stateful or prioritised models and these models are neither.
+V2_STANDARD = (
+    "sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers",
+    "binary_data_output",
+)  # fmt: skip
+V2_GENERATION = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "seed": int}
+
+
+def _v2_parameters(entry, parameters) -> dict:
+    """The generation parameters of a v2 request, checked: the standard ones are
+    accepted everywhere, the generation ones by generative models, any other is refused
+    (400), as is a value of the wrong type (an integer one takes integers only)."""
+    if not isinstance(parameters, dict):
+        raise RequestError(400, "`parameters` must be an object.")
+    known = V2_GENERATION if entry.family != "encoder-only" else {}
+    unknown = sorted(set(parameters) - set(known) - set(V2_STANDARD))
+    if unknown:
+        takes = ", ".join(known) or "none but the protocol's own"
+        raise RequestError(
+            400, f"Unknown parameter {unknown[0]!r}; model {entry.name!r} takes {takes}."
+        )
+    chosen = {key: parameters[key] for key in known if parameters.get(key) is not None}
+    for key, value in chosen.items():
+        kinds = (int,) if known[key] is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            kind = "an integer" if known[key] is int else "a number"
+            raise RequestError(400, f"{key} must be {kind}. Received: {value!r}")
+    return chosen
+
+
+async def _v2_run(request, entry, texts, names, parameters, settings) -> dict:
+    served = entry.served
+    parameters = _v2_parameters(entry, parameters)
+    if entry.family == "encoder-only":
+        outputs = {}
+        if "embedding" in names:
+            vectors, _ = await encoder_run(request, entry, "embed", texts, settings)
+            outputs["embedding"] = np.asarray(vectors, np.float32)
+        if {"label", "probabilities"} & set(names):
+            results = await encoder_run(request, entry, "classify", texts, settings)
+            labels = served.config.label_names
+            outputs["label"] = [r["label"] for r in results]
+            outputs["probabilities"] = np.asarray(
+                [[r["probabilities"][label] for label in labels] for r in results], np.float32
+            )
+        return outputs
+    default = 16 if served.family == "decoder-only" else served.default_new_tokens()
+    max_tokens = parameters.get("max_tokens", default)
+    if max_tokens < 1:
+        raise RequestError(400, f"max_tokens must be a positive integer. Received: {max_tokens!r}")
+    rows = prompt_rows(served, texts, "text")
+    if served.family == "encoder-decoder":
+        max_tokens = min(max_tokens, served.room(1))
+    check_max_tokens(served, rows, max_tokens, settings.max_tokens)
+    temperature = parameters.get("temperature", 0.0)  # v2 decodes greedily by default
+
+    def make_strategy(j):
+        get = parameters.get
+        return strategy(temperature, get("top_p"), get("top_k"), get("seed"))
+
+    make_strategy(0)
+    generation = Generation(
+        entry.worker, [row.ids for row in rows], max_tokens, make_strategy, 1, [], None,
+        settings.request_timeout,
+    )  # fmt: skip
+    choices = [Choice(served, [], row.ids) for row in rows]
+    submit(generation)
+    await wait_for(request, generation, choices)
+    raise_failure(choices)
+    return {
+        "text": [c.text for c in choices],
+        "finish_reason": [c.finish_reason or "stop" for c in choices],
+    }

@@ -1,0 +1,214 @@
+"""OpenAI's `/v1` API: `GET /v1/models`, `POST /v1/completions` (streamed as server-sent
+events, or whole) and `POST /v1/embeddings`."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+import uuid
+
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+from transformer_zoo.serving.http.completions import (
+    Choice,
+    Generation,
+    RequestError,
+    check_max_tokens,
+    prompt_rows,
+    strategy,
+)
+from transformer_zoo.serving.http.handling import (
+    POLL,
+    dumps,
+    encoder_run,
+    find_model,
+    json_response,
+    loaded,
+    parse_body,
+    raise_failure,
+    submit,
+    wait_for,
+)
+from transformer_zoo.serving.http.metrics import Metrics
+from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
+from transformer_zoo.serving.http.openai_protocol import (
+    CompletionRequest,
+    EmbeddingRequest,
+    error_body,
+)
+
+log = logging.getLogger(__name__)
+
+
+def add_openai_routes(
+    app: FastAPI, registry: ModelRegistry, settings: ServerSettings, metrics: Metrics
+) -> None:
+    """Adds the `/v1` routes over `registry`'s models."""
+
+    @app.get("/v1/models")
+    async def list_models():
+        created = int(time.time())
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": created, "owned_by": "transformer-zoo"}
+                for name in loaded(registry).entries
+            ],
+        }
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await parse_body(request, CompletionRequest, settings)
+        entry = find_model(registry, body.model, "generate", ("decoder-only", "encoder-decoder"))
+        served = entry.served
+        rows = prompt_rows(served, body.prompt)
+        max_tokens = 16 if body.max_tokens is None else body.max_tokens
+        check_max_tokens(served, rows, max_tokens, settings.max_tokens)
+        if body.echo and served.family != "decoder-only":
+            raise RequestError(400, "`echo` needs a decoder-only model.", "echo")
+        strategy(body.temperature, body.top_p, body.top_k, body.seed)  # checked now
+
+        def make_strategy(j):
+            seed = None if body.seed is None else body.seed + j
+            return strategy(body.temperature, body.top_p, body.top_k, seed)
+
+        generation = Generation(
+            entry.worker, [row.ids for row in rows], max_tokens, make_strategy, body.n,
+            body.stop, body.logprobs, settings.request_timeout,
+            prompt_logprobs=body.echo and body.logprobs is not None,
+        )  # fmt: skip
+        choices = [
+            Choice(served, body.stop, row.ids, row.echo_from if body.echo else None)
+            for row in rows
+            for _ in range(body.n)
+        ]
+        submit(generation)
+        usage_prompt = sum(len(row.ids) for row in rows)
+        meta = {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.model,
+        }
+        ttft = metrics.time_to_first_token.labels(body.model)
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            stream = _stream(request, generation, choices, meta, body, usage_prompt, include_usage)
+            return StreamingResponse(stream(ttft), media_type="text/event-stream")
+        await wait_for(request, generation, choices)
+        if generation.first_token_at is not None:
+            ttft.observe(generation.first_token_at - generation.arrived)
+        raise_failure(choices)
+        completion_tokens = sum(len(c.tokens) for c in choices)
+        return json_response(
+            {
+                **meta,
+                "choices": [
+                    {
+                        "index": i,
+                        "text": c.prefix + c.text,
+                        "logprobs": c.logprobs(body.logprobs),
+                        "finish_reason": c.finish_reason,
+                    }
+                    for i, c in enumerate(choices)
+                ],
+                "usage": _usage(usage_prompt, completion_tokens),
+            }
+        )
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        body = await parse_body(request, EmbeddingRequest, settings)
+        entry = find_model(registry, body.model, "embed", ("encoder-only",))
+        texts = [body.input] if isinstance(body.input, str) else body.input
+        if not texts or any(not text.strip() for text in texts):
+            raise RequestError(400, "The input is empty.", "input")
+        vectors, counts = await encoder_run(request, entry, "embed", texts, settings)
+        data = []
+        for i, vector in enumerate(vectors):
+            if body.encoding_format == "base64":
+                embedding = base64.b64encode(vector.astype("<f4").tobytes()).decode()
+            else:
+                embedding = vector  # float32 numbers, written by orjson (`_json`)
+            data.append({"object": "embedding", "index": i, "embedding": embedding})
+        tokens = sum(counts)
+        return json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _stream(request, generation: Generation, choices, meta, body, usage_prompt, include_usage):
+    """Server-sent events: a chunk per released piece of text, a last chunk per choice
+    with its finish_reason, the usage chunk if asked, then `[DONE]`."""
+
+    def event(data) -> str:
+        return f"data: {dumps(data).decode()}\n\n"
+
+    def chunk(index, text, logprobs=None, finish=None) -> str:
+        choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
+        return event({**meta, "choices": [choice], **({"usage": None} if include_usage else {})})
+
+    async def events(ttft):
+        logged = [0] * len(choices)  # tokens whose logprobs were sent, per choice
+        started = [False] * len(choices)  # its first chunk (the echoed prompt) was sent
+        try:
+            while generation.open:
+                got = await generation.next(choices, POLL)
+                if got is None:
+                    if await request.is_disconnected():
+                        return
+                    continue
+                index, _ = got
+                if generation.first_token_at is not None and ttft is not None:
+                    ttft.observe(generation.first_token_at - generation.arrived)
+                    ttft = None
+                choice = choices[index]
+                if choice.error is not None:
+                    kind = 504 if isinstance(choice.error, TimeoutError) else 500
+                    message = "The request timed out." if kind == 504 else str(choice.error)
+                    generation.cancel()
+                    yield event(error_body(kind, message))
+                    yield "data: [DONE]\n\n"
+                    return
+                first = not started[index]
+                text = (choice.prefix if first else "") + choice.delta()
+                logprobs = choice.logprobs(body.logprobs, logged[index], with_prompt=first)
+                if text or (logprobs and logprobs["tokens"]):
+                    started[index] = True
+                    logged[index] = len(choice.tokens)
+                    yield chunk(index, text, logprobs)
+                if choice.finish_reason is not None and not choice.closed:
+                    choice.closed = True
+                    reason = (
+                        choice.finish_reason
+                        if choice.finish_reason in ("stop", "length")
+                        else "stop"
+                    )
+                    yield chunk(index, "", None, reason)
+            if include_usage:
+                tokens = sum(len(c.tokens) for c in choices)
+                yield event({**meta, "choices": [], "usage": _usage(usage_prompt, tokens)})
+            yield "data: [DONE]\n\n"
+        except Exception as error:  # past the status line: the stream tells the client
+            log.exception("streaming failed")
+            yield event(error_body(500, f"Internal error: {error}"))
+            yield "data: [DONE]\n\n"
+        finally:
+            generation.cancel()  # a client that went away frees its rows at the next step
+
+    return events
