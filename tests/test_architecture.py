@@ -23,6 +23,7 @@ TENSORFLOW_FREE_MODULES = (
     "generation/runners.py",
     "train/config.py",
     "data/examples.py",
+    "data/task.py",
     "data/tasks.py",
     "data/user_files.py",
 )

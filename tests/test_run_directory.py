@@ -55,3 +55,24 @@ def test_missing_directory_or_config_raises_run_error(tmp_path):
 
 def test_run_error_is_a_value_error():
     assert issubclass(RunError, ValueError)
+
+
+def test_a_run_that_stored_relative_paths_resumes_from_the_same_directory(tmp_path, monkeypatch):
+    """Runs written before paths were stored absolute resume when rerun from where they
+    started, and are still told apart from a run on another file."""
+    from transformer_zoo.run_directory import RESUME, inspect_run_directory
+
+    monkeypatch.chdir(tmp_path)
+    old = {"data": "corpus.txt", "test": None, "seed": 0}
+    cfg = RunConfig(
+        family="decoder-only",
+        preset="tiny",
+        task="language-model",
+        data="corpus.txt",
+        extra={"train": old, "status": "training"},
+    )
+    save_run_config(tmp_path / "run", cfg)
+    now = {**old, "data": str(tmp_path / "corpus.txt")}
+    assert inspect_run_directory(str(tmp_path / "run"), now) == RESUME
+    with pytest.raises(RunError, match="holds a different run"):
+        inspect_run_directory(str(tmp_path / "run"), {**now, "data": str(tmp_path / "other.txt")})

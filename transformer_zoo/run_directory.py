@@ -309,6 +309,17 @@ def check_run_files(directory: str | os.PathLike, cfg: RunConfig, *names: str) -
         raise RunError(f"{os.fspath(directory)!r} lacks {', '.join(missing)}.")
 
 
+PATH_SETTINGS = ("data", "valid", "test", "init")  # stored absolute since 2026-12-03
+
+
+def _absolute(key: str, value):
+    """A file setting of a run written before paths were stored absolute, read as the
+    rerun (from the same directory) would: relative to the working directory."""
+    if key in PATH_SETTINGS and isinstance(value, str) and not value.startswith("builtin:"):
+        return os.path.abspath(value)
+    return value
+
+
 def inspect_run_directory(out: str, identity: dict) -> str:
     """`"fresh"`, `"resume"` (the same run, unfinished) or `"finished"` (the same run, done).
 
@@ -332,6 +343,7 @@ def inspect_run_directory(out: str, identity: dict) -> str:
             f"--out {out!r} holds a model that `transformer-zoo train` did not write; "
             "choose another --out"
         )
+    previous = {k: _absolute(k, v) for k, v in previous.items()}
     changed = sorted(k for k in set(identity) | set(previous) if identity.get(k) != previous.get(k))
     if changed:
         details = ", ".join(

@@ -1,5 +1,7 @@
 """What a new user hit on their own files (issue 16), each held at the command line."""
 
+import io
+import json
 import os
 import shutil
 import stat
@@ -277,3 +279,164 @@ def test_export_shows_each_stage_once(trained_runs, tmp_path):
     assert result.stderr.count("writing the fused graphs") == 1, result.stderr
     for graph in ("encoder_model.onnx", "decoder_model.onnx"):
         assert result.stderr.count(f"{graph}: ") == 1, result.stderr  # nodes, size, difference
+
+
+# Issue 18: the user-data path, held at the command line. A bad file ends in one line
+# naming it, exit code 2, and nothing written.
+
+
+def _train_error(capsys, tmp_path, family, *flags) -> str:
+    out = tmp_path / "run"
+    line = cli_error(capsys, ["train", "--family", family, *flags, "--out", out])
+    assert not out.exists()
+    return line
+
+
+@pytest.mark.parametrize(
+    "texts, flags, message",
+    [
+        ({"a.txt": 150}, [], "a.txt: the training text (its first 90%) holds 135 tokens"),
+        ({"a.txt": 1000}, [], "a.txt: the validation text (its last 10%) holds 100 tokens"),
+        ({"a.txt": 3000, "v.txt": 100}, ["--valid"], "v.txt: the validation text holds 100"),
+        ({"a.txt": 3000, "t.txt": 100}, ["--test"], "t.txt: the test text holds 100 tokens"),
+    ],
+)
+def test_a_text_shorter_than_one_window_is_refused_before_anything_is_written(
+    tmp_path, capsys, texts, flags, message
+):
+    """It crashed with a traceback in the pipeline, or after the whole run in its test
+    evaluation, and left a run directory that the next run resumed."""
+    paths = []
+    for name, length in texts.items():
+        (tmp_path / name).write_text("ab cd" * (length // 5), encoding="utf-8")
+        paths.append(tmp_path / name)
+    argv = ["--data", paths[0], *flags, *paths[1:], "--tokenizer", "char"]
+    line = _train_error(capsys, tmp_path, "decoder-only", *argv)
+    assert message in line and "fewer than one window of 256, the model's context" in line
+
+
+def test_a_stream_run_evaluates_from_another_directory_and_names_a_short_test_file(
+    tmp_path, capsys, monkeypatch
+):
+    """Relative --data paths were stored as given: `evaluate RUN` failed elsewhere."""
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    (tmp_path / "work" / "corpus.txt").write_text("the cat sat on the mat. " * 40, "utf-8")
+    small = ["num_layers=1", "num_heads=2", "hidden_dim=16", "intermediate_dim=32"]
+    code = main([
+        "train", "--family", "decoder-only", "--data", "corpus.txt", "--tokenizer", "char",
+        "--set", *small, "max_length=16", "--steps", "2", "--batch-size", "4",
+        "--precision", "float32", "--out", "run", "--verbose", "0",
+    ])  # fmt: skip
+    assert code == 0
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["evaluate", "work/run"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["examples"] == 6  # windows
+    (tmp_path / "short.txt").write_text("the cat", encoding="utf-8")
+    line = cli_error(capsys, ["evaluate", "work/run", "--test", "short.txt"])
+    assert line.endswith(
+        "error: short.txt: the test text holds 7 tokens, fewer than one window of 16, the "
+        "model's context (a longer text, or a model trained with a shorter context, --set "
+        "max_length=N, is needed)"
+    )
+
+
+def test_a_tokenizer_that_cannot_be_trained_is_one_line(tmp_path, capsys, monkeypatch):
+    import sentencepiece
+
+    def fail(**kwargs):
+        raise RuntimeError("Internal: src/trainer_interface.cc(661) [!sentences_.empty()]")
+
+    monkeypatch.setattr(sentencepiece.SentencePieceTrainer, "train", fail)
+    (tmp_path / "a.txt").write_text("some text\n" * 100, encoding="utf-8")
+    line = _train_error(capsys, tmp_path, "decoder-only", "--data", tmp_path / "a.txt")
+    assert "SentencePiece cannot train a tokenizer on this text: Internal:" in line
+
+
+ROWS = [f"{'pos' if i % 3 else 'neg'}\ttext number {i}" for i in range(40)]
+
+
+@pytest.mark.parametrize(
+    "files, flags, message",
+    [
+        ({"a.tsv": ["label\ttext", *ROWS]}, [], "a.tsv:1: this looks like a header line"),
+        (
+            {"a.tsv": ["sentence\tlabel"] + [f"sentence {i}\t{i % 2}" for i in range(150)]},
+            [],
+            "that is text, not class labels. A TSV with a header line names the columns to "
+            "read with --columns sentence,label",
+        ),
+        ({"a.tsv": [f"pos\ttext {i}" for i in range(20)]}, [], "a classifier needs 2 labels"),
+        (
+            {"a.tsv": ROWS, "t.tsv": ["pos\tfine", "1\tgood"]},
+            ["--test"],
+            "t.tsv:2: label '1' does not occur in the training data (labels: 'neg', 'pos')",
+        ),
+        (
+            {"a.tsv": ROWS, "v.tsv": ["CAT\tK AE T", "DOG\tD AO G"]},
+            ["--valid"],
+            "v.tsv:1: label 'CAT' does not occur in the training data",
+        ),
+        (
+            {"a.tsv": ["sentence\tlabel"]},
+            ["--columns", "sentence,label"],
+            "a.tsv: the file holds a header line and no rows",
+        ),
+    ],
+)
+def test_a_bad_classification_file_is_named_before_anything_is_written(
+    tmp_path, capsys, files, flags, message
+):
+    """A header trained as an example, labels only a test file held became classes (0%
+    test accuracy), one label trained a one-class model, a --valid file of another format
+    was blamed on the --data file."""
+    paths = []
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        paths.append(tmp_path / name)
+    flags = [*flags[:1], *paths[1:], *flags[1:]]
+    line = _train_error(capsys, tmp_path, "encoder-only", "--data", paths[0], *flags)
+    assert message in line
+
+
+def test_inference_inputs_drop_a_byte_order_mark(family_artifacts, tmp_path, capsys):
+    """Training dropped it; generate kept it as the first input's first character."""
+    art = family_artifacts("decoder-only")
+    outputs = []
+    for name, data in (("bom.txt", b"\xef\xbb\xbfMarch 5\n"), ("plain.txt", b"March 5\n")):
+        (tmp_path / name).write_bytes(data)
+        code, out, _ = _run(
+            capsys, "generate", "--model", art.export_dir, "--input", tmp_path / name,
+            "--max-new-tokens", 4, "--format", "jsonl",
+        )  # fmt: skip
+        assert code == 0
+        outputs.append(json.loads(out))
+    assert outputs[0] == outputs[1] and outputs[0]["input"] == "March 5"
+
+
+@pytest.mark.parametrize("command", ["generate", "classify"])
+def test_an_undecodable_input_line_is_named_by_file_and_line(
+    family_artifacts, tmp_path, capsys, monkeypatch, command
+):
+    """It said `'utf-8' codec can't decode byte 0xe9 in position 8`, an offset in the file."""
+    art = family_artifacts("decoder-only" if command == "generate" else "encoder-only")
+    (tmp_path / "in.txt").write_bytes(b"fine\ncaf\xe9\n")
+    path = tmp_path / "in.txt"
+    line = cli_error(capsys, [command, "--model", art.export_dir, "--input", path])
+    assert line.endswith(f"error: {path}:2: the line is not valid UTF-8")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"fine\ncaf\xe9\n")))
+    line = cli_error(capsys, [command, "--model", art.export_dir])
+    assert line.endswith("error: <stdin>:2: the line is not valid UTF-8")
+    (tmp_path / "empty.txt").write_bytes(b"")
+    line = cli_error(
+        capsys, [command, "--model", art.export_dir, "--input", tmp_path / "empty.txt"]
+    )
+    assert line.endswith(f"error: {tmp_path / 'empty.txt'}: the input holds no line")
+
+
+def test_a_pair_without_a_tab_is_named_by_its_line(family_artifacts, tmp_path, capsys):
+    art = family_artifacts("encoder-only")
+    (tmp_path / "pairs.txt").write_text("a\tb\nno tab here\n", encoding="utf-8")
+    argv = ["classify", "--pairs", "--model", art.export_dir, "--input", tmp_path / "pairs.txt"]
+    assert "error: line 2: --pairs needs 'text<TAB>second text'" in cli_error(capsys, argv)

@@ -116,3 +116,69 @@ def test_too_small_files_unknown_builtins_and_families_are_rejected(tmp_path):
         load_task("builtin:nope", "decoder-only")
     with pytest.raises(ValueError, match="family"):
         load_task("builtin:dates-zh", "encoder-decoder-only")
+
+
+def test_a_header_without_rows_is_named_so(tmp_path):
+    path = _write(tmp_path, "sentence\tlabel\n\n", "header.tsv")
+    with pytest.raises(DataError) as error:
+        read_classification_tsv(path, columns=["sentence", "label"])
+    assert str(error.value) == f"{path}: the file holds a header line and no rows"
+
+
+@pytest.mark.parametrize(
+    "family, columns",
+    [
+        ("encoder-decoder", ["source"]),
+        ("encoder-decoder", ["source", "target", "extra"]),
+        ("encoder-only", ["a", "b", "c", "label"]),
+        ("encoder-only", ["label", "label"]),
+        ("decoder-only", ["text", "label"]),
+    ],
+)
+def test_columns_that_do_not_suit_the_family_are_refused(tmp_path, family, columns):
+    path = _write(tmp_path, "a\tb\tc\tlabel\n1\t2\t3\tpos\n", "data.tsv")
+    with pytest.raises(ValueError, match="`columns`") as error:
+        load_task(str(path), family, columns=columns)
+    assert not isinstance(error.value, DataError)  # the arguments, not the file
+
+
+def test_a_stream_split_shorter_than_a_window_names_its_file_and_part(tmp_path):
+    path = _write(tmp_path, "word " * 300, "text.txt")
+    task = load_task(str(path), "decoder-only", stream=True)
+    tokenizer, _ = task.fit_tokenizers(kind="char")
+    task.check_windows(tokenizer, 100)  # 1,350 and 150 characters
+    with pytest.raises(DataError) as error:
+        task.check_windows(tokenizer, 200)
+    assert str(error.value).startswith(
+        f"{path}: the validation text (its last 10%) holds 150 tokens, fewer than one window "
+        "of 200, the model's context"
+    )
+    short = _write(tmp_path, "word " * 10, "short.txt")
+    task = load_task(str(path), "decoder-only", test=str(short), stream=True)
+    with pytest.raises(DataError, match=r"short.txt: the test text holds 50 tokens"):
+        task.check_windows(tokenizer, 100)
+    with pytest.raises(DataError, match=r"text.txt: the training text \(its first 90%\)"):
+        task.check_windows(tokenizer, 2000)
+
+
+def test_a_run_scores_a_test_file_without_its_training_data(tmp_path):
+    """`evaluate RUN --test FILE` read the training file too, and failed where it was gone."""
+    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.run_directory import RunConfig
+
+    test = _write(tmp_path, "pos\tgood\nneg\tbad\n", "test.tsv")
+    config = RunConfig(
+        family="encoder-only",
+        preset="tiny",
+        task="classification",
+        label_names=["neg", "pos"],
+        data=str(tmp_path / "gone.tsv"),
+        extra={"train": {"columns": None}},
+    )
+    task = run_task(config, str(test))
+    assert task.test == read_classification_tsv(test) and task.label_names == ("neg", "pos")
+    other = _write(tmp_path, "pos\tgood\nmaybe\tso-so\n", "other.tsv")
+    with pytest.raises(DataError, match=r"other.tsv:2: label 'maybe' does not occur"):
+        run_task(config, str(other))
+    with pytest.raises(DataError, match="gone.tsv: cannot read the file"):
+        run_task(config)

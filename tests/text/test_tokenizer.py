@@ -194,3 +194,28 @@ def test_every_han_character_is_a_piece_of_its_own(dates, shared_tokenizer):
     assert "".join(encoded).lstrip("▁") == target and all(len(p.lstrip("▁")) <= 1 for p in encoded)
     merged = train_tokenizer([p.target for p in dates.pairs("train")] * 3, 300, split_han=False)
     assert any(len(HAN.findall(merged.id_to_piece(i))) > 1 for i in range(merged.vocabulary_size))
+
+
+@pytest.mark.parametrize("keep_whitespace", [False, True])
+def test_characters_found_only_in_very_long_lines_are_learnt(keep_whitespace):
+    """SentencePiece skipped sentences over 4,192 bytes: their characters became <unk>, and
+    a text of long lines only failed to train at all."""
+    long_line = " ".join(["naïve épée"] * 1000)  # 11,000 characters
+    for texts in ([long_line] * 3, ["a short line"] * 20 + [long_line]):
+        tokenizer = train_tokenizer(texts, 40, keep_whitespace=keep_whitespace)
+        ids = tokenizer.encode("naïve épée")
+        assert tokenizer.unk_id not in ids
+        assert tokenizer.decode(ids) == "naïve épée"
+
+
+def test_a_sentencepiece_failure_is_a_one_line_value_error(monkeypatch):
+    def fail(**kwargs):
+        raise RuntimeError("Internal: src/trainer_interface.cc(661) [!sentences_.empty()]\nmore")
+
+    monkeypatch.setattr(spm.SentencePieceTrainer, "train", fail)
+    with pytest.raises(ValueError) as error:
+        train_tokenizer(["some text"], 40)
+    assert str(error.value) == (
+        "SentencePiece cannot train a tokenizer on this text: Internal: "
+        "src/trainer_interface.cc(661) [!sentences_.empty()]"
+    )

@@ -19,6 +19,7 @@ from transformer_zoo.cli.parsing import (
     positive_int,
     search_from_arguments,
 )
+from transformer_zoo.data.user_files import DataError, decode_line
 from transformer_zoo.errors import InputError, first_line
 from transformer_zoo.files import atomic_path
 from transformer_zoo.generation import ENGINES, GENERATION_BATCH_SIZE
@@ -78,28 +79,43 @@ def _search_arguments(parser, name: str) -> None:
 
 
 def _read_inputs(args) -> list[str]:
+    """The inputs: the arguments, or the lines of `--input` or stdin, decoded as the
+    training files are (`data.user_files.decode_line`: UTF-8, a byte-order mark dropped,
+    an undecodable line named `FILE:LINE:`)."""
     if args.texts and args.input:
         raise UsageError("give inputs as arguments or with --input, not both")
     if args.texts:
         return list(args.texts)
+    from_file = args.input is not None and args.input != "-"
+    name = args.input if from_file else "<stdin>"
     try:
-        if args.input and args.input != "-":
-            with open(args.input, encoding="utf-8", newline="") as file:
-                text = file.read()
+        if from_file:
+            with open(args.input, "rb") as file:
+                data = file.read()
         else:
             if args.input is None and sys.stdin.isatty():
                 raise UsageError("no input: give texts, --input FILE, or pipe them to stdin")
             stream = getattr(sys.stdin, "buffer", None)  # bytes: no newline translation
-            text = stream.read().decode("utf-8") if stream is not None else sys.stdin.read()
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"cannot read the input: {first_line(error)}") from None
-    # One input per "\n" (a CRLF file's "\r" goes with it). Not str.splitlines, which also
-    # splits at \r, \x1c-\x1e, \x85 and U+2028/9; leading and trailing spaces are kept.
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    if text.endswith("\n") or not text:
-        lines.pop()
+            data = stream.read() if stream is not None else sys.stdin.read().encode("utf-8")
+    except OSError as error:
+        raise UsageError(
+            f"{name}: cannot read the input ({error.strerror or first_line(error)})"
+        ) from None
+    # One input per "\n" (a CRLF file's "\r" goes with it). Not splitlines, which also
+    # splits at \r (and str's at \x1c-\x1e, \x85 and U+2028/9); leading and trailing
+    # spaces are kept.
+    raw_lines = data.split(b"\n")
+    if data.endswith(b"\n") or not data:
+        raw_lines.pop()
+    try:
+        lines = [
+            decode_line(raw, name, number).removesuffix("\r")
+            for number, raw in enumerate(raw_lines, 1)
+        ]
+    except DataError as error:
+        raise UsageError.from_error(error) from None
     if not lines:
-        raise UsageError("the input holds no line")
+        raise UsageError(f"{name}: the input holds no line")
     return lines
 
 
@@ -137,7 +153,7 @@ def _serve(args, call, skip_blank: bool = False, blank=None):
     except InputError as error:
         if error.index is None:
             raise UsageError.from_error(error) from None
-        where = "line" if args.input else "input"
+        where = "input" if args.texts else "line"
         raise UsageError(f"{where} {rows[error.index] + 1}: {first_line(error)}") from None
     except ValueError as error:
         raise UsageError.from_error(error) from None
@@ -211,8 +227,9 @@ def _classify(args) -> int:
         if not args.pairs:
             return model.classify(lines, batch_size=args.batch_size)
         split = [line.split("\t", 1) for line in lines]
-        if any(len(parts) != 2 for parts in split):
-            raise UsageError("--pairs needs 'text<TAB>second text' on every line")
+        for index, parts in enumerate(split):
+            if len(parts) != 2:
+                raise InputError("--pairs needs 'text<TAB>second text' on every line", index)
         first, second = zip(*split, strict=True)
         return model.classify(list(first), list(second), batch_size=args.batch_size)
 

@@ -49,7 +49,12 @@ class ClassificationExample:
 @dataclass(frozen=True)
 class TextStream:
     """A whole text for `DecoderOnly`, read as one token stream cut into windows of the
-    model's context (`data.pipelines.stream_dataset`) rather than line by line."""
+    model's context (`data.pipelines.stream_dataset`) rather than line by line.
+
+    `path` names the file it was read from and `part` which part of it (`"its first
+    90%"`; empty for all of it), for messages."""
 
     text: str
     category: str = ""
+    path: str = ""
+    part: str = ""

@@ -1,31 +1,29 @@
-"""A task: the train/valid/test examples of one family, from `builtin:NAME` or a file.
+"""A task (`data.task.Task`): the train/valid/test examples of one family, from
+`builtin:NAME` or a file.
 
 `load_task("builtin:dates-zh", "encoder-decoder")` gives translation pairs,
 `"decoder-only"` prompt/completion text and `"encoder-only"` pair classification;
 a file path is read by the family's reader (`user_files`) and split 90/5/5, keeping
 examples with the same input in one split, unless `valid` and `test` files are given.
-A decoder-only file read as a token stream (`stream=True`) is one `TextStream` per
-split: its first 90% of characters train and the last 10% validate (nanoGPT's split),
-and the test split is the validation text unless a `test` file is given.
-
-Tokenizers per family (`Task.fit_tokenizers`):
-- encoder-decoder: separate source and target vocabularies (`tokenizer.model`,
-  `target_tokenizer.model`); each side keeps a small vocabulary of its own language,
-  and the Chinese target of `dates-zh` is character-level;
-- decoder-only and encoder-only: one shared vocabulary (`tokenizer.model`), since both
-  languages flow through one embedding.
+A classification task's labels are those of its `data` file (two at least), and the
+`valid` and `test` files may hold no other. A decoder-only file read as a token stream
+(`stream=True`) is one `TextStream` per split: its first 90% of characters train and the
+last 10% validate (nanoGPT's split), and the test split is the validation text unless a
+`test` file is given.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from dataclasses import dataclass, field
 
 from transformer_zoo.data.builtin.dates_zh import LABELS, DatesZh
 from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TextStream
+from transformer_zoo.data.task import Task
 from transformer_zoo.data.user_files import (
     DataError,
+    check_columns,
+    is_column_name,
     read_classification_tsv,
     read_stream,
     read_text,
@@ -33,7 +31,6 @@ from transformer_zoo.data.user_files import (
 )
 from transformer_zoo.errors import RunError
 from transformer_zoo.run_directory import FAMILIES
-from transformer_zoo.text import Tokenizer, train_tokenizer
 
 BUILTIN = {"dates-zh": DatesZh}
 HELD_OUT_FRACTION = 0.05  # of a user file, for each of valid and test
@@ -53,69 +50,6 @@ USER_TOKENIZERS = {
     "target_vocabulary_size": 8000,
     "target_model_type": "unigram",
 }
-
-
-@dataclass(frozen=True)
-class Task:
-    """The examples of one family, split, with what training needs to know about them.
-
-    Attributes:
-        data: the data spec it came from (`builtin:dates-zh` or a path).
-        family: `"encoder-decoder"`, `"decoder-only"` or `"encoder-only"`.
-        train, valid, test: the examples (`TranslationPair`, `PromptCompletion` or
-            `ClassificationExample`).
-        label_names: classification label names; a label's id is its position.
-        tokenizer_options: default vocabulary sizes and target model type.
-        shared_targets: built-in translation tasks: per category, how many test
-            targets also occur as training targets.
-    """
-
-    data: str
-    family: str
-    train: list
-    valid: list
-    test: list
-    label_names: tuple[str, ...] = ()
-    tokenizer_options: dict = field(default_factory=dict)
-    shared_targets: dict[str, int] | None = None
-
-    @property
-    def stream(self) -> bool:
-        """Whether the examples are token streams (`TextStream`), not lines."""
-        return bool(self.train) and isinstance(self.train[0], TextStream)
-
-    def fit_tokenizers(
-        self,
-        vocabulary_size: int | None = None,
-        target_vocabulary_size: int | None = None,
-        kind: str | None = None,
-        target_kind: str | None = None,
-    ) -> tuple[Tokenizer, Tokenizer]:
-        """`(tokenizer, target_tokenizer)` trained on the training split; the same
-        object for the shared-vocabulary families. `kind` and `target_kind` are
-        `text.tokenizer.MODEL_TYPES`, "word" taking whitespace-separated symbols
-        (phones) as they are (default: unigram, and the task's target kind)."""
-        options = self.tokenizer_options
-        size = vocabulary_size or options["vocabulary_size"]
-        kind = kind or "unigram"
-        if self.family == "encoder-decoder":
-            source = train_tokenizer([e.source for e in self.train], size, model_type=kind)
-            target = train_tokenizer(
-                [e.target for e in self.train],
-                target_vocabulary_size or options["target_vocabulary_size"],
-                model_type=target_kind or options["target_model_type"],
-            )
-            return source, target
-        if self.stream:
-            lines = [line for e in self.train for line in e.text.split("\n")]
-            shared = train_tokenizer(lines, size, model_type=kind, keep_whitespace=True)
-            return shared, shared
-        if self.family == "decoder-only":
-            texts = [e.prompt for e in self.train] + [e.completion for e in self.train]
-        else:
-            texts = [e.text for e in self.train] + [e.text2 for e in self.train if e.text2]
-        shared = train_tokenizer(texts, size, model_type=kind)
-        return shared, shared
 
 
 def _check_family(family: str) -> None:
@@ -155,33 +89,74 @@ def _input_key(example) -> str | tuple:
     return example.source
 
 
-READERS = {
-    "encoder-decoder": read_translation_tsv,
-    "decoder-only": read_text,
-    "encoder-only": read_classification_tsv,
-}
+def read_split(
+    path: str,
+    family: str,
+    columns: list[str] | None = None,
+    labels: tuple[str, ...] | None = None,
+    stream: bool = False,
+) -> list:
+    """The examples of a file of one split, in the family's format: a `TextStream` of the
+    whole text with `stream`; with `labels` (a classification file of a split other than
+    the training one), rows of other labels are refused."""
+    if stream:
+        return [TextStream(read_stream(path), path=path)]
+    if family == "encoder-only":
+        return read_classification_tsv(path, columns, labels)
+    if family == "encoder-decoder":
+        return read_translation_tsv(path, columns)
+    return read_text(path)
 
 
 def _stream_task(path: str, valid=None, test=None) -> Task:
-    text = read_stream(path)
+    """nanoGPT's split of a text: its first 90% trains, the last 10% (or `valid`)
+    validates; the test text is `test`, or the validation text."""
+    (train,) = read_split(path, "decoder-only", stream=True)
     if valid is None:
-        cut = int((1 - STREAM_VALID_FRACTION) * len(text))
-        text, valid_text = text[:cut], text[cut:]
+        cut = int((1 - STREAM_VALID_FRACTION) * len(train.text))
+        last = f"its last {STREAM_VALID_FRACTION:.0%}"
+        valid_split = [TextStream(train.text[cut:], path=path, part=last)]
+        first = f"its first {1 - STREAM_VALID_FRACTION:.0%}"
+        train = TextStream(train.text[:cut], path=path, part=first)
     else:
-        valid_text = read_stream(valid)
-    test_text = read_stream(test) if test is not None else valid_text
-    splits = ([TextStream(t)] for t in (text, valid_text, test_text))
+        valid_split = read_split(valid, "decoder-only", stream=True)
+    test_split = read_split(test, "decoder-only", stream=True) if test is not None else valid_split
+    splits = ([train], valid_split, test_split)
     return Task(path, "decoder-only", *splits, tokenizer_options=dict(USER_TOKENIZERS))
+
+
+def _label_names(path: str, examples: list) -> tuple[str, ...]:
+    """The sorted labels of a classification file, unless they are not class labels:
+    text (too many, too varied), or a single one."""
+    labels = sorted({e.label for e in examples})
+    if len(labels) > MAX_LABELS and len(labels) > LABEL_SHARE * len(examples):
+        first = examples[0]
+        names = [first.label, first.text, *([first.text2] if first.text2 else [])]
+        if all(map(is_column_name, names)):  # a header line, it seems
+            columns = f"--columns {','.join(names)}"
+        else:
+            columns = "--columns (for example --columns sentence,label)"
+        raise DataError(
+            path,
+            f"the label column (the first) holds {len(labels)} distinct values in "
+            f"{len(examples)} examples: that is text, not class labels. A TSV with a header "
+            f"line names the columns to read with {columns}, the label last; a translation "
+            "file (source<TAB>target) trains with --family encoder-decoder",
+        )
+    if len(labels) < 2:
+        raise DataError(
+            path, f"every example has the label {labels[0]!r}: a classifier needs 2 labels at least"
+        )
+    return tuple(labels)
 
 
 def _file_task(path: str, family: str, seed: int, valid=None, test=None, columns=None) -> Task:
     """A file's task: split 90/5/5 by input, or where `valid` and `test` name files of
-    their own, those; a split not named is cut from `path` (5%)."""
-
-    def reader(file):
-        return READERS[family](file, columns)
-
-    examples = reader(path)
+    their own, those; a split not named is cut from `path` (5%). The labels of a
+    classification task are those of `path`, and the files of the other splits may hold
+    no other."""
+    examples = read_split(path, family, columns)
+    labels = _label_names(path, examples) if family == "encoder-only" else ()
     groups: dict = {}
     for example in examples:
         groups.setdefault(_input_key(example), []).append(example)
@@ -196,20 +171,11 @@ def _file_task(path: str, family: str, seed: int, valid=None, test=None, columns
     bounds = [0, held_out * cut[0], held_out * (cut[0] + cut[1])]
     parts = [keys[bounds[0] : bounds[1]], keys[bounds[1] : bounds[2]], keys[bounds[2] :]]
     cut_test, cut_valid, train = ([e for k in part for e in groups[k]] for part in parts)
-    test_examples = reader(test) if test is not None else cut_test
-    valid_examples = reader(valid) if valid is not None else cut_valid
     if not train:
         raise DataError(path, "no training examples are left once the held-out splits are cut")
-    test, valid = test_examples, valid_examples
-    examples = train + valid + test
-    labels = tuple(sorted({e.label for e in examples})) if family == "encoder-only" else ()
-    if len(labels) > MAX_LABELS and len(labels) > LABEL_SHARE * len(examples):
-        raise DataError(
-            path,
-            f"the label column (the first) holds {len(labels)} distinct values in "
-            f"{len(examples)} examples: that is text, not class labels. A translation file "
-            "(source<TAB>target) trains with --family encoder-decoder",
-        )
+    known = labels or None
+    valid = read_split(valid, family, columns, known) if valid is not None else cut_valid
+    test = read_split(test, family, columns, known) if test is not None else cut_test
     return Task(path, family, train, valid, test, labels, dict(USER_TOKENIZERS))
 
 
@@ -250,12 +216,14 @@ def load_task(
 
     Raises:
         DataError: unknown built-in name, unreadable, malformed or empty file.
-        ValueError: unknown family, or split files beside built-in data.
+        ValueError: unknown family, `columns` that do not suit it, or split files beside
+            built-in data.
     """
     _check_family(family)
+    check_columns(family, columns)
     if data.startswith("builtin:"):
         if valid is not None or test is not None:
-            raise ValueError(f"{data} has its own splits: --valid and --test take files of yours.")
+            _refuse_split_files(data)
         return _builtin_task(data, family, seed)
     if stream:
         if family != "decoder-only":
@@ -264,10 +232,15 @@ def load_task(
     return _file_task(data, family, seed, valid, test, columns)
 
 
+def _refuse_split_files(data: str) -> None:
+    raise ValueError(f"{data} has its own splits: --valid and --test take files of yours.")
+
+
 def run_task(config, test: str | None = None) -> Task:
     """The task a run was trained on, as its `RunConfig` names it: data, its splits,
-    columns and windows, seed and the `train` example limit; with `test`, that file
-    (read as the training data was) is the test split instead.
+    columns and windows, seed and the `train` example limit; with `test`, a task of that
+    file alone as its test split (read as the training data was, with the run's labels),
+    so the training data need not be at hand.
 
     Raises:
         RunError: the config names no data (an imported checkpoint).
@@ -279,14 +252,20 @@ def run_task(config, test: str | None = None) -> Task:
             "here, so there is no test split to score it on."
         )
     settings = config.extra.get("train") or {}
+    stream = settings.get("windows") in ("random", "epoch")
+    if test is not None:
+        if config.data.startswith("builtin:"):
+            _refuse_split_files(config.data)
+        labels = tuple(config.label_names or ())
+        examples = read_split(test, config.family, settings.get("columns"), labels or None, stream)
+        return Task(config.data, config.family, [], [], examples, labels)
     task = load_task(
         config.data,
         config.family,
         seed=config.seed or 0,
         valid=settings.get("valid"),
-        test=test or settings.get("test"),
+        test=settings.get("test"),
         columns=settings.get("columns"),
-        stream=settings.get("windows") in ("random", "epoch"),
+        stream=stream,
     )
-    limited = limit_task(task, settings.get("max_examples"))
-    return limited if test is None else dataclasses.replace(limited, test=task.test)
+    return limit_task(task, settings.get("max_examples"))

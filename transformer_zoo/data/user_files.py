@@ -7,14 +7,17 @@
 
 Files are UTF-8 (a byte-order mark is allowed); blank lines are skipped. A TSV file
 has no header line, unless `columns` names the columns to read by their header names
-(`sentence,label`; any order of the file's columns, others ignored). Anything else that does not fit the format raises `DataError` naming the file
-and line, and a file without any example is rejected.
+(`sentence,label`; any order of the file's columns, others ignored). Anything else that
+does not fit the format raises `DataError` naming the file and line, and a file without
+any example is rejected. A classification file of another split is read with the labels
+of the training data (`labels`): a row with another label is refused.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from transformer_zoo.data.examples import (
@@ -22,6 +25,8 @@ from transformer_zoo.data.examples import (
     PromptCompletion,
     TranslationPair,
 )
+
+MAX_SHOWN = 10  # labels a message lists
 
 
 class DataError(ValueError):
@@ -41,19 +46,58 @@ class DataError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+# The column counts `columns` may name per family, and what they name.
+COLUMNS = {"encoder-decoder": (2,), "encoder-only": (2, 3)}
+COLUMN_LAYOUTS = {"encoder-decoder": "source,target", "encoder-only": "text[,text2],label"}
+
+
+def check_columns(family: str, columns) -> None:
+    """Raises a one-line ValueError unless `columns` (None, or header names) suits
+    `family`: `source,target`, or `text[,text2],label`, distinct and non-empty."""
+    if columns is None:
+        return
+    counts = COLUMNS.get(family, ())
+    if not counts:
+        raise ValueError(
+            "`columns` picks the columns of a TSV file: encoder-decoder "
+            "(source,target) and encoder-only (text[,text2],label) data; a decoder-only "
+            "model reads plain text."
+        )
+    if (
+        not isinstance(columns, (list, tuple))
+        or len(columns) not in counts
+        or not all(isinstance(c, str) and c for c in columns)
+        or len(set(columns)) != len(columns)
+    ):
+        raise ValueError(
+            f"`columns` names {COLUMN_LAYOUTS[family]} for {family} data: "
+            f"{' or '.join(map(str, counts))} distinct header names. Received: {columns!r}"
+        )
+
+
+def decode_line(raw: bytes, path: str | os.PathLike, number: int) -> str:
+    """Line `number` (from 1) of a UTF-8 file as text; the first may start with a
+    byte-order mark, which is dropped. Each line is decoded on its own so that a
+    decoding error names its own line.
+
+    Raises:
+        DataError: the line is not valid UTF-8.
+    """
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError:
+        raise DataError(path, "the line is not valid UTF-8", number) from None
+
+
 def _lines(path: str | os.PathLike, keep_blank: bool = False) -> Iterator[tuple[int, str]]:
-    """(line number, text) for every non-blank line (every line with `keep_blank`); each
-    line is decoded on its own so that a decoding error names its own line."""
+    """(line number, text) for every non-blank line (every line with `keep_blank`)."""
     try:
         with open(path, "rb") as file:
             raw_lines = file.read().splitlines()
     except OSError as error:
         raise DataError(path, f"cannot read the file ({error.strerror or error})") from None
     for number, raw in enumerate(raw_lines, 1):
-        try:
-            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-        except UnicodeDecodeError:
-            raise DataError(path, "the line is not valid UTF-8", number) from None
+        line = decode_line(raw, path, number)
         if keep_blank or line.strip():
             yield number, line
 
@@ -78,6 +122,8 @@ def _read(path, parse, columns: list[str] | None = None) -> list:
                 )
             fields = [fields[i] for i in pick.indices]
         examples.append(parse(number, fields))
+    if not examples and pick is not None:
+        raise DataError(path, "the file holds a header line and no rows")
     if not examples:
         raise DataError(path, "the file holds no examples (it is empty or blank)")
     return examples
@@ -152,18 +198,68 @@ def read_translation_tsv(
 
 
 def read_classification_tsv(
-    path: str | os.PathLike, columns: list[str] | None = None
+    path: str | os.PathLike,
+    columns: list[str] | None = None,
+    labels: Collection[str] | None = None,
 ) -> list[ClassificationExample]:
     """A TSV file of `label<TAB>text` or `label<TAB>text<TAB>text2` lines, or with a
     header, the columns that `columns` names: `[text, label]` or `[text, text2, label]`
-    (the label last, as SST-2 has it)."""
+    (the label last, as SST-2 has it).
+
+    `labels`, those of the training data, check a file of another split: a row with
+    another label is refused. Without them (the training file) and without `columns`, a
+    first line whose label occurs on no other line, while the labels of the others
+    repeat, is taken for a header line and refused with the `columns` that read it.
+    """
     layout = "<TAB>".join(columns) if columns else "label<TAB>text[<TAB>text2]"
     counts = (len(columns),) if columns else (2, 3)
+    known = None if labels is None else set(labels)
+    first: list[int] = []  # the line number of the first row
 
     def parse(number, fields):
         fields = _fields(path, number, fields, counts, layout)
         if columns:
             fields = [fields[-1], *fields[:-1]]  # the label last in `columns`
-        return ClassificationExample(*fields)
+        if not first:
+            first.append(number)
+        example = ClassificationExample(*fields)
+        if known is not None and example.label not in known:
+            message = (
+                f"label {example.label!r} does not occur in the training data (labels: "
+                f"{_listed(sorted(known))})"
+            )
+            if not columns and number == first[0] and is_column_name(example.label):
+                message += "; if this line is a header, name the columns with --columns"
+            raise DataError(path, message, number)
+        return example
 
-    return _read(path, parse, columns)
+    examples = _read(path, parse, columns)
+    if labels is None and columns is None and _is_header(examples):
+        head = examples[0]
+        names = ",".join([head.text, *([head.text2] if head.text2 else []), head.label])
+        raise DataError(
+            path,
+            f"this looks like a header line: its label {head.label!r} occurs on no other "
+            "line, while the labels of the others repeat. Read the file by its header with "
+            f"--columns {names} (the label last), or delete the line",
+            first[0],
+        )
+    return examples
+
+
+def is_column_name(text: str) -> bool:
+    """Whether `text` reads as a header's column name (one word: `label`, `sentence`)."""
+    return re.fullmatch(r"\w{1,40}", text) is not None
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(map(repr, names[:MAX_SHOWN]))
+    return shown + ", ..." if len(names) > MAX_SHOWN else shown
+
+
+def _is_header(examples: list[ClassificationExample]) -> bool:
+    """Whether the first row's label occurs on no other row while the other rows' labels
+    repeat (twice each on average, at least): a header line, not a class of one example."""
+    others = [e.label for e in examples[1:]]
+    distinct = set(others)
+    return bool(others) and examples[0].label not in distinct and len(others) >= 2 * len(distinct)

@@ -96,6 +96,7 @@ def evaluate(
 
     Raises:
         ValueError: an unknown or empty split, or a model of another family.
+        DataError: a token stream shorter than one window of the model's context.
     """
     if split not in ("test", "valid"):
         raise ValueError(f"`split` must be 'test' or 'valid'. Received: split={split!r}")
@@ -110,6 +111,7 @@ def evaluate(
         raise ValueError(f"The {split} split is empty: nothing to evaluate.")
     result: dict = {"split": split, "examples": len(examples)}
     if task.stream:
+        task.check_windows(served.tokenizer, served.max_length, (split,))  # names the file
         result.update(_token_scores(served, examples, progress))
         result["examples"] = result.pop("windows")
         result["seconds"] = round(time.perf_counter() - started, 2)

@@ -6,11 +6,12 @@ import io
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 
 import sentencepiece as spm
 
+from transformer_zoo.errors import first_line
 from transformer_zoo.files import write_bytes
 
 # Fixed special ids: padding must be 0 (the masks and the loss treat id 0 as padding).
@@ -22,6 +23,11 @@ HAN = re.compile("([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f
 # Training-only boundary (SentencePiece's `pretokenization_delimiter`); it never reaches
 # the model, so encoding needs no pre-processing.
 _DELIMITER = "\u2063"
+# SentencePiece skips a training sentence longer than its `max_sentence_length` (4,192
+# bytes by default), so characters found only in long lines became <unk>, and a text of
+# long lines only failed to train at all: long texts train as chunks of at most this many
+# characters (4 bytes each at most in UTF-8), cut at a space where there is one.
+_CHUNK = 4096
 
 
 class Tokenizer:
@@ -177,6 +183,7 @@ def train_tokenizer(
     split_han = split_han and model_type in ("unigram", "bpe")
     if split_han:
         texts = [HAN.sub(f"{_DELIMITER}\\1{_DELIMITER}", t) for t in texts]
+    texts = [chunk for t in texts for chunk in _chunks(t)]
     model = io.BytesIO()
     whitespace = {}
     if keep_whitespace:
@@ -186,25 +193,43 @@ def train_tokenizer(
             add_dummy_prefix=False,
             user_defined_symbols=["\n"],
         )
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts),
-        model_writer=model,
-        vocab_size=vocabulary_size,
-        model_type=model_type,
-        character_coverage=character_coverage,
-        split_digits=split_digits,
-        pad_id=PAD_ID,
-        unk_id=UNK_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        control_symbols=[MASK_PIECE],
-        **whitespace,
-        pretokenization_delimiter=_DELIMITER if split_han else "",
-        hard_vocab_limit=False,
-        # Long corpora are sampled, not read whole; one thread keeps training deterministic.
-        input_sentence_size=1_000_000,
-        shuffle_input_sentence=True,
-        num_threads=1,
-        minloglevel=2,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_writer=model,
+            vocab_size=vocabulary_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            split_digits=split_digits,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            control_symbols=[MASK_PIECE],
+            **whitespace,
+            pretokenization_delimiter=_DELIMITER if split_han else "",
+            hard_vocab_limit=False,
+            max_sentence_length=4 * _CHUNK,  # bytes
+            # Long corpora are sampled, not read whole; one thread keeps training
+            # deterministic.
+            input_sentence_size=1_000_000,
+            shuffle_input_sentence=True,
+            num_threads=1,
+            minloglevel=2,
+        )
+    except RuntimeError as error:  # SentencePiece's own checks, a C++ message
+        raise ValueError(
+            f"SentencePiece cannot train a tokenizer on this text: {first_line(error)}"
+        ) from None
     return Tokenizer(model.getvalue())
+
+
+def _chunks(text: str) -> Iterator[str]:
+    """`text` in pieces of at most `_CHUNK` characters, each cut before a space where
+    one lies in its second half (so that no word is cut), else where the size says."""
+    while len(text) > _CHUNK:
+        cut = text.rfind(" ", _CHUNK // 2, _CHUNK)
+        cut = cut if cut > 0 else _CHUNK
+        yield text[:cut]
+        text = text[cut:]
+    yield text

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from transformer_zoo.data.user_files import check_columns
 from transformer_zoo.errors import with_article
 from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES
@@ -101,7 +102,8 @@ class TrainConfig:
         pretrain_steps: encoder-only: masked-LM steps on the training texts (the correct
             pairs of a built-in task) before the classifier trains; 0 or None: none.
         valid, test: files of the validation and test splits (the family's format of
-            `data`); a split not given is cut from `data`.
+            `data`); a split not given is cut from `data`. These paths, `data`'s and
+            `init`'s are stored absolute.
         tokenizer: how the (source, or shared) text becomes pieces: `"unigram"`
             (default), `"bpe"`, `"char"` or `"word"` (whitespace-separated symbols).
         target_tokenizer: the same for an encoder-decoder's targets (default: the
@@ -179,6 +181,13 @@ class TrainConfig:
         if self.out is None:
             self.out = os.path.join("runs", f"{self.family}-{self.preset}")
         builtin = self.data.startswith("builtin:")
+        # Absolute, so that `evaluate RUN` and `export --quantize` read the run's files
+        # from any directory.
+        if not builtin:
+            self.data = os.path.abspath(self.data)
+        for name in ("valid", "test", "init"):
+            if getattr(self, name) is not None:
+                setattr(self, name, os.path.abspath(getattr(self, name)))
         defaults = INIT_DEFAULTS if self.init is not None else USER_DEFAULTS
         if builtin:
             defaults = {**BUILTIN_DEFAULTS, **BUILTIN_FAMILY_DEFAULTS.get(self.family, {})}
@@ -345,24 +354,7 @@ def _validate_data_options(cfg: TrainConfig) -> None:
     if cfg.columns is not None:
         if isinstance(cfg.columns, tuple):
             cfg.columns = list(cfg.columns)
-        counts = {"encoder-decoder": (2,), "encoder-only": (2, 3)}.get(cfg.family, ())
-        layout = {"encoder-decoder": "source,target", "encoder-only": "text[,text2],label"}
-        if not counts:
-            raise ValueError(
-                "`columns` picks the columns of a TSV file: encoder-decoder "
-                "(source,target) and encoder-only (text[,text2],label) data; a decoder-only "
-                "model reads plain text."
-            )
-        if (
-            not isinstance(cfg.columns, list)
-            or len(cfg.columns) not in counts
-            or not all(isinstance(c, str) and c for c in cfg.columns)
-            or len(set(cfg.columns)) != len(cfg.columns)
-        ):
-            raise ValueError(
-                f"`columns` names {layout[cfg.family]} for {cfg.family} data: "
-                f"{' or '.join(map(str, counts))} distinct header names. Received: {cfg.columns!r}"
-            )
+        check_columns(cfg.family, cfg.columns)
         if builtin:
             raise ValueError(f"`columns` picks columns of your TSV files, not of {cfg.data}.")
     if cfg.init is not None:

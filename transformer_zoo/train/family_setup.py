@@ -7,6 +7,7 @@ benchmarks build the three families through one code path.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import keras
 import tensorflow as tf
@@ -17,7 +18,7 @@ from transformer_zoo.data.pipelines import (
     stream_dataset,
     translation_dataset,
 )
-from transformer_zoo.data.tasks import Task
+from transformer_zoo.data.task import Task
 from transformer_zoo.errors import with_article
 from transformer_zoo.models import EncoderOnly, EncoderOnlyClassifier
 from transformer_zoo.models.presets import (
@@ -107,7 +108,10 @@ class FamilySetup:
 
         Raises:
             ValueError: an unknown preset, or one of another family; bad `overrides`
-                (`presets.check_overrides`); an `init` that holds no encoder.
+                (`presets.check_overrides`); an `init` that holds no encoder; text the
+                tokenizer cannot be trained on.
+            DataError: a token stream with a split shorter than one window of the
+                model's context (`Task.check_windows`).
         """
         name = resolve_preset(preset, task.family)
         overrides = dict(overrides or {})
@@ -127,11 +131,26 @@ class FamilySetup:
                 tokenizers = (shared, shared)
             else:
                 tokenizers = task.fit_tokenizers(*sizes, kind=kinds[0], target_kind=kinds[1])
-        return cls(task, name, *tokenizers, overrides, windows or "random", encoder)
+        setup = cls(task, name, *tokenizers, overrides, windows or "random", encoder)
+        task.check_windows(setup.tokenizer, setup.max_length)
+        return setup
 
     @property
     def family(self) -> str:
         return self.task.family
+
+    @property
+    def max_length(self) -> int:
+        """The context of the model `build_model` builds: the `init` encoder's, or the
+        preset's `max_length` with the overrides (the constructor's default where the
+        preset has none)."""
+        if self.init is not None:
+            return self.init.max_length
+        _, _, config = preset_config(self.preset, self.family, **self.overrides)
+        if "max_length" in config:
+            return config["max_length"]
+        parameters = inspect.signature(MODEL_CLASSES[self.family].__init__).parameters
+        return parameters["max_length"].default
 
     @property
     def separate_target(self) -> bool:

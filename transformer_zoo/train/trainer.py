@@ -5,7 +5,8 @@ tokenizers; build and compile the model under the strategy and precision; `fit` 
 callbacks (best and last checkpoints, crash backup, CSV log, TensorBoard, NaN guard,
 optional early stopping and time budget); save a float32 `model.keras`; evaluate on the
 test split; write `metrics.json`, `history.csv`, `curves.png` and `config.json`.
-Rerunning the same settings on the same `--out` resumes an interrupted run.
+Rerunning the same settings on the same `--out` resumes an interrupted run from its backup
+(a run that stopped before its first backup starts afresh).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from transformer_zoo.text import load_tokenizers, save_tokenizers
 from transformer_zoo.text.files import copy_tokenizers
 from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 from transformer_zoo.train import distribution
-from transformer_zoo.train.callbacks.backup import restore_backup
+from transformer_zoo.train.callbacks.backup import backup_epoch, restore_backup
 from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.callbacks.validation_score import ValidationScore
@@ -162,11 +163,14 @@ class TrainResult:
 
 
 def prepare(config: TrainConfig) -> Prepared:
-    """Checks everything that a user can get wrong before any training starts.
+    """Checks everything that a user can get wrong before any training starts, and
+    writes nothing.
 
     Raises:
         ValueError (`DataError`, `RunError` are ValueErrors): bad settings, an unknown
-            preset, unreadable data, or an `--out` that holds something else.
+            preset, unreadable data (a token stream shorter than one context window
+            included), text SentencePiece cannot train on, or an `--out` that holds
+            something else.
     """
     distribution.check_strategy(config.strategy)
     chief = distribution.is_chief(config.strategy)
@@ -188,6 +192,10 @@ def prepare(config: TrainConfig) -> Prepared:
         stream=config.stream,
     )
     task = limit_task(task, config.max_examples)
+    if state == rd.RESUME and backup_epoch(os.path.join(out, rd.BACKUP_DIR)) is None:
+        # A start that failed before its first backup has nothing to resume: it starts
+        # afresh, with tokenizers trained on the data as it is now, and rewrites its files.
+        state = rd.FRESH
     tokenizers = None
     if os.path.isfile(os.path.join(out, "tokenizer.model")) and (state == rd.RESUME or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt

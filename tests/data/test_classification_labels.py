@@ -1,0 +1,84 @@
+"""The labels of a classification task come from its training file (issue 18): a header
+line, a file of one label, and labels that only another split holds are refused in one
+line naming the file at fault."""
+
+import pytest
+
+from transformer_zoo.data import DataError, load_task, read_classification_tsv
+
+ROWS = [f"{'pos' if i % 3 else 'neg'}\ttext number {i}" for i in range(40)]
+
+
+def _write(tmp_path, lines, name="train.tsv"):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_a_label_first_header_line_is_refused_with_the_columns_that_read_it(tmp_path):
+    path = _write(tmp_path, ["label\ttext", *ROWS])
+    with pytest.raises(DataError) as error:
+        load_task(path, "encoder-only")
+    message = str(error.value)
+    assert message.startswith(f"{path}:1: this looks like a header line: its label 'label'")
+    assert "--columns text,label" in message
+    task = load_task(path, "encoder-only", columns=["text", "label"])  # what it suggests
+    assert task.label_names == ("neg", "pos")
+
+
+def test_a_first_line_of_a_label_that_repeats_is_no_header(tmp_path):
+    assert len(read_classification_tsv(_write(tmp_path, ROWS))) == 40
+    tiny = _write(tmp_path, ["pos\tgood", "neg\tbad"], "tiny.tsv")  # too few rows to tell
+    assert len(read_classification_tsv(tiny)) == 2
+
+
+def test_a_text_first_file_without_columns_is_told_the_columns_of_its_header(tmp_path):
+    rows = [f"sentence number {i}\t{i % 2}" for i in range(150)]
+    path = _write(tmp_path, ["sentence\tlabel", *rows])
+    with pytest.raises(DataError, match="that is text, not class labels") as error:
+        load_task(path, "encoder-only")
+    assert "--columns sentence,label" in str(error.value)
+    assert str(error.value).startswith(f"{path}: ")
+
+
+def test_a_file_of_one_label_is_refused(tmp_path):
+    path = _write(tmp_path, [f"pos\ttext {i}" for i in range(20)])
+    with pytest.raises(DataError, match="every example has the label 'pos': a classifier needs 2"):
+        load_task(path, "encoder-only")
+
+
+@pytest.mark.parametrize("split", ["valid", "test"])
+@pytest.mark.parametrize(
+    "lines, line, label",
+    [
+        (["neg\tok", "1\tmislabelled"], 2, "1"),  # 0/1 against neg/pos
+        (["text number 3\tneg"], 1, "text number 3"),  # columns swapped
+    ],
+)
+def test_a_label_only_another_split_holds_is_refused_naming_its_file_and_line(
+    tmp_path, split, lines, line, label
+):
+    data = _write(tmp_path, ROWS)
+    other = _write(tmp_path, lines, f"{split}.tsv")
+    with pytest.raises(DataError) as error:
+        load_task(data, "encoder-only", **{split: other})
+    assert str(error.value) == (
+        f"{other}:{line}: label {label!r} does not occur in the training data "
+        "(labels: 'neg', 'pos')"
+    )
+
+
+def test_a_header_in_a_test_file_is_named_as_a_possible_header(tmp_path):
+    data = _write(tmp_path, ROWS)
+    test = _write(tmp_path, ["label\ttext", "pos\tfine"], "test.tsv")
+    with pytest.raises(DataError, match=r"test.tsv:1: label 'label' does not occur") as error:
+        load_task(data, "encoder-only", test=test)
+    assert "if this line is a header, name the columns with --columns" in str(error.value)
+
+
+def test_a_valid_file_of_another_format_is_named_not_the_data_file(tmp_path):
+    data = _write(tmp_path, ROWS)
+    valid = _write(tmp_path, [f"word{i}\tW ER D {i}" for i in range(300)], "pairs.tsv")
+    with pytest.raises(DataError) as error:
+        load_task(data, "encoder-only", valid=valid)
+    assert str(error.value).startswith(f"{valid}:1: label 'word0' does not occur")

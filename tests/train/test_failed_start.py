@@ -1,0 +1,55 @@
+"""A run that failed before its first backup (issue 18): the same command starts afresh
+on the data as it is now, rather than resume with the tokenizer of the data it failed
+on; and a run names its files by absolute paths, so it is read from any directory."""
+
+import os
+
+import keras
+import pytest
+
+from transformer_zoo import run_directory as rd
+from transformer_zoo.text import Tokenizer
+from transformer_zoo.train.config import TrainConfig
+from transformer_zoo.train.trainer import prepare, train
+
+SMALL = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=16)
+
+
+class _Crash(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        raise RuntimeError("the machine went down")
+
+
+def test_a_start_that_failed_before_its_first_backup_trains_a_new_tokenizer(tmp_path):
+    data, out = tmp_path / "corpus.txt", tmp_path / "run"
+    data.write_text("abc abd abe\n" * 40, encoding="utf-8")
+    config = TrainConfig(
+        "decoder-only", data=str(data), out=str(out), tokenizer="char", overrides=SMALL,
+        steps=2, batch_size=4, steps_per_execution=1, precision="float32", evaluate=False,
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="went down"):
+        train(config, callbacks=[_Crash()], verbose=0)
+    assert (out / "tokenizer.model").is_file() and not (out / rd.BACKUP_DIR).exists()
+    assert rd.load_run_config(out).extra["status"] == "training"
+
+    data.write_text("xyz xyw xyv\n" * 40, encoding="utf-8")  # the data, mended
+    prepared = prepare(config)
+    assert prepared.state == rd.FRESH
+    assert prepared.setup.tokenizer.unk_id not in prepared.setup.tokenizer.encode("xyz")
+    train(prepared, verbose=0)
+    assert Tokenizer.load(out / "tokenizer.model").proto == prepared.setup.tokenizer.proto
+    assert rd.load_run_config(out).extra["status"] == "finished"
+
+
+def test_the_settings_name_files_by_absolute_paths(tmp_path, monkeypatch):
+    """`evaluate RUN` and `export --quantize` failed outside the directory `train` ran in."""
+    monkeypatch.chdir(tmp_path)
+    config = TrainConfig(
+        "encoder-only", data="train.tsv", valid="data/valid.tsv", test="../test.tsv",
+        init="runs/encoder",
+    )  # fmt: skip
+    assert config.data == str(tmp_path / "train.tsv")
+    assert config.valid == str(tmp_path / "data" / "valid.tsv")
+    assert config.test == os.path.join(os.path.dirname(tmp_path), "test.tsv")
+    assert config.init == str(tmp_path / "runs" / "encoder")
+    assert TrainConfig("encoder-only").data == "builtin:dates-zh"
