@@ -45,6 +45,11 @@ def error_body(status: int, message: str, param: str | None = None) -> dict:
     }
 
 
+# OpenAI takes 4 stop strings, vLLM any number; evaluation harnesses send a task's
+# stop sequences and the end-of-text string, often more than 4.
+MAX_STOPS = 16
+
+
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     include_usage: bool = False
@@ -91,8 +96,8 @@ class CompletionRequest(BaseModel):
     @classmethod
     def _stops(cls, stop):
         stops = [stop] if isinstance(stop, str) else list(stop or [])
-        if len(stops) > 4 or any(not s for s in stops):
-            raise ValueError("`stop` takes up to 4 non-empty strings")
+        if len(stops) > MAX_STOPS or any(not s for s in stops):
+            raise ValueError(f"`stop` takes up to {MAX_STOPS} non-empty strings")
         return stops
 
     @model_validator(mode="after")
@@ -136,8 +141,9 @@ class EmbeddingRequest(BaseModel):
             )
         return value
 
-    @model_validator(mode="after")
-    def _neutral(self):
-        if self.dimensions is not None:
-            raise ValueError("this server does not implement `dimensions`")
-        return self
+    @field_validator("dimensions")
+    @classmethod
+    def _positive(cls, dimensions):
+        if dimensions is not None and dimensions < 1:
+            raise ValueError("`dimensions` must be a positive integer")
+        return dimensions

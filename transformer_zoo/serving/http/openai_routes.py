@@ -122,6 +122,14 @@ def add_openai_routes(
     async def embeddings(request: Request):
         body = await parse_body(request, EmbeddingRequest, settings)
         entry = find_model(registry, body.model, "embed", ("encoder-only",))
+        width = entry.served.dims.hidden_dim
+        if body.dimensions not in (None, width):
+            raise RequestError(
+                400,
+                f"Model {body.model!r} gives {width} dimensions; `dimensions` (shortening "
+                "the embeddings) is not implemented.",
+                "dimensions",
+            )
         texts = [body.input] if isinstance(body.input, str) else body.input
         if not texts or any(not text.strip() for text in texts):
             raise RequestError(400, "The input is empty.", "input")
