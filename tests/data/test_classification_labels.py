@@ -82,3 +82,12 @@ def test_a_valid_file_of_another_format_is_named_not_the_data_file(tmp_path):
     with pytest.raises(DataError) as error:
         load_task(data, "encoder-only", valid=valid)
     assert str(error.value).startswith(f"{valid}:1: label 'word0' does not occur")
+
+
+def test_integer_labels_get_the_ids_of_their_values(tmp_path):
+    """Labels 0-11 are ids 0-11 (as a user's id2label expects), not the text order that
+    puts "10" and "11" before "2"."""
+    path = _write(tmp_path, [f"{i % 12}\ttext number {i}" for i in range(48)])
+    assert load_task(path, "encoder-only").label_names == tuple(str(i) for i in range(12))
+    mixed = _write(tmp_path, ROWS + [f"{i % 2 + 9}\tmore {i}" for i in range(8)], "mixed.tsv")
+    assert load_task(mixed, "encoder-only").label_names == ("9", "10", "neg", "pos")

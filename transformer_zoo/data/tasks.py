@@ -125,10 +125,19 @@ def _stream_task(path: str, valid=None, test=None) -> Task:
     return Task(path, "decoder-only", *splits, tokenizer_options=dict(USER_TOKENIZERS))
 
 
+def _label_order(label: str) -> tuple:
+    """Integer labels by value, before any other label, which sorts as text."""
+    stripped = label.strip()
+    if stripped.lstrip("-").isdigit():
+        return (0, int(stripped), label)
+    return (1, 0, label)
+
+
 def _label_names(path: str, examples: list) -> tuple[str, ...]:
-    """The sorted labels of a classification file, unless they are not class labels:
-    text (too many, too varied), or a single one."""
-    labels = sorted({e.label for e in examples})
+    """The sorted labels of a classification file (integers in numeric order, so that
+    labels 0-11 get ids 0-11), unless they are not class labels: text (too many, too
+    varied), or a single one."""
+    labels = sorted({e.label for e in examples}, key=_label_order)
     if len(labels) > MAX_LABELS and len(labels) > LABEL_SHARE * len(examples):
         first = examples[0]
         names = [first.label, first.text, *([first.text2] if first.text2 else [])]
