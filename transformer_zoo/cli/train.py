@@ -101,8 +101,9 @@ def register(commands) -> None:
     train.add_argument(
         "--init",
         metavar="RUN_DIR",
-        help="encoder-only: start from this run's encoder and tokenizer (trained here or "
-        "imported with import-hf), with a fresh classifier head",
+        help="start from this run (trained here or imported with import-hf) and its "
+        "tokenizer: encoder-only, its encoder under a fresh classifier head; decoder-only, "
+        "the language model, fine-tuned on a plain-text --data (GPT-2 on your text)",
     )
     train.add_argument("--out", help="the run directory (default runs/FAMILY-PRESET)")
     train.add_argument("--epochs", type=int, help="passes over the data (builtin: 4, files: 10)")

@@ -181,10 +181,13 @@ def stream_dataset(
     windows: str = "random",
     shuffle: bool = False,
     seed: int = 0,
+    bos_id: int = BOS_ID,
 ) -> tf.data.Dataset:
     """Next-token batches for `DecoderOnly` from one token stream, cut into windows of
-    `max_length` tokens (`text.formats.stream_window`: `[bos]` + the window's tokens but
-    its last, labelled with the window's tokens).
+    `max_length` tokens (`text.formats.stream_window`: `[bos]` (`bos_id`, the
+    tokenizer's) + the window's tokens but its last, labelled with the window's tokens).
+    A window has no padding: its mask and weights are all ones, so a tokenizer whose id 0
+    is a token (GPT-2's `!`) trains on it too.
 
     One pass holds `len(ids) // max_length` windows: with `windows="random"`, windows at
     random starts (nanoGPT's `get_batch`; new ones every pass, from `seed`); with
@@ -214,8 +217,11 @@ def stream_dataset(
             starts = starts.shuffle(count, seed=seed, reshuffle_each_iteration=True)
 
     def window(start):
-        inputs, labels = stream_window(stream, start, max_length, lambda a, b: tf.concat([a, b], 0))
-        return {"token_ids": inputs, "padding_mask": padding_mask(inputs)}, labels, _weights(labels)
+        inputs, labels = stream_window(
+            stream, start, max_length, lambda a, b: tf.concat([a, b], 0), bos_id
+        )
+        mask = tf.ones_like(inputs, tf.int32)
+        return {"token_ids": inputs, "padding_mask": mask}, labels, tf.ones_like(labels, tf.float32)
 
     data = starts.map(window, num_parallel_calls=AUTOTUNE).batch(batch_size)
     return data.prefetch(AUTOTUNE)

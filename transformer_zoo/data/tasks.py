@@ -249,25 +249,28 @@ def run_task(config, test: str | None = None) -> Task:
     """The task a run was trained on, as its `RunConfig` names it: data, its splits,
     columns and windows, seed and the `train` example limit; with `test`, a task of that
     file alone as its test split (read as the training data was, with the run's labels),
-    so the training data need not be at hand.
+    so the training data need not be at hand. A decoder-only run that names no data (an
+    imported GPT-2) reads a `test` file as plain text, in windows of its context.
 
     Raises:
-        RunError: the config names no data (an imported checkpoint).
+        RunError: the config names no data (an imported checkpoint) and no `test` file
+            can stand in for it.
         DataError: the data is unreadable.
     """
-    if not config.data:
+    imported_language_model = not config.data and config.family == "decoder-only"
+    if not config.data and not (test is not None and imported_language_model):
         raise RunError(
             "This model names no task (config.json has no `data`): it was not trained "
             "here, so there is no test split to score it on."
         )
     settings = config.extra.get("train") or {}
-    stream = settings.get("windows") in ("random", "epoch")
+    stream = settings.get("windows") in ("random", "epoch") or imported_language_model
     if test is not None:
-        if config.data.startswith("builtin:"):
+        if (config.data or "").startswith("builtin:"):
             _refuse_split_files(config.data)
         labels = tuple(config.label_names or ())
         examples = read_split(test, config.family, settings.get("columns"), labels or None, stream)
-        return Task(config.data, config.family, [], [], examples, labels)
+        return Task(config.data or test, config.family, [], [], examples, labels)
     task = load_task(
         config.data,
         config.family,

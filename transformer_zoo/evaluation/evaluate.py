@@ -255,7 +255,8 @@ def _token_scores(served, examples, progress: bool | None = None) -> dict[str, f
     windows = None
     if isinstance(examples[0], TextStream):
         ids = [t for e in examples for t in served.tokenizer.encode(e.text)]
-        rows = [stream_window(ids, s, length) for s in stream_starts(len(ids), length)]
+        bos = served.tokenizer.bos_id
+        rows = [stream_window(ids, s, length, bos_id=bos) for s in stream_starts(len(ids), length)]
         windows = len(rows)
         if not rows:
             raise ValueError(
@@ -279,11 +280,13 @@ def _token_scores(served, examples, progress: bool | None = None) -> dict[str, f
             *inputs, labels = (_padded([rows[i][j] for i in batch]) for j in range(len(rows[0])))
             if served.family == "encoder-decoder":
                 feeds = {"encoder_token_ids": inputs[0], "decoder_token_ids": inputs[1]}
+            elif windows is not None:  # no padding: every id is a token (GPT-2's 0 too)
+                feeds = {"token_ids": inputs[0], "padding_mask": np.ones_like(inputs[0])}
             else:
                 feeds = {"token_ids": inputs[0]}
             logp = log_softmax(served.engine.forward(feeds))  # (B, T, V)
             picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
-            scored = labels != 0
+            scored = labels != 0 if windows is None else np.ones_like(labels, bool)
             hits += int((logp.argmax(-1) == labels)[scored].sum())
             nll -= float(picked[scored].sum())
             count += int(scored.sum())

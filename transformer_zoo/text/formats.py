@@ -114,14 +114,16 @@ def translation_example(
     )
 
 
-def stream_window(ids, start, length: int, concat=operator.add):
+def stream_window(ids, start, length: int, concat=operator.add, bos_id: int = BOS_ID):
     """`(inputs, labels)` of the window of a token stream `ids` at `start`: the labels
     are the `length` tokens from `start`, the inputs `[bos]` and all but the last of them,
     so every label is the next token of its input, the first predicted from `<bos>` alone
     (as a prompt begins at generation). `concat` joins `[bos]` to a slice: `+` for
-    lists, `tf.concat` in the `tf.data` pipeline (`data.pipelines.stream_dataset`)."""
+    lists, `tf.concat` in the `tf.data` pipeline (`data.pipelines.stream_dataset`).
+    `bos_id` is the tokenizer's (`<|endoftext|>` for GPT-2). A window holds no padding:
+    every input is attended to and every label trained on, whatever its id."""
     labels = ids[start : start + length]
-    return concat([BOS_ID], ids[start : start + length - 1]), labels
+    return concat([bos_id], ids[start : start + length - 1]), labels
 
 
 def stream_starts(count: int, length: int) -> range:

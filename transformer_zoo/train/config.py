@@ -123,8 +123,10 @@ class TrainConfig:
             one token stream (`data.pipelines.stream_dataset`), or `"lines"`.
         columns: the header names of a TSV's columns to read, in the family's order:
             `source,target`, or `text[,text2],label`; None: headerless files.
-        init: encoder-only: a run directory (trained or imported) whose encoder and
-            tokenizer the classifier starts from, with a fresh head.
+        init: a run directory (trained or imported) the run starts from, keeping its
+            tokenizer: encoder-only, its encoder, under a fresh classifier head;
+            decoder-only, the whole language model, fine-tuned on windows of a
+            plain-text file (GPT-2 on your text, as nanoGPT's `init_from`).
         weight_decay: AdamW's decoupled weight decay (default 0.01).
         min_learning_rate: adamw-cosine's floor at the end of the cosine (default 0).
         clip_norm: clip the gradients' global norm to this (default: no clipping).
@@ -358,10 +360,19 @@ def _validate_data_options(cfg: TrainConfig) -> None:
         if builtin:
             raise ValueError(f"`columns` picks columns of your TSV files, not of {cfg.data}.")
     if cfg.init is not None:
-        if cfg.family != "encoder-only":
+        if cfg.family == "encoder-decoder":
             raise ValueError(
-                "`init` starts an encoder-only classifier from an encoder's run directory. "
-                f"Received: family={cfg.family!r}"
+                "`init` starts an encoder-only classifier from an encoder's run directory, "
+                "or fine-tunes a decoder-only run on a text; an encoder-decoder trains from "
+                "scratch. Received: family='encoder-decoder'"
+            )
+        if cfg.family == "decoder-only" and (builtin or cfg.windows == "lines"):
+            # A window of a token stream holds no padding, so a tokenizer whose id 0 is a
+            # token (GPT-2's `!`) trains as it is; examples padded with 0 would not.
+            raise ValueError(
+                "A decoder-only run started from `init` fine-tunes on windows of a "
+                "plain-text file (--windows random or epoch). "
+                f"Received: data={cfg.data!r}, windows={cfg.windows!r}"
             )
         if not isinstance(cfg.init, str) or not cfg.init:
             raise ValueError(f"`init` must be a run directory. Received: init={cfg.init!r}")

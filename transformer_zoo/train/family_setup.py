@@ -20,7 +20,7 @@ from transformer_zoo.data.pipelines import (
 )
 from transformer_zoo.data.task import Task
 from transformer_zoo.errors import with_article
-from transformer_zoo.models import EncoderOnly, EncoderOnlyClassifier
+from transformer_zoo.models import EncoderOnlyClassifier
 from transformer_zoo.models.presets import (
     MODEL_CLASSES,
     PRESETS,
@@ -31,6 +31,7 @@ from transformer_zoo.models.presets import (
 from transformer_zoo.run_directory import FAMILY_TASKS
 from transformer_zoo.text import Tokenizer, train_tokenizer
 from transformer_zoo.text.formats import encoder_rows, language_model_example
+from transformer_zoo.text.tokenizer import PAD_ID
 from transformer_zoo.train.recipe import (
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
@@ -77,7 +78,8 @@ class FamilySetup:
         target_tokenizer: the target tokenizer (the same object when shared).
         overrides: constructor arguments replacing the preset's.
         windows: how a token stream is cut (`"random"` or `"epoch"`), for stream tasks.
-        init: the encoder a classifier starts from (`FamilySetup.create`'s `init`).
+        init: the model the run starts from (`FamilySetup.create`'s `init`): the encoder
+            of a classifier, or a language model to fine-tune.
     """
 
     task: Task
@@ -86,7 +88,7 @@ class FamilySetup:
     target_tokenizer: Tokenizer
     overrides: dict = dataclasses.field(default_factory=dict)
     windows: str = "random"
-    init: EncoderOnly | None = None
+    init: keras.Model | None = None
 
     @classmethod
     def create(
@@ -102,13 +104,13 @@ class FamilySetup:
     ) -> FamilySetup:
         """Resolves the preset and trains the tokenizers (unless `tokenizers` are given),
         of `kinds` (source or shared, target; `text.tokenizer.MODEL_TYPES`) and
-        vocabulary `sizes`. With `init`, a run directory of an encoder-only model
-        (trained, or imported with `import-hf`), the classifier starts from its encoder
-        and tokenizer instead.
+        vocabulary `sizes`. With `init`, a run directory (trained, or imported with
+        `import-hf`), the run starts from its model and tokenizer instead: a classifier
+        from an encoder-only run's encoder, a language model from a decoder-only run.
 
         Raises:
             ValueError: an unknown preset, or one of another family; bad `overrides`
-                (`presets.check_overrides`); an `init` that holds no encoder; text the
+                (`presets.check_overrides`); an `init` of another family; text the
                 tokenizer cannot be trained on.
             DataError: a token stream with a split shorter than one window of the
                 model's context (`Task.check_windows`).
@@ -116,9 +118,9 @@ class FamilySetup:
         name = resolve_preset(preset, task.family)
         overrides = dict(overrides or {})
         check_overrides(name, task.family, overrides)
-        encoder = None
+        start = None
         if init is not None:
-            encoder, tokenizers = _load_encoder(init)
+            start, tokenizers = _load_init(init, task.family)
         if tokenizers is None:
             tied = PRESETS[name]["config"].get("tie_weights") == "all"
             if tied:  # three-way tying needs one vocabulary for both sides
@@ -131,7 +133,7 @@ class FamilySetup:
                 tokenizers = (shared, shared)
             else:
                 tokenizers = task.fit_tokenizers(*sizes, kind=kinds[0], target_kind=kinds[1])
-        setup = cls(task, name, *tokenizers, overrides, windows or "random", encoder)
+        setup = cls(task, name, *tokenizers, overrides, windows or "random", start)
         task.check_windows(setup.tokenizer, setup.max_length)
         return setup
 
@@ -141,7 +143,7 @@ class FamilySetup:
 
     @property
     def max_length(self) -> int:
-        """The context of the model `build_model` builds: the `init` encoder's, or the
+        """The context of the model `build_model` builds: the `init` model's, or the
         preset's `max_length` with the overrides (the constructor's default where the
         preset has none)."""
         if self.init is not None:
@@ -158,8 +160,8 @@ class FamilySetup:
 
     def build_model(self, dropout: float | None = None) -> keras.Model:
         """The preset's model with the `overrides`, sized to the tokenizers (under the
-        current dtype policy); a classifier over a copy of the `init` encoder when the
-        run starts from one."""
+        current dtype policy); a copy of the `init` model when the run starts from one (a
+        classifier over a copy of its encoder)."""
         overrides = {**self.overrides, "vocabulary_size": self.tokenizer.vocabulary_size}
         if self.family == "encoder-decoder" and self.separate_target:
             overrides["target_vocabulary_size"] = self.target_tokenizer.vocabulary_size
@@ -168,7 +170,7 @@ class FamilySetup:
         if self.init is not None:
             config = {**self.init.get_config(), **overrides}
             config.pop("dtype", None)  # the current policy's
-            model = EncoderOnly.from_config(config)
+            model = type(self.init).from_config(config)
             model.set_weights(self.init.get_weights())
         else:
             _, _, config = preset_config(self.preset, self.family, **overrides)
@@ -206,7 +208,9 @@ class FamilySetup:
         elif self.task.stream:
             ids = self.tokenizer.encode(examples[0].text)
             windows = self.windows if split == "train" else "epoch"  # all of it, in order
-            data = stream_dataset(ids, max_length=max_length, windows=windows, **options)
+            data = stream_dataset(
+                ids, max_length=max_length, windows=windows, bos_id=self.tokenizer.bos_id, **options
+            )
         elif self.family == "decoder-only":
             data = language_model_dataset(
                 examples, self.tokenizer, max_length=max_length, **options
@@ -248,38 +252,45 @@ class FamilySetup:
         self, label_smoothing: float | None = None
     ) -> tuple[keras.losses.Loss, list]:
         """The paper's smoothed (`label_smoothing`, default 0.1; 0 for a token stream),
-        padding-masked loss for the generative families; plain cross-entropy and
-        accuracy for classification."""
+        padding-masked loss for the generative families (windows of a token stream have
+        no padding: every label counts, id 0 too); plain cross-entropy and accuracy for
+        classification."""
         if self.family == "encoder-only":
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
             return loss, [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
         if label_smoothing is None:
             label_smoothing = 0.0 if self.task.stream else 0.1
-        loss = MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing)
-        return loss, [MaskedAccuracy(), perplexity()]
+        pad_id = None if self.task.stream else PAD_ID
+        loss = MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing, pad_id=pad_id)
+        return loss, [MaskedAccuracy(pad_id=pad_id), perplexity(pad_id)]
 
     @property
     def task_name(self) -> str:
         return FAMILY_TASKS[self.family][0]  # what `train` trains each family for
 
 
-def _load_encoder(directory: str) -> tuple[EncoderOnly, tuple]:
-    """The encoder of an encoder-only run directory (an embedding model's, or a
-    classifier's backbone) and its tokenizers.
+def _load_init(directory: str, family: str) -> tuple[keras.Model, tuple]:
+    """The model a run of `family` starts from, and its tokenizers: the encoder of an
+    encoder-only run directory (an embedding model's, or a classifier's backbone), or
+    the language model of a decoder-only one.
 
     Raises:
-        ValueError: not a run directory, or not of an encoder-only model.
+        ValueError: not a run directory, or not one of `family`.
     """
     from transformer_zoo.models.saving import load_run_model
     from transformer_zoo.run_directory import load_run_config
     from transformer_zoo.text import load_tokenizers
 
     config = load_run_config(directory)
-    if config.family != "encoder-only":
+    if config.family != family:
+        start = {
+            "encoder-only": "a classifier starts from an encoder-only run",
+            "decoder-only": "a language model continues from a decoder-only run",
+        }[family]
         raise ValueError(
-            f"--init {directory} holds {with_article(config.family)} model; a classifier "
-            "starts from an encoder-only run (trained, or imported with import-hf)."
+            f"--init {directory} holds {with_article(config.family)} model; {start} "
+            "(trained, or imported with import-hf)."
         )
     model = load_run_model(directory)
-    encoder = model.backbone if isinstance(model, EncoderOnlyClassifier) else model
-    return encoder, load_tokenizers(directory, config)
+    start = model.backbone if isinstance(model, EncoderOnlyClassifier) else model
+    return start, load_tokenizers(directory, config)

@@ -32,7 +32,6 @@ from transformer_zoo.run_directory import MODEL_FILE, RunConfig, load_run_config
 from transformer_zoo.serving import ServedModel
 from transformer_zoo.text import load_tokenizers, save_tokenizers
 from transformer_zoo.text.files import copy_tokenizers
-from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 from transformer_zoo.train import distribution
 from transformer_zoo.train.callbacks.backup import backup_epoch, restore_backup
 from transformer_zoo.train.callbacks.budget import Budget
@@ -224,13 +223,15 @@ def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfi
     }
     if setup.task.shared_targets is not None:
         extra["shared_test_targets"] = setup.task.shared_targets
-    wordpiece = isinstance(setup.tokenizer, WordPieceTokenizer)  # from an imported encoder
+    kept = {}  # a run from `init` keeps its tokenizer files (`_write_start` copies them)
+    if config.init is not None:
+        kept = {"tokenizer": load_run_config(config.init).tokenizer}
     return RunConfig(
         family=setup.family,
         preset=setup.preset,
         task=setup.task_name,
         special_ids=setup.tokenizer.special_ids,
-        **({"tokenizer": VOCAB_FILENAME} if wordpiece else {}),
+        **kept,
         target_tokenizer="target_tokenizer.model" if setup.separate_target else None,
         max_length=length,
         max_target_length=length if setup.family == "encoder-decoder" else None,

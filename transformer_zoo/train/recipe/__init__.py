@@ -11,9 +11,10 @@ from transformer_zoo.train.recipe.optimizers import adamw_cosine, paper_adam
 from transformer_zoo.train.recipe.transformer_schedule import TransformerSchedule
 
 
-def perplexity(pad_id: int = 0) -> keras_hub.metrics.Perplexity:
-    """Corpus perplexity over the non-padding positions: keras-hub's `Perplexity`, which
-    sums the token log-losses and counts across batches (no label smoothing)."""
+def perplexity(pad_id: int | None = 0) -> keras_hub.metrics.Perplexity:
+    """Corpus perplexity over the non-padding positions (every position with `pad_id`
+    None): keras-hub's `Perplexity`, which sums the token log-losses and counts across
+    batches (no label smoothing)."""
     return keras_hub.metrics.Perplexity(from_logits=True, mask_token_id=pad_id, name="perplexity")
 
 

@@ -13,7 +13,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     """Share of non-padding positions whose highest-scoring class is the label.
 
     Args:
-        pad_id: the label id that marks positions to skip (0).
+        pad_id: the label id that marks positions to skip (0); None skips none.
         name: the metric name.
         dtype: the metric dtype.
 
@@ -29,7 +29,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     0.5
     """
 
-    def __init__(self, pad_id: int = 0, name: str = "masked_accuracy", dtype=None):
+    def __init__(self, pad_id: int | None = 0, name: str = "masked_accuracy", dtype=None):
         super().__init__(name=name, dtype=dtype)
         self.pad_id = pad_id
         self.correct = self.add_variable((), initializer="zeros", name="correct")

@@ -22,9 +22,13 @@ def label_log_probability(log_probs, y_true):
     return ops.squeeze(ops.take_along_axis(log_probs, index, axis=-1), -1)
 
 
-def token_weights(y_true, pad_id: int, sample_weight=None, dtype="float32"):
-    """1 where the label is not `pad_id`, times `sample_weight` ((B, T) or (B,))."""
-    weights = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), pad_id), dtype)
+def token_weights(y_true, pad_id: int | None, sample_weight=None, dtype="float32"):
+    """1 where the label is not `pad_id` (everywhere with None: windows of a token stream,
+    where every id is a token, GPT-2's id 0 too), times `sample_weight` ((B, T) or (B,))."""
+    if pad_id is None:
+        weights = ops.ones_like(y_true, dtype)
+    else:
+        weights = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), pad_id), dtype)
     if sample_weight is not None:
         sample_weight = ops.cast(sample_weight, dtype)
         if len(sample_weight.shape) < len(weights.shape):
