@@ -79,6 +79,9 @@ def test_embed_reads_stdin_and_writes_an_npy_file(family_artifacts, tmp_path, ca
     vectors = np.load(out_file)
     assert vectors.dtype == np.float32 and vectors.shape == (4, 32)
     np.testing.assert_allclose(vectors, load_onnx(art.export_dir).embed(texts), atol=1e-6)
+    # A directory as --output is refused before the model runs, by its own name.
+    code, _, err = _run(capsys, "embed", "dogs", "--model", art.export_dir, "--output", tmp_path)
+    assert code == 2 and f"--output {tmp_path} is a directory" in err
 
 
 def test_embed_keras_engine_on_a_wordpiece_run_directory(wordpiece_artifacts, tmp_path, capsys):

@@ -197,14 +197,17 @@ def _translate(args) -> int:
 def _embed(args) -> int:
     import numpy as np
 
+    if args.output and os.path.isdir(args.output):  # refused before the model runs
+        raise UsageError(f"--output {args.output} is a directory: name the .npy file to write")
     inputs, rows = _serve(args, lambda m, xs: m.embed(xs, batch_size=args.batch_size))
     vectors = np.asarray(rows, np.float32)
     if args.output:
         try:
             with atomic_path(args.output) as temporary, open(temporary, "wb") as file:
                 np.save(file, vectors.astype(np.float32))
-        except OSError as error:
-            raise UsageError(f"cannot write {args.output}: {first_line(error)}") from None
+        except OSError as error:  # its own words, not the staging path's
+            reason = error.strerror or first_line(error)
+            raise UsageError(f"cannot write {args.output}: {reason}") from None
         print(
             f"wrote {vectors.shape[0]}×{vectors.shape[1]} embeddings to {args.output}",
             file=sys.stderr,
