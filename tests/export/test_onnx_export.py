@@ -143,6 +143,23 @@ def test_model_built_in_user_code_exports_without_run_dir_or_tokenizer(tmp_path)
     assert report["model.onnx"]["max_abs_diff"] <= 1e-4
 
 
+def test_a_model_built_under_mixed_bfloat16_exports_as_its_float32_copy(tmp_path):
+    import keras
+
+    from transformer_zoo.generation import generate
+    from transformer_zoo.models.family import float32_copy
+    from transformer_zoo.serving import load_onnx
+
+    keras.config.set_dtype_policy("mixed_bfloat16")  # as a user training in bf16 would
+    model = from_preset("tiny", family="decoder-only", vocabulary_size=40, max_length=16, **SMALL)
+    report = export_onnx(model, tmp_path)  # fed bfloat16 caches to onnxruntime before
+    assert keras.config.dtype_policy().name == "mixed_bfloat16"  # the caller's, untouched
+    assert report["model.onnx"]["max_abs_diff"] <= 1e-4
+    prompts = [[5, 6, 7], [8, 9]]
+    expected = generate(float32_copy(model), prompts, 4).tokens
+    np.testing.assert_array_equal(load_onnx(tmp_path).generate_ids(prompts, 4).tokens, expected)
+
+
 def test_validation_rejects_a_graph_that_differs_from_the_model(tmp_path):
     model = from_preset("tiny", family="encoder-only", vocabulary_size=40, max_length=16, **SMALL)
     (graph,) = step_graphs(model)

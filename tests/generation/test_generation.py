@@ -58,6 +58,20 @@ def test_batched_prompts_of_different_lengths_match_each_prompt_alone(decoder_on
         np.testing.assert_array_equal(batch[row], alone[0])
 
 
+def test_id_lists_are_masked_by_their_lengths_as_serving_reads_them(decoder_only):
+    """Prompts as id lists of their own lengths (ragged), id 0 a token, not padding: as
+    `ServedModel.generate_ids` and the server read them."""
+    ragged = [[5, 6, 7], [8, 9], [0, 5, 6]]
+    batch = generate(decoder_only, ragged, 4)
+    for row, ids in enumerate(ragged):
+        array = np.array([ids])
+        alone = generate(decoder_only, {"token_ids": array, "padding_mask": array >= 0}, 4)
+        np.testing.assert_array_equal(batch.tokens[row], alone.tokens[0])
+        np.testing.assert_allclose(batch.scores[row], alone.scores[0], atol=1e-5)
+    masked_zero = generate(decoder_only, [[5, 6]], 4)  # what id 0 as padding would give
+    assert not np.allclose(batch.scores[2], masked_zero.scores[0], atol=1e-5)
+
+
 @pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 def test_cached_and_uncached_decoding_give_identical_tokens(family, strategy, request):

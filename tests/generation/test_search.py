@@ -194,6 +194,13 @@ def test_filter_keeps_the_nucleus_and_always_the_top_token():
         ({"strategy": "sample", "top_k": 0}, "top_k"),
         ({"strategy": "sample", "top_p": 1.5}, "top_p"),
         ({"strategy": "beam", "num_beams": 0}, "num_beams"),
+        ({"strategy": "beam", "num_beams": True}, "num_beams"),
+        ({"strategy": "beam", "length_penalty": "x"}, "length_penalty"),
+        ({"strategy": "beam", "length_penalty": float("nan")}, "length_penalty"),
+        ({"strategy": "sample", "top_p": "0.5"}, "top_p"),
+        ({"strategy": "sample", "top_k": True}, "top_k"),
+        ({"strategy": "sample", "seed": -1}, "seed"),
+        ({"strategy": "sample", "seed": "abc"}, "seed"),
     ],
 )
 def test_bad_search_arguments_are_rejected_by_name(kwargs, name):
@@ -253,3 +260,9 @@ def test_ranked_log_probs_are_the_softmax_formulas_best():
     np.testing.assert_array_equal(chosen, search.token_log_probs(logits, tokens))
     empty = search.ranked_log_probs(logits, tokens, 0)
     assert empty[1].shape == (5, 0) and empty[2].shape == (5, 0)
+
+
+def test_numpy_numbers_are_numbers():
+    config = search.Sampling(temperature=np.float32(0.7), top_k=np.int64(3), top_p=np.float32(0.9))
+    assert config.temperature == np.float32(0.7)
+    assert search.BeamSearch(np.int64(2), np.float32(0.5)).num_beams == 2

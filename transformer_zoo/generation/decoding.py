@@ -12,6 +12,7 @@ import weakref
 import numpy as np
 
 from transformer_zoo.generation.engine import CachedEngine, check_room
+from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.generation.reference import UncachedEngine
 from transformer_zoo.generation.search import SearchConfig, SearchResult
@@ -49,7 +50,8 @@ def generate(
     Args:
         model: a `DecoderOnly` or an `EncoderDecoder`.
         inputs: decoder-only: (B, S) prompt ids or `{"token_ids", "padding_mask"}`;
-            prompts of different lengths are padded with 0 (left or right) or masked.
+            prompts of different lengths are padded with 0 (left or right) or masked, or
+            given as id lists of their own lengths (masked by them, so id 0 is a token).
             Encoder-decoder: `{"encoder_token_ids", "encoder_padding_mask"}` plus
             `"decoder_token_ids"` (the start tokens) or `decoder_start_id`.
         max_new_tokens: the most tokens generated per row.
@@ -74,6 +76,22 @@ def generate(
         )
     if not isinstance(inputs, dict):
         inputs = {"token_ids": inputs}
+    inputs = dict(inputs)
+    if family == "encoder-decoder":
+        ids_inputs = (
+            ("encoder_token_ids", "encoder_padding_mask", model.vocabulary_size),
+            ("decoder_token_ids", "decoder_padding_mask", model.output_vocabulary_size),
+        )
+    else:
+        ids_inputs = (("token_ids", "padding_mask", model.vocabulary_size),)
+    for ids_key, mask_key, vocabulary in ids_inputs:
+        # As `ServedModel` reads them: id lists of any lengths, masked by their lengths
+        # (so that id 0 can be a token), or a 2-D array masked by `mask_key`, else ids != 0.
+        if ids_key in inputs:
+            ids, mask = token_array(
+                inputs[ids_key], ids_key, vocabulary, None, inputs.get(mask_key)
+            )
+            inputs[ids_key], inputs[mask_key] = ids, mask
     inputs = {key: np.asarray(value) for key, value in inputs.items()}
     if family == "encoder-decoder" and "decoder_token_ids" not in inputs:
         if decoder_start_id is None:

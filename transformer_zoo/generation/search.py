@@ -27,6 +27,8 @@ The state is opaque to the search code (device tensors, caches, masks).
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -122,8 +124,10 @@ class Sampling:
         temperature: > 0; below 1 sharpens, above 1 flattens the distribution.
         top_k: keep only the k most likely tokens (None: all).
         top_p: keep the nucleus of probability `top_p`, in (0, 1] (None: all).
-        seed: the seed of the row's random generator; the same seed, inputs and engine
-            give the same text. None draws a fresh one.
+        seed: a non-negative integer, the seed of the batch's random generator: the same
+            seed, batch and engine give the same text (a row's draws depend on the rows
+            drawn with it; the HTTP server gives each row a generator of its own). None
+            draws a fresh one.
     """
 
     temperature: float = 1.0
@@ -133,20 +137,22 @@ class Sampling:
     name: ClassVar[str] = "sample"
 
     def __post_init__(self):
-        if isinstance(self.temperature, bool) or not (
-            isinstance(self.temperature, (int, float)) and self.temperature > 0
-        ):
+        if not (_is_number(self.temperature) and self.temperature > 0):
             raise ValueError(
-                f"`temperature` must be positive. Received: temperature={self.temperature!r}"
+                f"`temperature` must be a positive number. Received: temperature={self.temperature!r}"
             )
-        if self.top_k is not None and (
-            not isinstance(self.top_k, (int, np.integer)) or self.top_k < 1
-        ):
+        if self.top_k is not None and not (_is_integer(self.top_k) and self.top_k >= 1):
             raise ValueError(
                 f"`top_k` must be a positive integer or None. Received: top_k={self.top_k!r}"
             )
-        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={self.top_p!r}")
+        if self.top_p is not None and not (_is_number(self.top_p) and 0.0 < self.top_p <= 1.0):
+            raise ValueError(
+                f"`top_p` must be a number in (0, 1] or None. Received: top_p={self.top_p!r}"
+            )
+        if self.seed is not None and not (_is_integer(self.seed) and self.seed >= 0):
+            raise ValueError(
+                f"`seed` must be a non-negative integer or None. Received: seed={self.seed!r}"
+            )
 
     def draw(self, logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The next token of each row of (B, V) logits (or log-probabilities: the same
@@ -177,13 +183,27 @@ class BeamSearch:
     name: ClassVar[str] = "beam"
 
     def __post_init__(self):
-        if not isinstance(self.num_beams, (int, np.integer)) or self.num_beams < 1:
+        if not (_is_integer(self.num_beams) and self.num_beams >= 1):
             raise ValueError(
                 f"`num_beams` must be a positive integer. Received: num_beams={self.num_beams!r}"
+            )
+        if not _is_number(self.length_penalty):
+            raise ValueError(
+                "`length_penalty` must be a finite number. "
+                f"Received: length_penalty={self.length_penalty!r}"
             )
 
     def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
         return beam_search(engine, inputs, max_new_tokens, self, eos_id, pad_id)
+
+
+def _is_number(value) -> bool:
+    """A finite real number (numpy's too), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 SearchConfig = Greedy | Sampling | BeamSearch

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import keras
+
 from transformer_zoo.models.decoder_only import DecoderOnly
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.encoder_only import EncoderOnly
@@ -76,6 +78,11 @@ def float32_copy(model):
             return [without_policies(v) for v in config]
         return config
 
-    copy = model.__class__.from_config(without_policies(model.get_config()))
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")  # the layers' default, whatever the caller's
+    try:
+        copy = model.__class__.from_config(without_policies(model.get_config()))
+    finally:
+        keras.config.set_dtype_policy(policy)
     copy.set_weights(model.get_weights())
     return copy

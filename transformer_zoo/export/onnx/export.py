@@ -33,7 +33,7 @@ from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
 from transformer_zoo.files import atomic_path
 from transformer_zoo.generation.graphs import Graph, step_graphs
 from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS, make_session
-from transformer_zoo.models.family import dimensions_of
+from transformer_zoo.models.family import dimensions_of, float32_copy
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
@@ -162,7 +162,8 @@ def export_onnx(
 
     Args:
         model: a `DecoderOnly`, `EncoderDecoder`, `EncoderOnly`, `EncoderOnlyClassifier`
-            or `EncoderOnlyMaskedLM`.
+            or `EncoderOnlyMaskedLM`; one built under a mixed precision policy is
+            exported (and validated) as its float32 copy, as training saves it.
         out_dir: the directory to write (created if needed): the `.onnx` files,
             `config.json`, the tokenizer files, and `genai_config.json` for decoder-only.
         tokenizer: the (source) `Tokenizer` or `WordPieceTokenizer`, written next to the
@@ -195,6 +196,9 @@ def export_onnx(
         raise ValueError(f"`opset` must be 17 or 18. Received: opset={opset}")
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
+    if model.compute_dtype != "float32":  # built under a mixed precision policy
+        log.info("exporting a float32 copy of the %s model", model.compute_dtype)
+        model = float32_copy(model)
     config = make_config(model, config, tokenizer, target_tokenizer, label_names)
     dims = dimensions_of(model)
     report, entries = {}, {}
