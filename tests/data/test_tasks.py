@@ -36,3 +36,29 @@ def test_encoder_decoder_gets_separate_vocabularies_and_the_others_a_shared_one(
     assert all(len(target.id_to_piece(i)) == 1 for i in range(5, target.vocabulary_size))
     shared, same = tasks["decoder-only"].fit_tokenizers(vocabulary_size=300)
     assert shared is same and shared.encode("2021年3月5日").count(1) == 0
+
+
+def test_evaluate_reads_a_test_file_of_yours_for_builtin_and_imported_runs(tmp_path):
+    """`evaluate RUN --test FILE` scores a translation run on the built-in data, or an
+    imported Marian, on pairs of yours; a built-in decoder-only run (prompt => completion
+    pairs) and an imported encoder without labels have nothing to read such a file as."""
+    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.run_directory import RunConfig, RunError
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("March 5, 2021\t2021年3月5日\nMay 1, 1999\t1999年5月1日\n", encoding="utf-8")
+    for data in ("builtin:dates-zh", None):
+        config = RunConfig(family="encoder-decoder", preset="p", task="translation", data=data)
+        task = run_task(config, test=str(pairs))
+        assert [(e.source, e.target) for e in task.test] == [
+            ("March 5, 2021", "2021年3月5日"),
+            ("May 1, 1999", "1999年5月1日"),
+        ]
+    builtin = RunConfig(
+        family="decoder-only", preset="p", task="language-model", data="builtin:dates-zh"
+    )
+    with pytest.raises(ValueError, match="prompt => completion pairs"):
+        run_task(builtin, test=str(pairs))
+    encoder = RunConfig(family="encoder-only", preset="p", task="embedding", data=None)
+    with pytest.raises(RunError, match="no test split to score it on"):
+        run_task(encoder, test=str(pairs))

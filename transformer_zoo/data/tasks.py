@@ -258,16 +258,22 @@ def run_task(config, test: str | None = None) -> Task:
         DataError: the data is unreadable.
     """
     imported_language_model = not config.data and config.family == "decoder-only"
-    if not config.data and not (test is not None and imported_language_model):
+    scorable = config.family != "encoder-only" or bool(config.label_names)
+    if not config.data and not (test is not None and scorable):
         raise RunError(
             "This model names no task (config.json has no `data`): it was not trained "
-            "here, so there is no test split to score it on."
+            "here, so there is no test split to score it on"
+            + ("; give one with --test FILE." if scorable else ".")
         )
     settings = config.extra.get("train") or {}
     stream = settings.get("windows") in ("random", "epoch") or imported_language_model
     if test is not None:
-        if (config.data or "").startswith("builtin:"):
-            _refuse_split_files(config.data)
+        if (config.data or "").startswith("builtin:") and config.family == "decoder-only":
+            raise ValueError(
+                f"A decoder-only run on {config.data} learnt its prompt => completion pairs, "
+                "which a file of yours (plain text) does not hold: evaluate scores the "
+                "built-in test split without --test."
+            )
         labels = tuple(config.label_names or ())
         examples = read_split(test, config.family, settings.get("columns"), labels or None, stream)
         return Task(config.data or test, config.family, [], [], examples, labels)

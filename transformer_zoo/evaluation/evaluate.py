@@ -277,16 +277,19 @@ def _token_scores(served, examples, progress: bool | None = None) -> dict[str, f
     hits, nll, count = 0, 0.0, 0
     with _progress_bar(len(rows), "teacher forcing", progress) as bar:
         for batch in sorted_batches([len(row[-1]) for row in rows], BATCH_SIZE):
-            *inputs, labels = (_padded([rows[i][j] for i in batch]) for j in range(len(rows[0])))
+            # Id lists, masked by their lengths: an imported model's id 0 is a token
+            # (Marian's </s>, GPT-2's `!`), not padding.
+            *inputs, labels = ([rows[i][j] for i in batch] for j in range(len(rows[0])))
             if served.family == "encoder-decoder":
                 feeds = {"encoder_token_ids": inputs[0], "decoder_token_ids": inputs[1]}
-            elif windows is not None:  # no padding: every id is a token (GPT-2's 0 too)
-                feeds = {"token_ids": inputs[0], "padding_mask": np.ones_like(inputs[0])}
             else:
                 feeds = {"token_ids": inputs[0]}
             logp = log_softmax(served.engine.forward(feeds))  # (B, T, V)
+            scored = _padded([[1] * len(row) for row in labels]).astype(bool)
+            labels = _padded(labels)
+            if served.family == "decoder-only" and windows is None:
+                scored &= labels != 0  # a prompt's tokens are not trained on (label 0)
             picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
-            scored = labels != 0 if windows is None else np.ones_like(labels, bool)
             hits += int((logp.argmax(-1) == labels)[scored].sum())
             nll -= float(picked[scored].sum())
             count += int(scored.sum())

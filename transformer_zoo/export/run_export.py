@@ -14,7 +14,12 @@ from transformer_zoo.export.quantize import (
     require_task,
 )
 from transformer_zoo.models.saving import load_run_model
-from transformer_zoo.run_directory import MODEL_FILE, check_run_files, load_run_config
+from transformer_zoo.run_directory import (
+    MODEL_FILE,
+    RunError,
+    check_run_files,
+    load_run_config,
+)
 
 
 def export_run(
@@ -67,10 +72,12 @@ def export_run(
             f"`quantize` must be None or among {WEIGHT_TYPES}. Received: quantize={quantize!r}"
         )
     if quantize and "onnx" not in formats:
-        raise ValueError("`quantize` needs the ONNX format: add 'onnx' to `formats`.")
+        raise ValueError(
+            "`quantize` needs the ONNX format: add 'onnx' to `formats` (on the command line, "
+            "--format onnx or all)."
+        )
     config = load_run_config(run_dir)
-    if os.path.abspath(run_dir) == os.path.abspath(out_dir):
-        raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
+    check_export_target(run_dir, out_dir, config)
     if quantize and max_accuracy_drop is not None:
         require_task(config)  # before the export, not after it
     check_run_files(run_dir, config, MODEL_FILE)
@@ -106,8 +113,70 @@ def _export_hf(run_dir: str, out_dir: str, formats, quantize) -> dict:
             "`hf` is a directory of its own (transformers' config.json): export it alone, "
             f"without other formats or --quantize. Received: formats={tuple(formats)}"
         )
-    if os.path.abspath(run_dir) == os.path.abspath(out_dir):
-        raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
     config = load_run_config(run_dir)
+    check_export_target(run_dir, out_dir, config, hf=True)
     check_run_files(run_dir, config, MODEL_FILE)
     return {HF_FORMAT: export_hf(load_run_model(run_dir), out_dir, config, run_dir)}
+
+
+# What tells two runs apart in their configs (an export's config.json copies its run's).
+RUN_IDENTITY = ("family", "preset", "task", "data", "seed")
+# The files a `--format hf` directory holds (transformers' layout).
+HF_FILES = {
+    "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+    "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+    "vocab.txt", "tokenizer.model",
+}  # fmt: skip
+
+
+def check_export_target(run_dir: str, out_dir: str, config, hf: bool = False) -> None:
+    """Refuses an `out_dir` an export would damage or mix up, before the model loads: a
+    file, the run directory or another run's (its `model.keras`), an export of another
+    run, or a directory of other files. An export of this same run (to add a format or
+    export again) and a new or empty directory are fine; with `hf`, a directory of an
+    earlier Hugging Face export too.
+
+    Raises:
+        ValueError: the `out_dir` at fault, named.
+    """
+    if not out_dir:
+        raise ValueError("`out_dir` is empty: name the directory to export to.")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"The export directory {out_dir} is a file: choose a directory.")
+    if os.path.abspath(run_dir) == os.path.abspath(out_dir):
+        raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
+    names = set(os.listdir(out_dir)) if os.path.isdir(out_dir) else set()
+    if not names:
+        return
+    refuse = f"The export directory {out_dir} "
+    if MODEL_FILE in names:
+        raise ValueError(
+            refuse + f"holds a run ({MODEL_FILE}): exporting there would overwrite it; "
+            "choose another directory."
+        )
+    if hf:
+        if names <= HF_FILES:
+            return  # an earlier Hugging Face export, written again
+        raise ValueError(
+            refuse + "is not empty and holds no Hugging Face export: choose a new or "
+            "empty directory."
+        )
+    try:
+        previous = load_run_config(out_dir)
+    except RunError:
+        raise ValueError(
+            refuse + "is not empty and holds no export of ours (a Hugging Face export, or "
+            "other files): choose a new or empty directory."
+        ) from None
+    ours, theirs = config.to_dict(), previous.to_dict()
+    changed = [key for key in RUN_IDENTITY if ours.get(key) != theirs.get(key)]
+    changed += [
+        key
+        for key in ("train", "imported_from")
+        if config.extra.get(key) != previous.extra.get(key)
+    ]
+    if changed:
+        raise ValueError(
+            refuse + f"holds an export of another run ({', '.join(changed)} differ): "
+            "exporting there would mix the two; choose another directory or delete it."
+        )

@@ -104,13 +104,14 @@ def translation_example(
     max_target_length: int,
 ) -> tuple[list[int], list[int], list[int]]:
     """`(encoder ids, decoder ids, labels)` of a translation pair, teacher-forced: the
-    decoder reads `[bos]` + target pieces and learns target pieces + `[eos]`, both cut to
-    `max_target_length` (a cut target keeps no `[eos]` label)."""
+    decoder reads `[bos]` + target pieces and learns target pieces + `[eos]` (the target
+    tokenizer's ids), both cut to `max_target_length` (a cut target keeps no `[eos]`
+    label)."""
     pieces = target_tokenizer.encode(target)
     return (
         source_ids(source_tokenizer, source, max_source_length),
-        ([BOS_ID] + pieces)[:max_target_length],
-        (pieces + [EOS_ID])[:max_target_length],
+        ([target_tokenizer.bos_id] + pieces)[:max_target_length],  # Marian's: <pad>
+        (pieces + [target_tokenizer.eos_id])[:max_target_length],
     )
 
 

@@ -20,7 +20,11 @@ def _piece(tokenizer, token_id: int, special: dict) -> str:
     names = {v: f"<{k}>" for k, v in special.items() if v is not None}
     if token_id in names:
         return names[token_id]
-    return tokenizer.id_to_piece(int(token_id)).replace("▁", "_")
+    if hasattr(tokenizer, "id_to_piece"):  # ours (SentencePiece)
+        piece = tokenizer.id_to_piece(int(token_id))
+    else:  # an imported Marian run's: its vocabulary's pieces
+        piece = tokenizer.pieces.get(int(token_id), "<unk>")
+    return piece.replace("▁", "_")
 
 
 def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict, text: str,
@@ -88,6 +92,9 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
             f"{run_dir!r} holds {with_article(config.family)} model; attention pictures need an "
             "encoder-decoder (translation) run."
         )
+    out_dir = out_dir or run_dir
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):  # before the model loads
+        raise ValueError(f"--out {out_dir} is a file: name a directory for the pictures.")
     if model is None:
         model = load_run_model(run_dir)
     source_tokenizer, target_tokenizer = load_tokenizers(run_dir, config)
@@ -97,5 +104,5 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
         target_tokenizer,
         config.special_ids,
         text,
-        out_dir or run_dir,
+        out_dir,
     )

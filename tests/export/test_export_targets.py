@@ -1,0 +1,68 @@
+"""`export --out` never damages what is there: another run, an export of another run, a
+file or a directory of other files are refused before the model loads; an export of the
+same run takes the new files."""
+
+import shutil
+
+import pytest
+
+from tests.models.test_hf_checkpoints import CHECKPOINTS
+from transformer_zoo import cli
+from transformer_zoo.export.run_export import export_run
+from transformer_zoo.models.hf.run import import_hf_run
+from transformer_zoo.run_directory import load_run_config
+from transformer_zoo.visualize.attention import draw_run_attention
+
+
+def _snapshot(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+def test_an_export_refuses_to_overwrite_another_run_or_its_export(family_artifacts, tmp_path):
+    decoder, translator = family_artifacts("decoder-only"), family_artifacts("encoder-decoder")
+    other_run = tmp_path / "other-run"
+    shutil.copytree(translator.run_dir, other_run)
+    other_export = tmp_path / "other-export"
+    shutil.copytree(translator.export_dir, other_export)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine")
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    for out, message in (
+        (other_run, "holds a run"),
+        (other_export, "holds an export of another run"),
+        (a_file, "is a file"),
+        (stranger, "holds no export of ours"),
+    ):
+        before = _snapshot(out) if out.is_dir() else a_file.read_bytes()
+        for formats in (("onnx",), ("hf",)):
+            with pytest.raises(ValueError, match=message if formats == ("onnx",) else "directory"):
+                export_run(decoder.run_dir, out, formats=formats)
+        assert (_snapshot(out) if out.is_dir() else a_file.read_bytes()) == before
+
+
+def test_an_export_of_the_same_run_is_written_again(family_artifacts, tmp_path):
+    decoder = family_artifacts("decoder-only")
+    out = tmp_path / "export"
+    export_run(decoder.run_dir, out, formats=("onnx",))
+    export_run(decoder.run_dir, out, formats=("saved_model",))  # adds a format
+    assert set(load_run_config(out).export) >= {"onnx", "saved_model"}
+
+
+def test_the_command_names_the_directory_in_one_line(family_artifacts, tmp_path, capsys):
+    run = family_artifacts("decoder-only").run_dir
+    (tmp_path / "a-file").write_text("mine")
+    code = cli.main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "a-file")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{tmp_path / 'a-file'} is a file" in err and "Traceback" not in err
+
+
+def test_attention_pictures_of_an_imported_marian_run(tmp_path):
+    run = tmp_path / "marian"
+    import_hf_run(CHECKPOINTS["marian"], run)
+    result = draw_run_attention(str(run), "Speak, speak.", str(tmp_path / "pictures"))
+    assert (tmp_path / "pictures" / "attention.png").stat().st_size > 0
+    assert result["causal_mask"].endswith("causal_mask.png")
+    with pytest.raises(ValueError, match="is a file"):
+        draw_run_attention(str(run), "Speak.", str(tmp_path / "pictures" / "attention.png"))
