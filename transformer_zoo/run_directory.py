@@ -309,6 +309,21 @@ def check_run_files(directory: str | os.PathLike, cfg: RunConfig, *names: str) -
         raise RunError(f"{os.fspath(directory)!r} lacks {', '.join(missing)}.")
 
 
+# What tells two runs apart in their configs (an export's config.json copies its run's).
+RUN_IDENTITY = ("family", "preset", "task", "data", "seed")
+
+
+def run_differences(config: RunConfig, other: RunConfig) -> list[str]:
+    """The settings in which two configs name different runs (an export of a run names
+    the run): none for a run and its exports."""
+    ours, theirs = config.to_dict(), other.to_dict()
+    changed = [key for key in RUN_IDENTITY if ours.get(key) != theirs.get(key)]
+    for key in ("train", "imported_from"):
+        if config.extra.get(key) != other.extra.get(key):
+            changed.append(key)
+    return changed
+
+
 PATH_SETTINGS = ("data", "valid", "test", "init")  # stored absolute since 2026-12-03
 
 

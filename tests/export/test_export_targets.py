@@ -66,3 +66,14 @@ def test_attention_pictures_of_an_imported_marian_run(tmp_path):
     assert result["causal_mask"].endswith("causal_mask.png")
     with pytest.raises(ValueError, match="is a file"):
         draw_run_attention(str(run), "Speak.", str(tmp_path / "pictures" / "attention.png"))
+
+
+def test_evaluate_refuses_an_export_of_another_run(family_artifacts, tmp_path):
+    from transformer_zoo.evaluation.evaluate import evaluate_directory
+
+    decoder = family_artifacts("decoder-only")
+    gpt2_run, gpt2_export = tmp_path / "gpt2", tmp_path / "gpt2-export"
+    import_hf_run(CHECKPOINTS["gpt2"], gpt2_run)
+    export_run(gpt2_run, gpt2_export, formats=("onnx",))
+    with pytest.raises(ValueError, match="is an export of another run"):
+        evaluate_directory(str(decoder.run_dir), engine="onnx", model=str(gpt2_export))

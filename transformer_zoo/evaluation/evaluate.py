@@ -364,7 +364,7 @@ def evaluate_directory(
             an export of one, or its data is unreadable.
     """
     from transformer_zoo.data.tasks import run_task
-    from transformer_zoo.run_directory import load_run_config
+    from transformer_zoo.run_directory import load_run_config, run_differences
     from transformer_zoo.serving import load_served_model
 
     served = load_served_model(model or directory, engine)
@@ -373,6 +373,12 @@ def evaluate_directory(
         raise ValueError(
             f"--model {model} holds {with_article(served.family)} model; {directory} "
             f"{with_article(config.family)} one."
+        )
+    changed = run_differences(config, served.config) if model else []
+    if changed:  # a score of another model, reported as this run's
+        raise ValueError(
+            f"--model {model} is an export of another run than {directory} "
+            f"({', '.join(changed)} differ): export this run, or evaluate that one."
         )
     return evaluate(served, run_task(config, test), "test" if test else split, search=search)
 

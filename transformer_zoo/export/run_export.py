@@ -19,6 +19,7 @@ from transformer_zoo.run_directory import (
     RunError,
     check_run_files,
     load_run_config,
+    run_differences,
 )
 
 
@@ -119,8 +120,6 @@ def _export_hf(run_dir: str, out_dir: str, formats, quantize) -> dict:
     return {HF_FORMAT: export_hf(load_run_model(run_dir), out_dir, config, run_dir)}
 
 
-# What tells two runs apart in their configs (an export's config.json copies its run's).
-RUN_IDENTITY = ("family", "preset", "task", "data", "seed")
 # The files a `--format hf` directory holds (transformers' layout).
 HF_FILES = {
     "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
@@ -168,13 +167,7 @@ def check_export_target(run_dir: str, out_dir: str, config, hf: bool = False) ->
             refuse + "is not empty and holds no export of ours (a Hugging Face export, or "
             "other files): choose a new or empty directory."
         ) from None
-    ours, theirs = config.to_dict(), previous.to_dict()
-    changed = [key for key in RUN_IDENTITY if ours.get(key) != theirs.get(key)]
-    changed += [
-        key
-        for key in ("train", "imported_from")
-        if config.extra.get(key) != previous.extra.get(key)
-    ]
+    changed = run_differences(config, previous)
     if changed:
         raise ValueError(
             refuse + f"holds an export of another run ({', '.join(changed)} differ): "
