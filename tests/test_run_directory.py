@@ -51,6 +51,9 @@ def test_missing_directory_or_config_raises_run_error(tmp_path):
         load_run_config(tmp_path / "absent")
     with pytest.raises(RunError, match="config.json"):
         load_run_config(tmp_path)
+    (tmp_path / "model.onnx").write_bytes(b"")  # a model file given for its directory
+    with pytest.raises(RunError, match=f"is a file; give the directory.*its folder, {tmp_path}"):
+        load_run_config(tmp_path / "model.onnx")
 
 
 def test_run_error_is_a_value_error():

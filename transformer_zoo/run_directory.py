@@ -282,6 +282,12 @@ def load_run_config(directory: str | os.PathLike) -> RunConfig:
     Raises:
         RunError: the directory or its config is missing, unreadable or malformed.
     """
+    if os.path.isfile(directory):  # a model file given for its directory, say
+        parent = os.path.dirname(os.path.abspath(directory))
+        raise RunError(
+            f"{os.fspath(directory)} is a file; give the directory that holds {CONFIG_FILE} "
+            f"(its folder, {parent}, if that is the export or run)."
+        )
     if not os.path.isdir(directory):
         raise RunError(f"no such directory: {os.fspath(directory)}")
     path = os.path.join(directory, CONFIG_FILE)
