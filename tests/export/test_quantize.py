@@ -22,6 +22,7 @@ from transformer_zoo.data.examples import (
 )
 from transformer_zoo.evaluation.evaluate import evaluate, predict
 from transformer_zoo.export import QuantizationError, quantize_onnx
+from transformer_zoo.export.quantize import FLOAT32_SCORES
 from transformer_zoo.run_directory import load_run_config
 from transformer_zoo.serving import ModelDirectoryError, load_onnx, load_served_model
 
@@ -124,6 +125,18 @@ def test_a_plain_text_task_is_scored_window_by_window(family_artifacts, tmp_path
     assert report["examples"] == windows > 1
     scoring = [r.getMessage() for r in caplog.records if "scoring" in r.getMessage()]
     assert scoring == [f"int8: scoring the {m} model on the test text" for m in ("float32", "int8")]
+    # A second weight type takes the float32 scores of the first (`export --quantize int8
+    # int4` scores the float32 model once).
+    caplog.clear()
+    known = {key: report[key] for key in FLOAT32_SCORES}
+    with caplog.at_level(logging.INFO, logger="transformer_zoo.export.quantize"):
+        int4 = quantize_onnx(
+            art.export_dir, tmp_path / "q4", task=task, max_accuracy_drop=1.0, weights="int4",
+            float32_scores=known,
+        )  # fmt: skip
+    scoring = [r.getMessage() for r in caplog.records if "scoring" in r.getMessage()]
+    assert scoring == ["int4: scoring the int4 model on the test text"]
+    assert int4["float32"] == report["float32"] and int4["examples"] == windows
 
 
 @pytest.mark.parametrize("weights, within", [("int8", 0.1), ("int4", 0.25)])

@@ -75,6 +75,7 @@ def quantize_onnx(
     examples: int = DEFAULT_EXAMPLES,
     per_channel: bool = False,
     weights: str = "int8",
+    float32_scores: dict | None = None,
 ) -> dict:
     """Writes an int8 or int4 copy of the ONNX export in `onnx_dir` to `out_dir`.
 
@@ -88,6 +89,9 @@ def quantize_onnx(
             task, such as an imported embedding model).
         examples: how many test examples to score (the first ones).
         per_channel: one scale per output column instead of one per matrix.
+        float32_scores: the float32 model's scores from an earlier report of the same
+            export, task and `examples` (`"metric"`, `"float32"`, `"float32_seconds"`,
+            `"examples"`), so that a second weight type does not score it again.
 
     Returns:
         The report also written to `out_dir/quantization.json`: per graph file the
@@ -157,7 +161,9 @@ def quantize_onnx(
         quantized.export["onnx"] = {**entry, "quantization": weights}
         save_run_config(staging, quantized)
         if max_accuracy_drop is not None:
-            report.update(compare_on_task(onnx_dir, staging, task, examples, weights))
+            report.update(
+                compare_on_task(onnx_dir, staging, task, examples, weights, float32_scores)
+            )
             report["max_accuracy_drop"] = max_accuracy_drop
             if report["drop"] > max_accuracy_drop:
                 raise QuantizationError(
@@ -231,15 +237,28 @@ def _int4(source: str, target: str, per_channel: bool) -> None:
 QUANTIZERS = {"int8": _int8, "int4": _int4}
 
 
+FLOAT32_SCORES = ("metric", "float32", "float32_seconds", "examples")
+
+
 def compare_on_task(
-    float_dir: str, quantized_dir: str, task, examples: int, weights: str = "int8"
+    float_dir: str,
+    quantized_dir: str,
+    task,
+    examples: int,
+    weights: str = "int8",
+    float32_scores: dict | None = None,
 ) -> dict:
     """Both directories' score on the first `examples` test examples of `task`
-    (`evaluation.evaluate`, the same scoring as `metrics.json`), and the seconds each took."""
+    (`evaluation.evaluate`, the same scoring as `metrics.json`), and the seconds each took;
+    the float32 one taken from `float32_scores` when given."""
     result = {}
     # A plain-text task's test split is its text, scored window by window.
     what = "the test text" if task.stream else f"{min(examples, len(task.test))} test examples"
-    for name, directory in (("float32", float_dir), (weights, quantized_dir)):
+    models = [("float32", float_dir), (weights, quantized_dir)]
+    if float32_scores is not None:
+        result.update({key: float32_scores[key] for key in FLOAT32_SCORES})
+        models = models[1:]
+    for name, directory in models:
         served = load_onnx(directory)
         log.info("%s: scoring the %s model on %s", weights, name, what)
         scores = evaluate(served, task, limit=examples)

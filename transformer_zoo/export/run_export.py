@@ -9,6 +9,7 @@ from transformer_zoo.export import FORMATS, HF_FORMAT
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
+    FLOAT32_SCORES,
     WEIGHT_TYPES,
     quantize_onnx,
     require_task,
@@ -95,6 +96,7 @@ def export_run(
     for weights in WEIGHT_TYPES:  # the stale copies of a previous export go first
         if os.path.isdir(os.path.join(out_dir, weights)) and (quantize or "onnx" in formats):
             shutil.rmtree(os.path.join(out_dir, weights))
+    float32_scores = None  # scored once, for the first weight type
     for weights in quantize:
         report[weights] = quantize_onnx(
             out_dir,
@@ -102,7 +104,10 @@ def export_run(
             max_accuracy_drop=max_accuracy_drop,
             examples=quantize_examples,
             weights=weights,
+            float32_scores=float32_scores,
         )
+        if "float32" in report[weights]:
+            float32_scores = {key: report[weights][key] for key in FLOAT32_SCORES}
     return report
 
 
