@@ -90,3 +90,42 @@ def test_multiworker_without_tf_config_gives_one_line(capsys, tmp_path, monkeypa
 def test_evaluate_of_a_directory_that_is_not_a_run_gives_one_line(capsys, tmp_path):
     assert "no such directory" in _error(capsys, ["evaluate", str(tmp_path / "none")])
     assert "holds no config.json" in _error(capsys, ["evaluate", str(tmp_path)])
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("num_heads=3", "The model width must be divisible by the number of heads"),
+        ("num_layers=0", "`num_layers` must be a positive integer"),
+        ("activation=bogus", "`activation` must be one of"),
+        ("dropout=1.5", "`dropout` must be in [0, 1)"),
+    ],
+)
+def test_a_bad_model_setting_is_one_line_before_anything_is_read_or_written(
+    capsys, tmp_path, monkeypatch, setting, message
+):
+    """It was a 34-line traceback, exit 1, after the data and tokenizers were processed."""
+    from transformer_zoo.train import trainer
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was read before the model settings were checked")
+
+    monkeypatch.setattr(trainer, "load_task", no_data)
+    out = tmp_path / "run"
+    assert message in _error(capsys, [*TRAIN, "--set", setting, "--out", out])
+    assert not out.exists()
+
+
+def test_help_gives_the_defaults_the_run_uses(capsys):
+    """It said `files: paper-adam` and `files: 400` where a run on files used
+    adamw-cosine and a warmup of 10% of its steps."""
+    from transformer_zoo.cli import main
+    from transformer_zoo.train.config import USER_DEFAULTS, WARMUP_SHARE
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "paper-adam;" not in text and "files: 400" not in text
+    assert f"--optimizer {{paper-adam,adamw-cosine}} default {USER_DEFAULTS['optimizer']}" in text
+    assert f"files: {WARMUP_SHARE:.0%} of the planned steps" in text
+    assert f"default {USER_DEFAULTS['dropout']}" in text

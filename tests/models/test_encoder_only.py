@@ -103,3 +103,9 @@ def test_heads_need_an_encoder_only_backbone():
         EncoderOnlyClassifier("not a model", num_classes=2)
     with pytest.raises(ValueError, match="num_classes"):
         EncoderOnlyClassifier(tiny(), num_classes=0)
+
+
+@pytest.mark.parametrize("dropout", [1.0, 1.5, -0.1])
+def test_the_classifier_refuses_a_dropout_outside_0_1_naming_it(dropout):
+    with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\)\. Received: dropout="):
+        EncoderOnlyClassifier(tiny(), num_classes=2, dropout=dropout)

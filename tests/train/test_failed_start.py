@@ -53,3 +53,41 @@ def test_the_settings_name_files_by_absolute_paths(tmp_path, monkeypatch):
     assert config.test == os.path.join(os.path.dirname(tmp_path), "test.tsv")
     assert config.init == str(tmp_path / "runs" / "encoder")
     assert TrainConfig("encoder-only").data == "builtin:dates-zh"
+
+
+def test_ctrl_c_in_the_test_evaluation_keeps_the_training_and_evaluates_again(
+    tmp_path, monkeypatch, capsys
+):
+    """The backup went with `fit`'s end: Ctrl-C while the test set was decoded left a run
+    marked "training" without a backup, which the rerun trained again from scratch."""
+    from transformer_zoo.cli.train import _what_a_rerun_does
+    from transformer_zoo.train import trainer
+
+    data, out = tmp_path / "corpus.txt", tmp_path / "run"
+    data.write_text("abc abd abe\n" * 40, encoding="utf-8")
+    config = TrainConfig(
+        "decoder-only", data=str(data), out=str(out), tokenizer="char", overrides=SMALL,
+        steps=2, batch_size=4, steps_per_execution=1, precision="float32",
+    )  # fmt: skip
+    evaluate = trainer.evaluate
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "evaluate", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, verbose=0)
+    assert rd.load_run_config(out).extra["status"] == trainer.TRAINED
+    assert _what_a_rerun_does(str(out)) == "evaluate again"
+    saved = (out / rd.MODEL_FILE).read_bytes()
+
+    monkeypatch.setattr(trainer, "evaluate", evaluate)
+    monkeypatch.setattr(keras.Model, "fit", lambda *a, **k: pytest.fail("trained again"))
+    prepared = prepare(config)
+    assert prepared.state == trainer.TRAINED
+    result = train(prepared, verbose=0)
+    assert "evaluating its model.keras again" in capsys.readouterr().out
+    assert result.metrics["training"]["steps"] == 2 and "test" in result.metrics
+    assert (out / rd.MODEL_FILE).read_bytes() == saved
+    assert rd.load_run_config(out).extra["status"] == "finished"
+    assert not (out / rd.BACKUP_DIR).exists()

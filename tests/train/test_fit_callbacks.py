@@ -9,7 +9,12 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_zoo.train.callbacks.backup import Backup, backup_epoch, restore_backup
+from transformer_zoo.train.callbacks.backup import (
+    Backup,
+    backup_epoch,
+    remove_backup,
+    restore_backup,
+)
 from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.budgeted_cosine_decay import BudgetedCosineDecay
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
@@ -99,7 +104,11 @@ def test_backup_interrupted_mid_write_keeps_the_previous_backup(tmp_path):
         X, Y, epochs=3, initial_epoch=initial_epoch, verbose=0, callbacks=[Backup(backup)]
     )
     assert len(history.history["loss"]) == 2  # epochs 2 and 3 only
-    assert not backup.exists()  # removed once training finished
+    # Kept after `fit` (a Ctrl-C before the model is saved resumes from it) until the
+    # run removes it.
+    assert backup_epoch(backup) == 3
+    remove_backup(backup)
+    assert not backup.exists()
 
 
 def test_backup_restores_the_weights_and_the_optimizer_step(tmp_path):

@@ -144,7 +144,7 @@ def test_a_decoder_trains_on_windows_for_a_number_of_steps_and_reports_val_loss(
     [
         ("num_layer=2", "`num_layer` is not an argument of a decoder-only model; the arguments"),
         ("num_layers=2.5", "`num_layers` takes an integer (the preset has num_layers=2)"),
-        ("dropout=high", "`dropout` takes a number"),
+        ("dropout=high", "`dropout` must be in [0, 1). Received: dropout='high'"),
         ("vocabulary_size=100", "vocabulary_size is the tokenizer's vocabulary size"),
         ("num_layers", "--set takes KEY=VALUE pairs or a .json file"),
     ],

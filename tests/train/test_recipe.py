@@ -7,6 +7,8 @@ import keras
 import numpy as np
 import pytest
 
+from transformer_zoo.layers import TransformerBlock
+from transformer_zoo.models import DecoderOnly
 from transformer_zoo.train.recipe import (
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
@@ -113,6 +115,80 @@ def test_the_recipe_perplexity_is_the_corpus_perplexity_over_non_padding_tokens(
     nll = -np.take_along_axis(_np_log_softmax(logits), labels[..., None], -1)[..., 0]
     expected = math.exp(nll[labels != 0].mean())
     np.testing.assert_allclose(float(metric.result()), expected, rtol=1e-5)
+
+
+def _masked_block_model(vocab=30):
+    """Embedding(mask_zero=True) → TransformerBlock → Dense: the predictions carry the
+    Keras mask of the input's padding, which `keras.losses.Loss.__call__` applies too."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(vocab, 16, mask_zero=True)(inputs)
+    x = TransformerBlock(num_heads=2, intermediate_dim=32, causal=True)(x)
+    return keras.Model(inputs, keras.layers.Dense(vocab)(x))
+
+
+def _next_token_batch():
+    ids = np.array(
+        [[5, 6, 7, 8, 9, 10, 11, 12], [5, 6, 0, 0, 0, 0, 0, 0], [4, 3, 2, 0, 0, 0, 0, 0]]
+    )
+    return ids[:, :-1], ids[:, 1:]
+
+
+def _np_nll(logits, labels):
+    return -np.take_along_axis(_np_log_softmax(logits), labels[..., None], -1)[..., 0]
+
+
+@pytest.mark.parametrize("keras_mask", [True, False], ids=["keras-mask", "no-keras-mask"])
+def test_loss_is_the_mean_over_real_labels_whatever_keras_mask_the_predictions_carry(keras_mask):
+    """The label mask and the Keras mask are applied once: the loss equals the numpy mean
+    over the real labels and Keras' own `ignore_class` loss (it was ×7/3 here with a Keras
+    mask: both the loss and `Loss.__call__` rescaled to the kept positions)."""
+    model = _masked_block_model()
+    x, y = _next_token_batch()
+    if not keras_mask:  # the same predictions, without the mask attached
+        model = keras.Model(model.input, keras.layers.Identity()(model.output * 1.0))
+    logits = np.asarray(model(x))
+    expected = _np_nll(logits, y)[y != 0].mean()
+    for loss in (
+        MaskedSparseCategoricalCrossentropy(label_smoothing=0.0),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+    ):
+        model.compile(optimizer="adam", loss=loss, metrics=[MaskedAccuracy(), perplexity()])
+        got = model.evaluate(x, y, return_dict=True, verbose=0)
+        np.testing.assert_allclose(got["loss"], expected, rtol=1e-5)
+        with_weights = model.evaluate(
+            x, y, sample_weight=(y != 0).astype("float32"), verbose=0, return_dict=True
+        )
+        np.testing.assert_allclose(with_weights["loss"], expected, rtol=1e-5)
+    # The metrics count each real label once too.
+    keep = y != 0
+    np.testing.assert_allclose(
+        got["masked_accuracy"], (logits.argmax(-1) == y)[keep].mean(), rtol=1e-5
+    )
+    np.testing.assert_allclose(got["perplexity"], math.exp(expected), rtol=1e-4)
+
+
+def test_loss_of_a_library_model_is_the_mean_over_real_labels():
+    """The library's models derive their masks from `ids != 0` and attach no Keras mask."""
+    keras.utils.set_random_seed(0)
+    model = DecoderOnly(
+        30, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=16
+    )
+    x, y = _next_token_batch()
+    logits = np.asarray(model(x))
+    expected = _np_nll(logits, y)[y != 0].mean()
+    model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.0))
+    np.testing.assert_allclose(model.evaluate(x, y, verbose=0), expected, rtol=1e-5)
+
+
+def test_loss_takes_one_sample_weight_per_sequence(batch):
+    labels, logits = batch
+    per_sequence = np.array([1.0, 2.0, 0.5, 3.0], dtype=np.float32)
+    expected = _np_smoothed_loss(
+        labels, logits, 0.1, np.broadcast_to(per_sequence[:, None], labels.shape)
+    )
+    got = MaskedSparseCategoricalCrossentropy()(labels, logits, per_sequence)
+    np.testing.assert_allclose(float(got), expected, rtol=1e-5)
 
 
 def _schedule(optimizer):

@@ -2,7 +2,9 @@
 
 import pytest
 
+from transformer_zoo.data.tasks import limit_task
 from transformer_zoo.train.config import TrainConfig
+from transformer_zoo.train.recipe.optimizers import make_optimizer
 from transformer_zoo.train.trainer import plan_steps
 
 
@@ -79,3 +81,45 @@ def test_training_examples_longer_than_the_model_are_counted(tmp_path):
     long_in_train = sum(e.source.startswith("long") for e in task.train)
     assert setup.longer_than(16) == long_in_train
     assert setup.longer_than(1000) == 0
+
+
+def test_set_dropout_is_the_runs_dropout_and_is_checked():
+    """`--set dropout=0.3` was replaced by the recipe's 0.0, and 1.5 was accepted."""
+    config = TrainConfig("encoder-decoder", data="pairs.tsv", overrides={"dropout": 0.3})
+    assert config.dropout == 0.3 and config.overrides is None
+    both = TrainConfig("decoder-only", data="a.txt", overrides={"dropout": 0.2, "num_layers": 1})
+    assert both.dropout == 0.2 and both.overrides == {"num_layers": 1}
+    assert TrainConfig("encoder-decoder", data="pairs.tsv").dropout == 0.0  # the recipe's
+    for value in (1.5, 1.0, -0.1):
+        with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\)"):
+            TrainConfig("encoder-decoder", data="pairs.tsv", overrides={"dropout": value})
+
+
+def test_set_dropout_reaches_the_model():
+    from transformer_zoo.data import load_task
+    from transformer_zoo.train.family_setup import FamilySetup
+
+    config = TrainConfig("encoder-decoder", overrides={"dropout": 0.3, "num_layers": 1})
+    task = limit_task(load_task(config.data, config.family), 64)
+    setup = FamilySetup.create(task, config.preset, overrides=config.overrides)
+    assert setup.build_model(config.dropout).get_config()["dropout"] == 0.3
+
+
+def test_the_warmup_reported_is_the_warmup_the_optimizer_runs():
+    """`--steps 1` printed and stored `warmup 100 steps`; the optimizer ran 2."""
+    import keras
+    from keras import ops
+
+    config = TrainConfig("encoder-decoder", steps=1)  # builtin data: warmup 100
+    plan = plan_steps(config, batches=235, steps_per_execution=10)
+    assert plan.total_steps == 10 and plan.warmup_steps == 2
+    assert "warmup 2 steps" in plan.describe(config)
+    optimizer, _ = make_optimizer(
+        config.optimizer, 32, plan.total_steps, plan.warmup_steps, config.learning_rate
+    )
+    schedule = keras.saving.deserialize_keras_object(optimizer.get_config()["learning_rate"])
+    rates = [float(schedule(ops.convert_to_tensor(step))) for step in range(4)]
+    assert rates[2] == pytest.approx(config.learning_rate)  # the peak, at the end of warmup
+    assert rates[1] < rates[2] > rates[3]
+    paper = TrainConfig("encoder-decoder", steps=1, optimizer="paper-adam")
+    assert plan_steps(paper, batches=235, steps_per_execution=10).warmup_steps == 100

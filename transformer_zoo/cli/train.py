@@ -23,9 +23,20 @@ from transformer_zoo.cli.parsing import (
     positive_int,
     search_from_arguments,
 )
-from transformer_zoo.run_directory import BACKUP_DIR, FAMILIES
+from transformer_zoo.run_directory import BACKUP_DIR, CONFIG_FILE, FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES as TOKENIZER_KINDS
-from transformer_zoo.train.config import OPTIMIZERS, PRECISIONS, SCORES, STRATEGIES, WINDOWS
+from transformer_zoo.train.config import (
+    BUILTIN_DEFAULTS,
+    BUILTIN_FAMILY_DEFAULTS,
+    INIT_DEFAULTS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SCORES,
+    STRATEGIES,
+    USER_DEFAULTS,
+    WARMUP_SHARE,
+    WINDOWS,
+)
 
 
 def register(commands) -> None:
@@ -131,15 +142,24 @@ def register(commands) -> None:
     train.add_argument("--precision", choices=PRECISIONS, default="mixed_bfloat16")
     train.add_argument("--jit", action="store_true", help="compile the train step with XLA")
     train.add_argument("--strategy", choices=STRATEGIES, default="default")
+    train.add_argument("--optimizer", choices=OPTIMIZERS, help=_default_help("optimizer"))
     train.add_argument(
-        "--optimizer", choices=OPTIMIZERS, help="builtin data: adamw-cosine; files: paper-adam"
+        "--learning-rate",
+        type=float,
+        help="adamw-cosine's peak, or a factor on paper-adam's; " + _default_help("learning_rate"),
     )
     train.add_argument(
-        "--learning-rate", type=float, help="adamw-cosine's peak, or a factor on paper-adam's"
+        "--warmup-steps",
+        type=int,
+        help=_default_help("warmup_steps", files=f"{WARMUP_SHARE:.0%} of the planned steps")
+        + " (adamw-cosine: at most a fifth of the steps)",
     )
-    train.add_argument("--warmup-steps", type=int, help="builtin data: 100; files: 400")
     train.add_argument(
-        "--dropout", type=float, help="replace the preset's dropout (builtin data: 0)"
+        "--dropout",
+        type=float,
+        help="replace the preset's dropout; "
+        + _default_help("dropout")
+        + " (with --init: the encoder's own); also --set dropout=...",
     )
     train.add_argument(
         "--weight-decay", type=non_negative_float, help="AdamW's weight decay (default 0.01)"
@@ -281,6 +301,20 @@ def _columns(text: str) -> list[str]:
     return names
 
 
+def _default_help(name: str, files=None) -> str:
+    """What a setting left out becomes, from `train.config`'s tables of defaults (the ones
+    the run applies): on builtin data, on files of yours and with --init."""
+    user = USER_DEFAULTS.get(name, files)
+    builtin = BUILTIN_DEFAULTS.get(name, user)
+    text = f"default {user}" if builtin == user else f"builtin data: {builtin}; files: {user}"
+    for family, defaults in BUILTIN_FAMILY_DEFAULTS.items():
+        if name in defaults:
+            text += f"; {family} on builtin data: {defaults[name]}"
+    if INIT_DEFAULTS.get(name, user) != user:
+        text += f"; with --init: {INIT_DEFAULTS[name]}"
+    return text.replace("%", "%%")  # argparse formats help with %
+
+
 def parse_overrides(items: list[str]) -> dict:
     """`--set` arguments as a dict: `KEY=VALUE` pairs whose values are JSON (a bare word
     that is not JSON stays a string), or paths of JSON files holding such a dict; later
@@ -337,12 +371,9 @@ def _train(args: argparse.Namespace) -> int:
         print(f"transformer-zoo train: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        from transformer_zoo.train.callbacks.backup import backup_epoch
-
-        epoch = (backup_epoch(os.path.join(config.out, BACKUP_DIR)) or 0) + 1
         print(
-            f"\ntransformer-zoo train: interrupted; rerun the same command to resume from "
-            f"epoch {epoch}",
+            f"\ntransformer-zoo train: interrupted; rerun the same command to "
+            f"{_what_a_rerun_does(config.out)}",
             file=sys.stderr,
         )
         return 130
@@ -350,6 +381,17 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{result.run_dir} already holds this run, finished; its metrics.json:")
     print(summary_line(result.run_dir, result.metrics))
     return 0
+
+
+def _what_a_rerun_does(out: str) -> str:
+    """ "resume from epoch N" (the backup's; 1 without one) or, once the model is trained
+    and saved, "evaluate again"."""
+    from transformer_zoo.train.callbacks.backup import backup_epoch
+    from transformer_zoo.train.trainer import is_trained
+
+    if os.path.isfile(os.path.join(out, CONFIG_FILE)) and is_trained(out):
+        return "evaluate again"
+    return f"resume from epoch {(backup_epoch(os.path.join(out, BACKUP_DIR)) or 0) + 1}"
 
 
 def summary_line(run_dir: str, metrics: dict | None) -> str:

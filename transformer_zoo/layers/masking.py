@@ -23,6 +23,17 @@ def keras_mask(x):
     return getattr(x, "_keras_mask", None)
 
 
+def with_keras_mask(values, mask):
+    """`values` with `mask` (boolean, its shape) attached as their Keras mask, as Keras'
+    `sparse_categorical_crossentropy(ignore_class=...)` attaches it to its losses:
+    `keras.losses.Loss.__call__` joins it with the predictions' Keras mask and, for the
+    averaging reductions, divides by the positions both keep. (Keras' setter,
+    `keras.src.backend.set_keras_mask`, is not public API; this is the attribute it and
+    `keras_mask` use, here only.)"""
+    values._keras_mask = mask
+    return values
+
+
 def check_mask_ranks(key_length, padding_mask=None, attention_mask=None) -> None:
     """Refuses masks of the wrong rank or key length while the shapes are known: a (B, S)
     padding mask passed as `attention_mask` would otherwise broadcast over the heads.

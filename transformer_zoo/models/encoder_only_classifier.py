@@ -18,7 +18,7 @@ class EncoderOnlyClassifier(keras.Model):
     Args:
         backbone: an `EncoderOnly`.
         num_classes: number of labels.
-        dropout: dropout before the classifier.
+        dropout: dropout before the classifier, in [0, 1).
         **kwargs: standard `keras.Model` arguments.
 
     Call arguments:
@@ -40,6 +40,8 @@ class EncoderOnlyClassifier(keras.Model):
         if not isinstance(backbone, EncoderOnly):
             raise ValueError(f"`backbone` must be an EncoderOnly. Received: backbone={backbone!r}")
         check_positive_int(num_classes=num_classes)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
         self.backbone = backbone
         self.num_classes = num_classes
         self.dropout = dropout

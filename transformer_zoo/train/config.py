@@ -395,8 +395,6 @@ def _validate_data_options(cfg: TrainConfig) -> None:
             "`target_vocabulary_size` applies to the encoder-decoder family; the others "
             "share one vocabulary (`vocabulary_size`)."
         )
-    if cfg.overrides and "dropout" in cfg.overrides and cfg.dropout is not None:
-        raise ValueError("`dropout` is given twice (as a setting and in `overrides`); give one.")
     if cfg.overrides is not None:
         if not isinstance(cfg.overrides, dict) or not all(
             isinstance(k, str) for k in cfg.overrides
@@ -404,7 +402,17 @@ def _validate_data_options(cfg: TrainConfig) -> None:
             raise ValueError(
                 f"`overrides` must map argument names to values. Received: {cfg.overrides!r}"
             )
-        sized = sorted(set(cfg.overrides) & set(SIZED_BY_TOKENIZER))
+        if "dropout" in cfg.overrides:
+            if cfg.dropout is not None:
+                raise ValueError(
+                    "`dropout` is given twice (as a setting and in `overrides`); give one."
+                )
+            # One setting, checked and reported as one, which the recipe's default does not
+            # replace (`--set dropout=0.3` is `--dropout 0.3`).
+            overrides = dict(cfg.overrides)
+            cfg.dropout = overrides.pop("dropout")
+            cfg.overrides = overrides or None
+        sized = sorted(set(cfg.overrides or ()) & set(SIZED_BY_TOKENIZER))
         if sized:
             raise ValueError(
                 f"{sized[0]} is the tokenizer's vocabulary size: set it with "

@@ -6,7 +6,8 @@ callbacks (best and last checkpoints, crash backup, CSV log, TensorBoard, NaN gu
 optional early stopping and time budget); save a float32 `model.keras`; evaluate on the
 test split; write `metrics.json`, `history.csv`, `curves.png` and `config.json`.
 Rerunning the same settings on the same `--out` resumes an interrupted run from its backup
-(a run that stopped before its first backup starts afresh).
+(a run that stopped before its first backup starts afresh; one interrupted in its test
+evaluation, with its model saved, is evaluated again).
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ from transformer_zoo.serving import ServedModel
 from transformer_zoo.text import load_tokenizers, save_tokenizers
 from transformer_zoo.text.files import copy_tokenizers
 from transformer_zoo.train import distribution
-from transformer_zoo.train.callbacks.backup import backup_epoch, restore_backup
+from transformer_zoo.train.callbacks.backup import (
+    backup_epoch,
+    remove_backup,
+    restore_backup,
+    resumed_early_stopping,
+)
 from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.callbacks.validation_score import ValidationScore
@@ -44,13 +50,16 @@ from transformer_zoo.train.config import (
     WARMUP_SHARE,
     TrainConfig,
 )
-from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup
+from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup, check_model_arguments
 from transformer_zoo.train.pretraining import pretrain_masked_lm
-from transformer_zoo.train.recipe.optimizers import make_optimizer
+from transformer_zoo.train.recipe.optimizers import capped_warmup, make_optimizer
 from transformer_zoo.visualize.curves import plot_curves, read_history
 
 log = logging.getLogger(__name__)  # warnings; the command line shows them
 MAX_VALIDATIONS = 10  # a run of `--steps` without `--eval-every` validates at most this often
+# A run's state beside run_directory's FRESH, RESUME and FINISHED: trained, its model.keras
+# saved, and its test evaluation interrupted; a rerun evaluates that model again.
+TRAINED = "trained"
 
 
 @dataclass
@@ -59,7 +68,7 @@ class Prepared:
 
     config: TrainConfig
     setup: FamilySetup | None
-    state: str  # run_directory.FRESH, RESUME or FINISHED
+    state: str  # run_directory.FRESH, RESUME or FINISHED, or TRAINED
     chief: bool
     write_dir: str  # the run directory, or a worker's scratch directory
 
@@ -139,6 +148,9 @@ def plan_steps(config: TrainConfig, batches: int, steps_per_execution: int) -> S
     if warmup is None:
         warmup = round(WARMUP_SHARE * total)
         chosen.append(f"warmup {WARMUP_SHARE:.0%} of the steps")
+    if config.optimizer == "adamw-cosine" and capped_warmup(warmup, total) < warmup:
+        warmup = capped_warmup(warmup, total)
+        chosen.append(f"warmup cut to a fifth of the {total} steps, for the decay")
     return StepPlan(epochs, steps_per_epoch, warmup, batches, tuple(chosen), total)
 
 
@@ -181,6 +193,8 @@ def prepare(config: TrainConfig) -> Prepared:
     from transformer_zoo.models.presets import resolve_preset
 
     resolve_preset(config.preset, config.family)  # fails fast, before the data is read
+    if config.init is None:  # a run from `init` keeps that model's architecture
+        check_model_arguments(config.preset, config.family, config.overrides)
     task = load_task(
         config.data,
         config.family,
@@ -191,12 +205,15 @@ def prepare(config: TrainConfig) -> Prepared:
         stream=config.stream,
     )
     task = limit_task(task, config.max_examples)
-    if state == rd.RESUME and backup_epoch(os.path.join(out, rd.BACKUP_DIR)) is None:
+    if state == rd.RESUME and is_trained(out):
+        state = TRAINED
+    elif state == rd.RESUME and backup_epoch(os.path.join(out, rd.BACKUP_DIR)) is None:
         # A start that failed before its first backup has nothing to resume: it starts
         # afresh, with tokenizers trained on the data as it is now, and rewrites its files.
         state = rd.FRESH
     tokenizers = None
-    if os.path.isfile(os.path.join(out, "tokenizer.model")) and (state == rd.RESUME or not chief):
+    resumes = state in (rd.RESUME, TRAINED)
+    if os.path.isfile(os.path.join(out, "tokenizer.model")) and (resumes or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
     setup = FamilySetup.create(
         task,
@@ -209,6 +226,18 @@ def prepare(config: TrainConfig) -> Prepared:
         init=config.init,
     )
     return Prepared(config, setup, state, chief, write_dir)
+
+
+def is_trained(out: str) -> bool:
+    """Whether `out` holds a run that finished training and saved its model, whose test
+    evaluation was interrupted (status `TRAINED`)."""
+    if load_run_config(out).extra.get("status") != TRAINED:
+        return False
+    try:
+        rd.check_model_file(os.path.join(out, MODEL_FILE))
+    except (ValueError, OSError):  # ModelDirectoryError: the rerun trains again
+        return False
+    return os.path.isfile(os.path.join(out, rd.METRICS_FILE))
 
 
 def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfig:
@@ -299,6 +328,10 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         metrics = read_json(os.path.join(out, rd.METRICS_FILE))
         history = read_history(os.path.join(out, rd.HISTORY_FILE))
         return TrainResult(out, history, metrics, already_finished=True)
+    if prepared.state == TRAINED:
+        print(f"{out} holds this run, trained; evaluating its {MODEL_FILE} again.", flush=True)
+        model = keras.saving.load_model(os.path.join(out, MODEL_FILE), compile=False)
+        return _evaluate(prepared, model, read_json(os.path.join(out, rd.METRICS_FILE)), None)
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
     os.makedirs(out, exist_ok=True)
@@ -350,6 +383,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         if prepared.chief and prepared.state == rd.FRESH:
             _write_start(prepared, model)
         resumed = restore_backup(os.path.join(out, rd.BACKUP_DIR), model)
+        stopping = resumed_early_stopping(os.path.join(out, rd.BACKUP_DIR)) if resumed else None
         best = rd.trim_history(os.path.join(out, rd.HISTORY_FILE), resumed or 0)
         if resumed is not None:
             print(f"Resuming {out} from its backup at epoch {resumed + 1}.", flush=True)
@@ -378,6 +412,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
             extra=[*rate_callbacks, *callbacks],
             score=validation_score(prepared),
             averaged=config.ema_momentum is not None,
+            resumed_early_stopping=stopping,
         )
         valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE, replicas=replicas)
         started = time.perf_counter()
@@ -462,6 +497,9 @@ def _write_start(prepared: Prepared, model: keras.Model) -> None:
 
 
 def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> TrainResult:
+    """Saves the trained model and what training measured, marks the run `TRAINED`
+    (the backup is no longer needed: a rerun goes straight to the test evaluation), and
+    evaluates."""
     config, out, setup = prepared.config, prepared.write_dir, prepared.setup
     serving = float32_copy(model)
     _save_model(serving, out)
@@ -476,9 +514,18 @@ def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> T
         title = f"{setup.family} {setup.preset} on {config.data}"
         plot_curves(history, os.path.join(out, rd.CURVES_FILE), title)
     metrics = {"training": summary}
-    run_config = _run_config(prepared, model, "finished")
+    write_json(os.path.join(out, rd.METRICS_FILE), metrics)
+    save_run_config(out, _run_config(prepared, serving, TRAINED))
+    remove_backup(os.path.join(out, rd.BACKUP_DIR))
+    return _evaluate(prepared, serving, metrics, resumed)
+
+
+def _evaluate(prepared: Prepared, serving: keras.Model, metrics: dict, resumed) -> TrainResult:
+    """Scores the saved model on the test split and marks the run finished."""
+    config, out, setup = prepared.config, prepared.write_dir, prepared.setup
     if config.evaluate:
         metrics["test"] = evaluate(served_model(prepared, serving), setup.task)
     write_json(os.path.join(out, rd.METRICS_FILE), metrics)
-    save_run_config(out, run_config)
+    save_run_config(out, _run_config(prepared, serving, "finished"))
+    history = read_history(os.path.join(out, rd.HISTORY_FILE))
     return TrainResult(out, history, metrics, resumed_from=resumed)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 
 
@@ -17,6 +19,7 @@ class AveragedWeights(keras.callbacks.SwapEMAWeights):
     those hold the raw weights unless the last epoch was the planned last one (a time
     budget or early stopping ends a run sooner). So this keeps the average of the last
     epoch's end and puts it back when training ends. Put it first in the callbacks.
+    `raw_weights()` puts the training weights back for a while (the crash backup).
     """
 
     def __init__(self):
@@ -32,3 +35,16 @@ class AveragedWeights(keras.callbacks.SwapEMAWeights):
             for variable, value in zip(self.model.trainable_variables, self._averaged, strict=True):
                 variable.assign(value)
             self._averaged = None
+
+    @contextlib.contextmanager
+    def raw_weights(self):
+        """The raw (training) weights in the model and their average in the optimizer's
+        slots for the block, whichever Keras' swap left where."""
+        swapped = self._ema_weights_in_model  # SwapEMAWeights' own record of the swap
+        if swapped:
+            self._swap_variables()
+        try:
+            yield
+        finally:
+            if swapped:
+                self._swap_variables()

@@ -1,16 +1,22 @@
-"""`Backup`: the crash backup of a `fit`, and `restore_backup` for the run that resumes it."""
+"""`Backup`: the crash backup of a `fit`, and `restore_backup` (with
+`resumed_early_stopping`) for the run that resumes it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 
 import keras
+import numpy as np
 
 from transformer_zoo.files import atomic_path, read_json, write_json
+from transformer_zoo.train.callbacks.averaged_weights import AveragedWeights
+from transformer_zoo.train.callbacks.early_stopping import EarlyStoppingState, RunEarlyStopping
 
 WEIGHTS_FILE = "latest.weights.h5"
 METADATA_FILE = "training_metadata.json"
+BEST_WEIGHTS_PREFIX = "early_stopping_best."  # + the best epoch (from 1) + ".npz"
 
 
 class Backup(keras.callbacks.Callback):
@@ -19,20 +25,33 @@ class Backup(keras.callbacks.Callback):
 
     Both files are written atomically (`files.atomic_path`), weights first: a kill between
     the two renames (microseconds) at worst repeats one epoch with newer weights, never
-    loses one. The backup is removed when `fit` ends normally. A rerun resumes with
-    `restore_backup` and `fit(initial_epoch=...)`.
+    loses one. The weights are the training ones: with `averaged`, the raw weights in
+    the model and their average in the optimizer's slots, even at an epoch's end, where
+    the average is swapped into the model. With `early_stopping`, the metadata holds its
+    state and a file its best epoch's weights (written once per best epoch, before the
+    metadata names it). The backup outlives `fit`: the run that made it removes it once
+    it has saved its model (`remove_backup`). A rerun resumes with `restore_backup`,
+    `resumed_early_stopping` and `fit(initial_epoch=...)`.
 
     Args:
         backup_dir: the directory of the backup (nothing else may be written there).
         save_freq: `"epoch"`, or back up every this many batches (a resumed run restarts
             the interrupted epoch from its first batch, with the backed-up weights).
+        averaged: the run's `AveragedWeights`, if it averages the weights.
+        early_stopping: the run's `RunEarlyStopping`, if it stops early.
 
     Example:
     >>> Backup("/tmp/backup").save_freq
     'epoch'
     """
 
-    def __init__(self, backup_dir, save_freq="epoch"):
+    def __init__(
+        self,
+        backup_dir,
+        save_freq="epoch",
+        averaged: AveragedWeights | None = None,
+        early_stopping: RunEarlyStopping | None = None,
+    ):
         super().__init__()
         if save_freq != "epoch" and not (isinstance(save_freq, int) and save_freq > 0):
             raise ValueError(
@@ -40,6 +59,8 @@ class Backup(keras.callbacks.Callback):
             )
         self.backup_dir = os.fspath(backup_dir)
         self.save_freq = save_freq
+        self.averaged = averaged
+        self.early_stopping = early_stopping
         self._epoch = 0
         self._batches = 0
 
@@ -56,14 +77,35 @@ class Backup(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self._save(epoch + 1)
 
-    def on_train_end(self, logs=None):
-        shutil.rmtree(self.backup_dir, ignore_errors=True)
-
     def _save(self, resume_epoch: int) -> None:
         os.makedirs(self.backup_dir, exist_ok=True)
-        with atomic_path(os.path.join(self.backup_dir, WEIGHTS_FILE)) as temporary:
+        raw = self.averaged.raw_weights() if self.averaged else contextlib.nullcontext()
+        with atomic_path(os.path.join(self.backup_dir, WEIGHTS_FILE)) as temporary, raw:
             self.model.save_weights(temporary)
-        write_json(os.path.join(self.backup_dir, METADATA_FILE), {"epoch": resume_epoch})
+        metadata = {"epoch": resume_epoch}
+        if self.early_stopping is not None:
+            metadata["early_stopping"] = self._save_early_stopping()
+        write_json(os.path.join(self.backup_dir, METADATA_FILE), metadata)
+        named = metadata.get("early_stopping", {}).get("weights")
+        for name in os.listdir(self.backup_dir):  # best epochs the metadata no longer names
+            if name.startswith(BEST_WEIGHTS_PREFIX) and name != named:
+                os.remove(os.path.join(self.backup_dir, name))
+
+    def _save_early_stopping(self) -> dict:
+        state = self.early_stopping.state()
+        name = None
+        if state.best_weights is not None:
+            name = f"{BEST_WEIGHTS_PREFIX}{state.best_epoch + 1}.npz"
+            path = os.path.join(self.backup_dir, name)
+            if not os.path.isfile(path):  # an epoch's weights do not change once written
+                with atomic_path(path) as temporary, open(temporary, "wb") as file:
+                    np.savez(file, *state.best_weights)
+        return {
+            "best": state.best,
+            "wait": state.wait,
+            "best_epoch": state.best_epoch,
+            "weights": name,
+        }
 
 
 def backup_epoch(backup_dir: str | os.PathLike) -> int | None:
@@ -85,3 +127,23 @@ def restore_backup(backup_dir: str | os.PathLike, model: keras.Model) -> int | N
         model.optimizer.build(model.trainable_variables)  # its variables receive the state
     model.load_weights(os.path.join(backup_dir, WEIGHTS_FILE))
     return epoch
+
+
+def resumed_early_stopping(backup_dir: str | os.PathLike) -> EarlyStoppingState | None:
+    """The early-stopping state a backup in `backup_dir` holds, with its best epoch's
+    weights, or None (no backup, or a run without early stopping)."""
+    if backup_epoch(backup_dir) is None:
+        return None
+    state = read_json(os.path.join(backup_dir, METADATA_FILE)).get("early_stopping")
+    if state is None:
+        return None
+    weights = None
+    if state["weights"] is not None:
+        with np.load(os.path.join(backup_dir, state["weights"])) as saved:
+            weights = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    return EarlyStoppingState(state["best"], state["wait"], state["best_epoch"], weights)
+
+
+def remove_backup(backup_dir: str | os.PathLike) -> None:
+    """Removes the backup once the run no longer needs it (its model is saved)."""
+    shutil.rmtree(backup_dir, ignore_errors=True)

@@ -11,6 +11,7 @@ from transformer_zoo.train.callbacks.averaged_weights import AveragedWeights
 from transformer_zoo.train.callbacks.backup import Backup
 from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
+from transformer_zoo.train.callbacks.early_stopping import EarlyStoppingState, RunEarlyStopping
 from transformer_zoo.train.callbacks.nan_guard import NaNGuard
 from transformer_zoo.train.callbacks.validation_score import ValidationScore
 from transformer_zoo.train.config import SCORES
@@ -25,6 +26,7 @@ def run_callbacks(
     extra=(),
     score: ValidationScore | None = None,
     averaged: bool = False,
+    resumed_early_stopping: EarlyStoppingState | None = None,
 ) -> list:
     """The weights' moving average swapped in (with `averaged`), NaN guard, time budget, CSV log, best and last checkpoints, TensorBoard, early
     stopping, `extra` (e.g. the learning-rate callback) and the crash backup, writing into
@@ -47,11 +49,13 @@ def run_callbacks(
             instead of the loss.
         averaged: the optimizer keeps a moving average of the weights (`use_ema`):
             validate, score, checkpoint, stop early on and keep it (`AveragedWeights`).
+        resumed_early_stopping: a resumed run's early-stopping state (its backup's).
     """
     checkpoints = os.path.join(out, rd.CHECKPOINT_DIR)
     os.makedirs(checkpoints, exist_ok=True)
     last = os.path.join(checkpoints, "last.keras")
-    callbacks = [AveragedWeights()] if averaged else []
+    averaging = AveragedWeights() if averaged else None
+    callbacks = [averaging] if averaging else []
     callbacks.append(NaNGuard(last))
     callbacks += [budget] if budget else []
     callbacks += [score] if score else []
@@ -65,17 +69,20 @@ def run_callbacks(
         Checkpoint(last),
         keras.callbacks.TensorBoard(os.path.join(out, rd.LOG_DIR), write_graph=False),
     ]
+    stopping = None
     if early_stopping_patience:
         monitor, mode = (score.key, SCORES[score.name]) if score else ("val_loss", "min")
-        callbacks.append(
-            keras.callbacks.EarlyStopping(
-                monitor=monitor,
-                mode=mode,
-                patience=early_stopping_patience,
-                restore_best_weights=True,
-                verbose=1,
-            )
+        stopping = RunEarlyStopping(
+            monitor, mode, early_stopping_patience, resumed=resumed_early_stopping
         )
+        callbacks.append(stopping)
     callbacks += list(extra)
-    callbacks.append(Backup(os.path.join(out, rd.BACKUP_DIR), save_freq=backup_every or "epoch"))
+    callbacks.append(
+        Backup(
+            os.path.join(out, rd.BACKUP_DIR),
+            save_freq=backup_every or "epoch",
+            averaged=averaging,
+            early_stopping=stopping,
+        )
+    )
     return callbacks

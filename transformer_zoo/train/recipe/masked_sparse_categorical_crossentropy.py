@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from transformer_zoo.layers.masking import with_keras_mask
 from transformer_zoo.train.recipe.token_math import label_log_probability, log_probabilities
 
 
@@ -19,8 +20,10 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
 
     Positions whose label is `pad_id` contribute nothing, and with the default
     reduction the batch loss is the mean over the other positions, exactly like Keras'
-    `ignore_class`: a batch with much padding is not down-weighted. Sample weights
-    (the pipelines' `labels != 0`) multiply as usual. Logits are cast to float32
+    `ignore_class`: a batch with much padding is not down-weighted. Where the
+    predictions carry a Keras mask (`Embedding(mask_zero=True)` before the blocks), the
+    mean is over the positions that both it and the labels keep, as with `ignore_class`.
+    Sample weights (the pipelines' `labels != 0`, or one per sequence) multiply as usual. Logits are cast to float32
     first, so the loss is exact under `mixed_bfloat16`.
 
     Args:
@@ -73,15 +76,18 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         losses = (1.0 - eps) * nll - eps * ops.mean(log_probs, axis=-1)
         if self.pad_id is None:
             return losses
-        mask = ops.cast(ops.not_equal(y_true, self.pad_id), losses.dtype)
-        losses = losses * mask
-        if self.reduction in ("sum_over_batch_size", "mean"):
-            # Those reductions divide by the number of positions; scale so that they
-            # divide by the number of non-padding positions instead (as Keras does
-            # for `ignore_class`).
-            size = ops.cast(ops.size(mask), losses.dtype)
-            losses = losses * ops.divide_no_nan(size, ops.sum(mask))
-        return losses
+        keep = ops.not_equal(y_true, self.pad_id)
+        # Zeroed, and marked as Keras' own `ignore_class` marks them: `Loss.__call__` then
+        # joins this mask with the predictions' Keras mask (`Embedding(mask_zero=True)`'s,
+        # passed on by the blocks) and averages over the positions both keep, once.
+        return with_keras_mask(losses * ops.cast(keep, losses.dtype), keep)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if sample_weight is not None:
+            sample_weight = ops.convert_to_tensor(sample_weight)
+            if len(sample_weight.shape) == 1:  # (B,): one weight per sequence
+                sample_weight = ops.expand_dims(sample_weight, -1)
+        return super().__call__(y_true, y_pred, sample_weight)
 
     def get_config(self):
         config = super().get_config()

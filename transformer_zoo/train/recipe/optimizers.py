@@ -76,6 +76,12 @@ DEFAULT_ADAMW_RATE = 1e-3
 ADAMW_WEIGHT_DECAY = 0.01
 
 
+def capped_warmup(warmup_steps: int, total_steps: int) -> int:
+    """The warmup adamw-cosine runs: at most a fifth of the run's `total_steps`, so that
+    a short run keeps 4/5 of its steps for the decay (`trainer.plan_steps` reports it)."""
+    return min(warmup_steps, total_steps // 5)
+
+
 def make_optimizer(
     name: str,
     d_model: int,
@@ -115,7 +121,7 @@ def make_optimizer(
         optimizer.global_clipnorm = clip_norm
         return optimizer, []
     peak = learning_rate or DEFAULT_ADAMW_RATE
-    warmup = min(warmup_steps, total_steps // 5)
+    warmup = capped_warmup(warmup_steps, total_steps)
     total = max(total_steps, warmup + 1)
     decay = ADAMW_WEIGHT_DECAY if weight_decay is None else weight_decay
     floor = min(1.0, (min_learning_rate or 0.0) / peak)
