@@ -16,7 +16,7 @@ from tests.serving.conftest import text_input
 from tests.serving.live_server import LiveServer
 from tests.serving.references import completions
 from transformer_zoo.generation.search import Sampling
-from transformer_zoo.serving.http import ServerSettings
+from transformer_zoo.serving.http import ServerSettings, model_names
 
 PROMPTS = ["the cat", "a quick brown fox", "dogs", "on the fifth of March"]
 SOURCES = ["March 5, 2021", "the cat sat on the mat", "dogs and cats"]
@@ -197,3 +197,41 @@ def test_triton_bad_requests_raise_the_servers_error(triton_client, server):
     )
     assert status == 400 and "body has 2 bytes" in answer["error"]
     assert triton_client.is_server_ready()
+
+
+def test_a_name_with_a_slash_has_every_v2_route(exports):
+    """vLLM-style `org/model` names are reachable on /v2 too, their /ready, /infer and
+    /versions/1/... included (a `{name}` route takes no slash: they were 404)."""
+    live = LiveServer({"org/gpt": exports["gpt"]}).start()
+    try:
+        client = triton.InferenceServerClient(live.url.removeprefix("http://"))
+        assert client.is_model_ready("org/gpt") and client.is_model_ready("org/gpt", "1")
+        assert not client.is_model_ready("org/gpt", "2") and not client.is_model_ready("org")
+        assert client.get_model_metadata("org/gpt")["name"] == "org/gpt"
+        assert client.get_model_metadata("org/gpt", "1") == client.get_model_metadata("org/gpt")
+        texts = [
+            _texts(
+                client.infer(
+                    "org/gpt",
+                    [text_input(PROMPTS)],
+                    model_version=version,
+                    parameters={"max_tokens": 4},
+                )
+            )  # fmt: skip
+            for version in ("", "1")
+        ]
+        assert texts[0] == texts[1] and len(texts[0]) == len(PROMPTS)
+        status, _, answer = live.request(
+            "POST", "/v1/completions", {"model": "org/gpt", "prompt": "a", "max_tokens": 2}
+        )
+        assert status == 200 and answer["model"] == "org/gpt"
+    finally:
+        live.stop()
+
+
+@pytest.mark.parametrize(
+    "name", ["org/ready", "org/infer", "a/versions/1", "a//b", "a/", "../a", ""]
+)
+def test_names_that_would_read_as_other_v2_routes_are_refused(name):
+    with pytest.raises(ValueError, match=f"model name {name!r}"):
+        model_names(["exports/gpt"], [name])

@@ -18,6 +18,7 @@ from tests.serving.live_server import LiveServer, slow_down
 from tests.serving.references import completions
 from transformer_zoo.generation.search import Sampling
 from transformer_zoo.serving.http import ServerSettings
+from transformer_zoo.serving.http.metrics import RATE_WINDOW, Metrics
 
 PROMPTS = ["the cat", "a quick brown fox", "dogs", "on the fifth of March"]
 SOURCES = ["March 5, 2021", "the cat sat on the mat", "dogs and cats"]
@@ -408,6 +409,83 @@ def test_a_disconnected_stream_frees_its_row(server):
         undo()
 
 
+def _v2_body(texts, max_tokens=None) -> dict:
+    tensor = {"name": "text", "datatype": "BYTES", "shape": [len(texts)], "data": texts}
+    parameters = {} if max_tokens is None else {"parameters": {"max_tokens": max_tokens}}
+    return {"inputs": [tensor], **parameters}
+
+
+@pytest.mark.parametrize(
+    ("path", "route"),
+    [("/v1/completions", "/v1/completions"), ("/v2/models/gpt/infer", "/v2/models/{name}/infer")],
+)
+def test_a_client_that_gives_up_on_a_whole_answer_frees_its_row(server, path, route):
+    """A non-streamed request's row leaves the batch once its client has gone, though its
+    tokens keep arriving (a running row emits one every step, never leaving the waiter
+    idle), and the request counts as 499, not 200."""
+    scheduler = server.entry("gpt").worker
+    max_tokens = 40
+    if path.startswith("/v1"):
+        body = {"model": "gpt", "prompt": "the cat", "max_tokens": max_tokens, "temperature": 0}
+    else:
+        body = _v2_body(["the cat"], max_tokens)
+    tokens = _metric(server, "transformer_zoo_generated_tokens_total", model="gpt")
+    gone = _metric(server, "transformer_zoo_requests_total", endpoint=route, status="499")
+    undo = slow_down(server.entry("gpt"), 0.03)  # 40 tokens take 1.2 s or more
+    try:
+        connection = socket.create_connection(("127.0.0.1", server.port))
+        raw = json.dumps(body)
+        connection.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
+            + f"Content-Length: {len(raw)}\r\n\r\n{raw}".encode()
+        )
+        deadline = time.monotonic() + 5
+        while scheduler.running != 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert scheduler.running == 1
+        connection.close()
+        deadline = time.monotonic() + 10
+        while scheduler.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        generated = _metric(server, "transformer_zoo_generated_tokens_total", model="gpt") - tokens
+        assert generated < max_tokens / 2  # it left long before its 40 tokens
+        deadline = time.monotonic() + 5
+        while (
+            _metric(server, "transformer_zoo_requests_total", endpoint=route, status="499") == gone
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)
+        assert _metric(server, "transformer_zoo_requests_total", endpoint=route, status="499") == (
+            gone + 1
+        )
+    finally:
+        undo()
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v2/models/gpt/infer"])
+def test_too_many_prompts_are_refused_before_any_is_tokenized(server, path):
+    """200,000 one-character prompts (1 MB, under the body limit) are refused by their count
+    at once, not after tokenizing them all on the event loop, which meanwhile answers."""
+    prompts = ["a"] * 200_000
+    if path.startswith("/v1"):
+        body = {"model": "gpt", "prompt": prompts, "max_tokens": 1}
+    else:
+        body = _v2_body(prompts, 1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        answer = pool.submit(server.request, "POST", path, body)
+        slowest_health = 0.0
+        while not answer.done():
+            before = time.monotonic()
+            assert server.request("GET", "/health")[0] == 200
+            slowest_health = max(slowest_health, time.monotonic() - before)
+        status, _, data = answer.result()
+        took = time.monotonic() - started
+    message = data["error"]["message"] if path.startswith("/v1") else data["error"]
+    assert status == 400 and "200000 sequences; the most is 2048" in message
+    assert took < 5 and slowest_health < 2.5  # tokenizing them all held the loop 6-20 s
+
+
 def test_a_request_past_the_timeout_gets_504(exports):
     live = LiveServer({"gpt": exports["gpt"]}, ServerSettings(request_timeout=0.1)).start()
     undo = slow_down(live.entry("gpt"), 0.02)
@@ -487,6 +565,12 @@ def test_api_key_and_cors(exports):
         plain.stop()
 
 
+@pytest.mark.parametrize("key", ["", "  "])
+def test_an_empty_api_key_is_refused_not_taken_for_none(key):
+    with pytest.raises(ValueError, match="api_key must be a key or None"):
+        ServerSettings(api_key=key)
+
+
 def test_metrics_report_requests_queue_batches_and_first_tokens(server, client):
     client.completions.create(model="gpt", prompt="a", max_tokens=3, temperature=0)
     status, _, text = server.request("GET", "/metrics")
@@ -501,3 +585,47 @@ def test_metrics_report_requests_queue_batches_and_first_tokens(server, client):
         'transformer_zoo_tokens_per_second{model="gpt"}',
     ):
         assert line in text
+
+
+def test_tokens_per_second_is_the_rate_of_the_last_seconds_when_scraped():
+    """Not the rate of the last full second of decoding, set as tokens arrive: that one
+    stayed up while idle, missed bursts under a second and averaged the next burst over
+    the idle time before it."""
+    now = [1000.0]
+    metrics = Metrics(clock=lambda: now[0])
+    observe = metrics.observer("gpt")
+
+    def rate():
+        labels = {"model": "gpt"}
+        return metrics.registry.get_sample_value("transformer_zoo_tokens_per_second", labels)
+
+    assert rate() == 0
+    for _ in range(10):  # a burst of 0.5 s
+        observe("tokens", 50)
+        now[0] += 0.05
+    assert rate() == pytest.approx(500 / RATE_WINDOW)
+    now[0] += RATE_WINDOW
+    assert rate() == 0  # idle
+    now[0] += 3600
+    observe("tokens", 100)
+    assert rate() == pytest.approx(100 / RATE_WINDOW)  # not averaged over the idle hour
+
+
+def test_generated_tokens_are_the_completions_tokens(server, client):
+    """Neither an EOS nor an echo-only row's scoring (`max_tokens` 0) is a token."""
+    before = _metric(server, "transformer_zoo_generated_tokens_total", model="gpt")
+    answers = [
+        client.completions.create(
+            model="gpt", prompt="the cat sat", max_tokens=0, echo=True, logprobs=1
+        ),
+        client.completions.create(model="gpt", prompt=PROMPTS, max_tokens=8, n=2, seed=3),
+    ]
+    generated = _metric(server, "transformer_zoo_generated_tokens_total", model="gpt") - before
+    assert generated == sum(answer.usage.completion_tokens for answer in answers)
+
+
+def test_v2_generation_records_its_time_to_first_token(server):
+    name = "transformer_zoo_time_to_first_token_seconds_count"
+    before = _metric(server, name, model="gpt")
+    status, _, _ = server.request("POST", "/v2/models/gpt/infer", _v2_body(["the cat"], 3))
+    assert status == 200 and _metric(server, name, model="gpt") == before + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -59,3 +60,30 @@ def test_two_ray_replicas_both_answer(family_artifacts, tmp_path):
         assert process.wait(120) == 0, (tmp_path / "serve.log").read_text()[-3000:]
     finally:
         process.kill()
+
+
+def test_sigterm_to_the_process_group_exits_promptly(family_artifacts, tmp_path):
+    """SIGTERM to the whole group (Ctrl-C, systemd, `docker stop`) stops Ray's processes
+    too; shutting Serve down then waited about 40 s for them."""
+    port = _free_port()
+    log = open(tmp_path / "serve.log", "w+")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "transformer_zoo.cli", "serve",
+         str(family_artifacts("decoder-only").export_dir), "--port", str(port), "--ray"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while _health(port) is None:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the replica did not answer"
+            time.sleep(0.5)
+        signalled = time.monotonic()
+        os.killpg(process.pid, signal.SIGTERM)
+        assert process.wait(60) == 0, (tmp_path / "serve.log").read_text()[-3000:]
+        assert time.monotonic() - signalled < 25
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

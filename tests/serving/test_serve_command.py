@@ -5,6 +5,9 @@ usage line."""
 from __future__ import annotations
 
 import http.client
+import logging
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +16,7 @@ import textwrap
 import time
 
 import openai
+import pytest
 
 from tests.serving.test_served_model import BLOCK_TENSORFLOW
 
@@ -23,9 +27,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(*args):
-    script = BLOCK_TENSORFLOW + textwrap.dedent(
-        """
+def _serve(*args, prelude: str = "", env=None):
+    script = (
+        BLOCK_TENSORFLOW
+        + prelude
+        + textwrap.dedent(
+            """
         from transformer_zoo.cli import main
         code = main(sys.argv[1:])
         banned = ("tensorflow", "keras", "transformer_zoo.models", "transformer_zoo.layers")
@@ -33,12 +40,14 @@ def _serve(*args):
         assert not loaded, loaded
         sys.exit(code)
         """
+        )
     )
     return subprocess.Popen(
         [sys.executable, "-c", script, "serve", *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -72,7 +81,7 @@ def test_serve_answers_without_tensorflow_and_exits_on_sigterm(family_artifacts)
         process.kill()
     assert process.returncode == 0, stderr[-2000:]
     assert "Traceback" not in stderr
-    assert f"http://127.0.0.1:{port} serving gpt" in stderr
+    assert f"http://127.0.0.1:{port} serving gpt" in stderr and "; no API key required" in stderr
 
 
 def test_a_wrong_directory_is_one_usage_line(tmp_path):
@@ -80,3 +89,106 @@ def test_a_wrong_directory_is_one_usage_line(tmp_path):
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 2
     assert stderr.startswith("transformer-zoo serve: error: ") and stderr.count("\n") == 1
+
+
+def _one_usage_line(process) -> str:
+    try:
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 2, stderr[-2000:]
+    assert stderr.startswith("transformer-zoo serve: error: ") and stderr.count("\n") == 1, stderr
+    return stderr
+
+
+def test_a_port_in_use_is_one_usage_line(family_artifacts):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        stderr = _one_usage_line(
+            _serve(family_artifacts("decoder-only").export_dir, "--port", port)
+        )
+    assert f"127.0.0.1:{port} is in use" in stderr
+
+
+def test_sigterm_while_the_models_load_exits_cleanly(family_artifacts):
+    """The loading thread is stopped and joined: exiting while it was inside onnxruntime
+    aborted the process (`terminate called without an active exception`, status 134)."""
+    port, copies = _free_port(), 300
+    names = [arg for i in range(copies) for arg in ("--name", f"m{i}")]
+    decoder = family_artifacts("decoder-only").export_dir
+    process = _serve(*[decoder] * copies, *names, "--port", port, "--log-level", "warning")
+    try:
+        deadline = time.monotonic() + 60
+        while _health(port) != 503:  # up, and loading
+            assert process.poll() is None, process.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr[-2000:]
+    assert "terminate called" not in stderr and "Traceback" not in stderr
+
+
+def test_failures_are_logged_as_errors_with_their_traceback(capsys):
+    """A server's unexpected failure says what failed and where; a warning of any command
+    is still one line."""
+    from transformer_zoo.cli import _WarningHandler
+
+    handler, log = _WarningHandler("serve"), logging.getLogger("transformer_zoo.test")
+    try:
+        raise RuntimeError("the engine broke")
+    except RuntimeError:
+        failure = log.makeRecord(
+            log.name, logging.ERROR, __file__, 1, "request failed", (), sys.exc_info()
+        )
+    handler.handle(failure)
+    handler.handle(log.makeRecord(log.name, logging.WARNING, __file__, 1, "cut %d", (2,), None))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[:2] == [
+        "transformer-zoo serve: error: request failed",
+        "Traceback (most recent call last):",
+    ]
+    assert "RuntimeError: the engine broke" in lines
+    assert lines[-1] == "transformer-zoo serve: warning: cut 2"
+
+
+def test_a_model_that_fails_to_load_is_an_error_with_its_cause(family_artifacts, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(family_artifacts("decoder-only").export_dir, broken)
+    (broken / "model.onnx").write_bytes(b"not an ONNX file")
+    process = _serve(broken, "--port", _free_port(), "--log-level", "warning")
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1, stderr[-2000:]
+    assert f"transformer-zoo serve: error: could not load broken from {broken}" in stderr
+    assert "Traceback" in stderr and "INVALID_PROTOBUF" in stderr
+
+
+@pytest.mark.parametrize("where", ["--api-key", "TRANSFORMER_ZOO_API_KEY"])
+def test_an_empty_api_key_is_refused_not_taken_for_none(family_artifacts, where):
+    """`--api-key "$KEY"` with KEY unset served without a key."""
+    decoder = family_artifacts("decoder-only").export_dir
+    if where == "--api-key":
+        process = _serve(decoder, "--port", _free_port(), "--api-key", "")
+    else:
+        process = _serve(decoder, "--port", _free_port(), env={where: ""})
+    assert f"error: {where} is empty" in _one_usage_line(process)
+
+
+# What a missing Ray does on import, whether or not this environment has it.
+BLOCK_RAY = """
+class BlockRay:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "ray":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, BlockRay())
+"""
+
+
+def test_ray_missing_is_one_usage_line(family_artifacts):
+    decoder = family_artifacts("decoder-only").export_dir
+    process = _serve(decoder, "--port", _free_port(), "--ray", prelude=BLOCK_RAY)
+    assert "error: --ray needs Ray Serve" in _one_usage_line(process)

@@ -83,15 +83,21 @@ def _import_tensorflow_quietly() -> None:
 
 
 class _WarningHandler(logging.Handler):
-    """The library's warnings (inputs cut to the model's length, ...) as one line each, on
-    the `sys.stderr` of the moment."""
+    """The library's warnings (inputs cut to the model's length, ...) and errors as one
+    line each, `transformer-zoo COMMAND: warning: ...` (or `error:`), on the `sys.stderr`
+    of the moment; a record with an exception (a server's unexpected failure) is followed
+    by its traceback, which says what failed and where."""
 
     def __init__(self, command: str):
         super().__init__(logging.WARNING)
         self.command = command
 
     def emit(self, record):
-        print(f"transformer-zoo {self.command}: warning: {record.getMessage()}", file=sys.stderr)
+        level = record.levelname.lower()
+        line = f"transformer-zoo {self.command}: {level}: {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + logging.Formatter().formatException(record.exc_info)
+        print(line, file=sys.stderr)
 
 
 def _show_warnings(command: str) -> None:

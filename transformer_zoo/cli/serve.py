@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -92,13 +93,15 @@ def register(commands) -> None:
 
 def _serve(args) -> int:
     from transformer_zoo.run_directory import load_run_config
-    from transformer_zoo.serving.http import ServerSettings, model_names, serve
+    from transformer_zoo.serving.http import ServerSettings, listening_socket, model_names, serve
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be in 1..65535, got {args.port}")
     cores = os.cpu_count() or 1
     if args.threads > cores:
         raise UsageError(f"--threads {args.threads} is more than this machine's {cores} cores")
+    if args.replicas != 1 and not args.ray:
+        raise UsageError("--replicas needs --ray")
     try:
         directories = model_names(args.directories, args.name)
         for directory in directories.values():
@@ -116,20 +119,55 @@ def _serve(args) -> int:
         request_timeout=args.timeout,
         max_body_bytes=args.max_body_bytes,
         max_tokens=args.max_tokens,
-        api_key=args.api_key or os.environ.get("TRANSFORMER_ZOO_API_KEY"),
+        api_key=_api_key(args.api_key),
         cors_origins=args.cors_origin,
         threads=args.threads,
         allow_spinning=args.spinning,
     )
-    names = ", ".join(f"{n} ({d})" for n, d in directories.items())
-    print(f"transformer-zoo serve: http://{args.host}:{args.port} serving {names}", file=sys.stderr)
     if args.ray:
-        try:
-            from transformer_zoo.serving.http import ray_serve
-        except ImportError:
-            raise UsageError("--ray needs Ray Serve: pip install 'transformer_zoo[ray]'") from None
+        _check_ray()
+    try:
+        listening = listening_socket(args.host, args.port)
+    except OSError as error:
+        where = f"{args.host}:{args.port}"
+        if error.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"{where} is in use: stop what listens there, or choose another --port"
+            ) from None
+        raise UsageError(f"cannot listen on {where}: {error.strerror or error}") from None
+    names = ", ".join(f"{n} ({d})" for n, d in directories.items())
+    key = "an API key required" if settings.api_key else "no API key required"
+    print(
+        f"transformer-zoo serve: http://{args.host}:{args.port} serving {names}; {key}",
+        file=sys.stderr,
+    )
+    if args.ray:
+        from transformer_zoo.serving.http import ray_serve
+
+        listening.close()  # Ray's proxy binds the port itself
         directories = {name: os.path.abspath(d) for name, d in directories.items()}
         return ray_serve.run(directories, args.host, args.port, settings, args.replicas)
-    if args.replicas != 1:
-        raise UsageError("--replicas needs --ray")
-    return serve(directories, args.host, args.port, settings, args.log_level)
+    return serve(directories, args.host, args.port, settings, args.log_level, listening)
+
+
+def _api_key(given: str | None) -> str | None:
+    """`--api-key`, else `TRANSFORMER_ZOO_API_KEY`. An empty one, as an unset variable
+    gives (`--api-key "$KEY"`), is refused: taken, it would serve without a key."""
+    key = given if given is not None else os.environ.get("TRANSFORMER_ZOO_API_KEY")
+    if key is not None and not key.strip():
+        where = "--api-key" if given is not None else "TRANSFORMER_ZOO_API_KEY"
+        raise UsageError(
+            f"{where} is empty (an unset variable?): give the key, or leave it out to serve "
+            "without one"
+        )
+    return key
+
+
+def _check_ray() -> None:
+    """Ray Serve, imported before anything starts, so that a missing one is one line."""
+    try:
+        import ray.serve  # noqa: F401
+    except ImportError as error:
+        raise UsageError(
+            f"--ray needs Ray Serve ({first_line(error)}): pip install 'transformer_zoo[ray]'"
+        ) from None

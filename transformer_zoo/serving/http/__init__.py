@@ -18,12 +18,33 @@ Example:
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 
 from transformer_zoo.serving.http.app import create_app
 from transformer_zoo.serving.http.models import ServerSettings, model_names
 
-__all__ = ["ServerSettings", "create_app", "model_names", "serve"]
+__all__ = ["ServerSettings", "create_app", "listening_socket", "model_names", "serve"]
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port` as uvicorn binds one (`SO_REUSEADDR`; IPv6 for a host
+    with a colon), for `serve` to hand to uvicorn. Binding it before anything starts
+    makes a port in use one `OSError` (`errno.EADDRINUSE`) rather than a failure after
+    start-up, while the models load.
+
+    Raises:
+        OSError: the address is in use or not this machine's.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+    except OSError:
+        listening.close()
+        raise
+    return listening
 
 
 def serve(
@@ -32,10 +53,14 @@ def serve(
     port: int = 8000,
     settings: ServerSettings | None = None,
     log_level: str = "warning",
+    listening: socket.socket | None = None,
 ) -> int:
     """Serves `{model name: export directory}` until SIGTERM or Ctrl-C; returns 0, or 1
-    when a model failed to load."""
+    when a model failed to load. `listening`: a socket bound to `host:port` already
+    (`listening_socket`), which the server then owns."""
     import uvicorn
+
+    listening = listening or listening_socket(host, port)
 
     failed = []
     server = None
@@ -55,8 +80,9 @@ def serve(
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None) if main else None
     try:
-        server.run()
+        server.run(sockets=[listening])
     finally:
+        listening.close()
         if main:
             signal.signal(signal.SIGTERM, previous)
     return 1 if failed else 0

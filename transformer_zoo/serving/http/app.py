@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
 
@@ -86,7 +87,7 @@ def create_app(
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     add_openai_routes(app, registry, settings, metrics)
-    add_inference_routes(app, registry, settings)
+    add_inference_routes(app, registry, settings, metrics)
     return app
 
 
@@ -111,7 +112,7 @@ class Gate:
         protected = path.startswith(("/v1", "/v2")) and not path.startswith("/v2/health")
         if key and protected:
             given = dict(scope["headers"]).get(b"authorization", b"")
-            if given != f"Bearer {key}".encode():
+            if not hmac.compare_digest(given, f"Bearer {key}".encode()):  # in constant time
                 self.metrics.requests.labels("auth", "401").inc()
                 error = RequestError(401, "A valid API key is needed.")
                 return await _error(path, error)(scope, receive, send)
@@ -131,7 +132,8 @@ class Gate:
             error = RequestError(500, f"Internal error: {error}")
             await _error(path, error)(scope, receive, send_and_count)
         finally:
-            route = getattr(scope.get("route"), "path", "other")
+            # `/v2/models/{name}/infer`, its `{name:path}` written as `{name}`
+            route = getattr(scope.get("route"), "path_format", "other")
             self.metrics.requests.labels(route, str(status[0] if status else 500)).inc()
 
 

@@ -51,6 +51,13 @@ class PromptRow(NamedTuple):
     echo_from: int
 
 
+def prompt_count(prompt) -> int:
+    """How many prompts an OpenAI `prompt` holds (`prompt_rows`), without reading them."""
+    if isinstance(prompt, str) or all(isinstance(p, int) for p in prompt):
+        return 1
+    return len(prompt)
+
+
 def prompt_rows(served, prompt, param: str = "prompt") -> list[PromptRow]:
     """The rows of an OpenAI `prompt`: a string, a list of strings, a list of token ids
     or a list of such lists. A decoder-only model continues any text, "" too (its prompt

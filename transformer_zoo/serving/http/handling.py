@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from transformer_zoo.serving.http.completions import Choice, Generation, RequestError
 from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
-from transformer_zoo.serving.http.scheduler import Closed, QueueFull, TooLarge
+from transformer_zoo.serving.http.scheduler import MAX_REQUEST, Closed, QueueFull, TooLarge
 
 POLL = 0.25  # seconds between checks that a waiting client is still there
 ENCODINGS = ("identity", "gzip", "deflate")  # request bodies' Content-Encoding
@@ -130,12 +130,30 @@ def submit(generation: Generation) -> None:
     queue_on(generation.submit)
 
 
+def check_count(count: int, unit: str, param: str | None = None) -> None:
+    """Refuses a request of more than `MAX_REQUEST` sequences or texts (400) by their
+    count, before any is tokenized: 200,000 one-character prompts fit in a 1 MB body, and
+    tokenizing them held the event loop for 10 s before the scheduler refused them."""
+    if count > MAX_REQUEST:
+        raise RequestError(
+            400, f"The request has {count} {unit}; the most is {MAX_REQUEST}.", param
+        )
+
+
 async def wait_for(request: Request, generation: Generation, choices: list[Choice]) -> None:
-    """Until every row has ended; a client that has gone cancels its rows."""
+    """Until every row has ended. Whether the client is still there is asked every `POLL`
+    seconds, however often tokens arrive (a running row emits one every step, so the
+    queue is never quiet for long): a client that has gone cancels the rows, and the
+    request ends as 499."""
+    asked = time.monotonic()
     while generation.open:
-        if await generation.next(choices, POLL) is None and await request.is_disconnected():
+        await generation.next(choices, POLL)
+        if time.monotonic() - asked < POLL:
+            continue
+        asked = time.monotonic()
+        if await request.is_disconnected():
             generation.cancel()
-            return
+            raise RequestError(499, "The client went away.")
 
 
 def raise_failure(choices: list[Choice]) -> None:

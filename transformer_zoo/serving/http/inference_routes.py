@@ -19,6 +19,7 @@ from transformer_zoo.serving.http.completions import (
     strategy,
 )
 from transformer_zoo.serving.http.handling import (
+    check_count,
     encoder_run,
     find_model,
     raise_failure,
@@ -26,12 +27,15 @@ from transformer_zoo.serving.http.handling import (
     submit,
     wait_for,
 )
+from transformer_zoo.serving.http.metrics import Metrics
 from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
 
 VERSION = "1"  # a v2 model's one version
 
 
-def add_inference_routes(app: FastAPI, registry: ModelRegistry, settings: ServerSettings) -> None:
+def add_inference_routes(
+    app: FastAPI, registry: ModelRegistry, settings: ServerSettings, metrics: Metrics
+) -> None:
     """Adds the `/v2` routes over `registry`'s models."""
 
     @app.get("/v2")
@@ -51,8 +55,18 @@ def add_inference_routes(app: FastAPI, registry: ModelRegistry, settings: Server
         is_ready = registry.ready.is_set()
         return JSONResponse({"ready": is_ready}, 200 if is_ready else 503)
 
-    @app.get("/v2/models/{name}")
-    @app.get("/v2/models/{name}/versions/{version}")
+    # A name may hold slashes (`org/model`, as vLLM's): `{name:path}` takes them. Routes
+    # match in the order they are added (a decorator adds its route after those below it),
+    # so the longer ones come first: `.../ready` would otherwise read as metadata of a
+    # model `NAME/ready`, and `.../versions/1/infer` as `NAME/versions/1`.
+    @app.get("/v2/models/{name:path}/ready")
+    @app.get("/v2/models/{name:path}/versions/{version}/ready")
+    async def model_ready(name: str, request: Request):
+        _v2_model(registry, name, request)
+        return {"name": name, "ready": True}
+
+    @app.get("/v2/models/{name:path}")
+    @app.get("/v2/models/{name:path}/versions/{version}")
     async def model_metadata(name: str, request: Request):
         entry = _v2_model(registry, name, request)
         return {
@@ -66,14 +80,8 @@ def add_inference_routes(app: FastAPI, registry: ModelRegistry, settings: Server
             ],
         }
 
-    @app.get("/v2/models/{name}/ready")
-    @app.get("/v2/models/{name}/versions/{version}/ready")
-    async def model_ready(name: str, request: Request):
-        _v2_model(registry, name, request)
-        return {"name": name, "ready": True}
-
-    @app.post("/v2/models/{name}/infer")
-    @app.post("/v2/models/{name}/versions/{version}/infer")
+    @app.post("/v2/models/{name:path}/infer")
+    @app.post("/v2/models/{name:path}/versions/{version}/infer")
     async def infer(name: str, request: Request):
         raw = await read_body(request, settings)
         try:
@@ -89,10 +97,11 @@ def add_inference_routes(app: FastAPI, registry: ModelRegistry, settings: Server
         texts = tensors["text"]
         if not isinstance(texts, list):
             raise RequestError(400, "The input `text` must be BYTES (strings).")
+        check_count(len(texts), "texts" if entry.family == "encoder-only" else "sequences")
         if not texts or (entry.family == "encoder-only" and any(not t.strip() for t in texts)):
             raise RequestError(400, "The input `text` is empty.")
         parameters = parsed.get("parameters") or {}
-        outputs = await _v2_run(request, entry, texts, names, parameters, settings)
+        outputs = await _v2_run(request, entry, texts, names, parameters, settings, metrics)
         body, header_length = oip.encode_response(
             {
                 "model_name": name,
@@ -159,7 +168,7 @@ def _v2_parameters(entry, parameters) -> dict:
     return chosen
 
 
-async def _v2_run(request, entry, texts, names, parameters, settings) -> dict:
+async def _v2_run(request, entry, texts, names, parameters, settings, metrics) -> dict:
     served = entry.served
     parameters = _v2_parameters(entry, parameters)
     if entry.family == "encoder-only":
@@ -197,6 +206,9 @@ async def _v2_run(request, entry, texts, names, parameters, settings) -> dict:
     choices = [Choice(served, [], row.ids) for row in rows]
     submit(generation)
     await wait_for(request, generation, choices)
+    if generation.first_token_at is not None:
+        time_to_first_token = generation.first_token_at - generation.arrived
+        metrics.time_to_first_token.labels(entry.name).observe(time_to_first_token)
     raise_failure(choices)
     return {
         "text": [c.text for c in choices],

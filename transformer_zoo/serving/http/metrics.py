@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 
@@ -9,14 +10,21 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+RATE_WINDOW = 5.0  # seconds that `tokens_per_second` averages over
+SLOT = 0.1  # seconds of tokens counted together for it
 
 
 class Metrics:
     """Requests by endpoint and status, queue depth, batch size, time to first token,
-    generated tokens and the decode rate, labelled by model where they apply."""
+    generated tokens and the decode rate, labelled by model where they apply.
 
-    def __init__(self):
+    Args:
+        clock: the time in seconds, `time.monotonic` (a test gives its own).
+    """
+
+    def __init__(self, clock=time.monotonic):
         self.registry = CollectorRegistry()
+        self.clock = clock
         prefix = "transformer_zoo_"
         self.requests = Counter(
             prefix + "requests", "Requests answered", ["endpoint", "status"],
@@ -35,13 +43,14 @@ class Metrics:
             ["model"], buckets=SECONDS, registry=self.registry,
         )  # fmt: skip
         self.tokens = Counter(
-            prefix + "generated_tokens", "Tokens generated", ["model"], registry=self.registry
-        )
+            prefix + "generated_tokens", "Tokens generated (the completions' tokens)", ["model"],
+            registry=self.registry,
+        )  # fmt: skip
         self.tokens_per_second = Gauge(
-            prefix + "tokens_per_second", "Tokens generated per second over the last second",
+            prefix + "tokens_per_second",
+            f"Tokens generated per second, over the last {RATE_WINDOW:g} seconds",
             ["model"], registry=self.registry,
         )  # fmt: skip
-        self._window: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
 
     def observer(self, model: str):
@@ -49,7 +58,21 @@ class Metrics:
         queue_depth = self.queue_depth.labels(model)
         batch_size = self.batch_size.labels(model)
         tokens = self.tokens.labels(model)
-        rate = self.tokens_per_second.labels(model)
+        # [slot, tokens] of the last RATE_WINDOW seconds, read when /metrics is scraped:
+        # a rate set as tokens arrived stayed up while idle and missed short bursts.
+        recent: collections.deque[list[int]] = collections.deque()
+        slots = round(RATE_WINDOW / SLOT)
+
+        def forget(slot: int) -> None:
+            while recent and recent[0][0] <= slot - slots:
+                recent.popleft()
+
+        def rate() -> float:
+            with self._lock:
+                forget(int(self.clock() / SLOT))
+                return sum(count for _, count in recent) / RATE_WINDOW
+
+        self.tokens_per_second.labels(model).set_function(rate)
 
         def observe(event: str, value: int) -> None:
             if event == "queue_depth":
@@ -58,14 +81,13 @@ class Metrics:
                 batch_size.observe(value)
             elif event == "tokens":
                 tokens.inc(value)
-                now = time.monotonic()
+                slot = int(self.clock() / SLOT)
                 with self._lock:
-                    start, count = self._window.get(model, (now, 0))
-                    count += value
-                    if now - start >= 1.0:
-                        rate.set(count / (now - start))
-                        start, count = now, 0
-                    self._window[model] = (start, count)
+                    if recent and recent[-1][0] == slot:
+                        recent[-1][1] += value
+                    else:
+                        recent.append([slot, value])
+                    forget(slot)
 
         return observe
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS
@@ -53,6 +54,11 @@ class ServerSettings:
     threads: int = DEFAULT_THREADS
     allow_spinning: bool = False  # spinning threads would take the cores from the server's
 
+    def __post_init__(self):
+        if self.api_key is not None and not self.api_key.strip():
+            # An unset variable passed as the key would otherwise serve without one.
+            raise ValueError(f"api_key must be a key or None. Received: {self.api_key!r}")
+
 
 @dataclass
 class ModelEntry:
@@ -70,17 +76,31 @@ class ModelEntry:
         return self.served.config.task
 
 
+ROUTE_WORDS = ("versions", "ready", "infer")  # what follows a model's name in a /v2 path
+
+
 def model_names(directories: list[str], names: list[str] | None = None) -> dict[str, str]:
     """`{name: directory}`: each directory's name unless `names` gives them (one each).
+    A name may have slashes (`org/model`), between parts that do not read as the /v2
+    routes' own (`ROUTE_WORDS`).
 
     Raises:
-        ValueError: a count of names other than one per directory, or a name twice.
+        ValueError: a count of names other than one per directory, a name twice, or a
+            name whose /v2 routes would read as another's.
     """
     if names and len(names) != len(directories):
         raise ValueError(
             f"Give one --name per directory: {len(names)} names for {len(directories)} directories."
         )
     chosen = names or [os.path.basename(os.path.normpath(d)) for d in directories]
+    for name in chosen:
+        parts = name.split("/")
+        if not name or (len(parts) > 1 and set(parts) & {"", ".", "..", *ROUTE_WORDS}):
+            raise ValueError(
+                f"The model name {name!r} would not have its own /v2 routes: a name is "
+                f"not empty, and the parts of one with '/' are neither empty nor "
+                f"{', '.join(map(repr, ('.', '..', *ROUTE_WORDS)))}."
+            )
     twice = sorted({n for n in chosen if chosen.count(n) > 1})
     if twice:
         raise ValueError(f"Two models would be called {twice[0]!r}: name them with --name.")
@@ -98,16 +118,22 @@ class ModelRegistry:
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()  # `close`: load no further model
 
     def start(self, on_error=None) -> None:
         def load():
+            name = None
             try:
                 for name, directory in self.directories.items():
+                    if self._stop.is_set():
+                        return
                     self.entries[name] = self._load(name, directory)
                     log.info("loaded %s from %s", name, directory)
                 self.ready.set()
             except Exception as error:
-                log.error("could not load the models: %s", error)
+                log.error(
+                    "could not load %s from %s", name, self.directories.get(name), exc_info=True
+                )
                 self.error = error
                 if on_error is not None:
                     on_error(error)
@@ -144,6 +170,17 @@ class ModelRegistry:
         return ModelEntry(name, directory, served, worker)
 
     def close(self, timeout: float | None = 30.0) -> None:
-        """Stops each worker once its queued and running requests are done."""
-        for entry in self.entries.values():
-            entry.worker.close(timeout)
+        """Stops loading (once the model being loaded is in) and each worker once its
+        queued and running requests are done. The loading thread is joined: a process
+        that exited while it was inside onnxruntime aborted (`terminate called without an
+        active exception`)."""
+        self._stop.set()
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left():
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        if self._thread is not None:
+            self._thread.join(left())
+        for entry in list(self.entries.values()):
+            entry.worker.close(left())

@@ -16,11 +16,13 @@ from transformer_zoo.serving.http.completions import (
     Generation,
     RequestError,
     check_max_tokens,
+    prompt_count,
     prompt_rows,
     strategy,
 )
 from transformer_zoo.serving.http.handling import (
     POLL,
+    check_count,
     dumps,
     encoder_run,
     find_model,
@@ -63,6 +65,7 @@ def add_openai_routes(
         body = await parse_body(request, CompletionRequest, settings)
         entry = find_model(registry, body.model, "generate", ("decoder-only", "encoder-decoder"))
         served = entry.served
+        check_count(prompt_count(body.prompt) * body.n, "sequences", "prompt")
         rows = prompt_rows(served, body.prompt)
         max_tokens = 16 if body.max_tokens is None else body.max_tokens
         check_max_tokens(served, rows, max_tokens, settings.max_tokens)
@@ -131,6 +134,7 @@ def add_openai_routes(
                 "dimensions",
             )
         texts = [body.input] if isinstance(body.input, str) else body.input
+        check_count(len(texts), "texts", "input")
         if not texts or any(not text.strip() for text in texts):
             raise RequestError(400, "The input is empty.", "input")
         vectors, counts = await encoder_run(request, entry, "embed", texts, settings)

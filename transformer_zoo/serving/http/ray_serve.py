@@ -10,10 +10,16 @@ Ray's own command, whose builder takes `key=value` arguments:
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
+import threading
 
 from transformer_zoo.serving.http.app import create_app
 from transformer_zoo.serving.http.models import ServerSettings
+
+log = logging.getLogger(__name__)
+SHUTDOWN_SECONDS = 10.0  # the most that shutting Ray down may take
 
 
 def deployment(
@@ -57,9 +63,9 @@ def build_app(args: dict):
 
 def run(directories, host: str, port: int, settings: ServerSettings, replicas: int) -> int:
     """Starts a local Ray, serves `deployment(...)` on `host:port` until SIGTERM or Ctrl-C,
-    then shuts Ray down."""
+    then shuts Ray down, for at most `SHUTDOWN_SECONDS`: past them the process exits
+    without waiting (`os._exit`), for this is the command's last act."""
     import signal
-    import threading
 
     import ray
     from ray import serve
@@ -73,6 +79,30 @@ def run(directories, host: str, port: int, settings: ServerSettings, replicas: i
         print(f"transformer-zoo serve: {replicas} Ray Serve replicas ready", flush=True)
         stop.wait()
     finally:
-        serve.shutdown()
-        ray.shutdown()
+        if not _shut_down(serve, ray):
+            log.warning(
+                "Ray did not shut down within %g s (were its processes stopped already?); "
+                "exiting without it", SHUTDOWN_SECONDS,
+            )  # fmt: skip
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0 if stop.is_set() else 1)
     return 0
+
+
+def _shut_down(serve, ray) -> bool:
+    """`serve.shutdown()`, then `ray.shutdown()`, on a thread: True if done within
+    `SHUTDOWN_SECONDS`. SIGTERM sent to the whole process group (as a terminal's Ctrl-C,
+    systemd and `docker stop` send it) stops Ray's own processes too, and then
+    `serve.shutdown()` waited about 40 s for them before it gave up."""
+
+    def shut_down():
+        try:
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+
+    thread = threading.Thread(target=shut_down, name="ray-shutdown", daemon=True)
+    thread.start()
+    thread.join(SHUTDOWN_SECONDS)
+    return not thread.is_alive()

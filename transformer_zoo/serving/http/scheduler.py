@@ -282,6 +282,7 @@ class GenerationScheduler(_Worker):
             tokens[i] = row.strategy.draw(logits[i : i + 1], row.rng)[0]
         most = max(row.top_logprobs for row in rows)
         chosen, top_ids, top_values = ranked_log_probs(logits, tokens, most)  # (B,), (B, most)
+        emitted = 0  # EOS and an echo-only row's draw are no completion tokens
         for i, row in enumerate(rows):
             token = int(tokens[i])
             if row.max_new_tokens == 0:  # `echo` of the prompt alone: scored, nothing drawn
@@ -293,10 +294,12 @@ class GenerationScheduler(_Worker):
             k = row.top_logprobs
             top = list(zip(top_ids[i, :k].tolist(), top_values[i, :k].tolist(), strict=True))
             row.generated += 1
+            emitted += 1
             row.emit(Token(token, float(chosen[i]), top))
             if row.generated >= row.max_new_tokens:
                 self._finish(row, "length")
-        self.observe("tokens", len(rows))
+        if emitted:
+            self.observe("tokens", emitted)
         return tokens
 
     def _leave(self, now: float | None) -> None:
