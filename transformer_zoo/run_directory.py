@@ -188,6 +188,13 @@ class RunConfig:
             files.append(self.target_tokenizer)
         return files + list(TOKENIZER_COMPANIONS.get(self.tokenizer, ()))
 
+    @property
+    def normalizes_embeddings(self) -> bool:
+        """Whether an encoder-only model's sentence embedding is L2-normalised: an imported
+        sentence-transformers checkpoint says so in `extra["pooling"]` (its Normalize
+        module); every model trained here is."""
+        return bool(self.extra.get("pooling", {}).get("normalize", True))
+
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
 

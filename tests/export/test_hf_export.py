@@ -88,3 +88,17 @@ def test_what_hf_cannot_hold_is_refused_in_one_line(family_artifacts, tmp_path, 
     with pytest.raises(ValueError, match="export it alone"):
         export_run(run_dir, tmp_path / "b", formats=("hf", "onnx"))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_swish_encoder_exports_as_silu_and_reads_back(tmp_path):
+    """BERT's `hidden_act` "silu" (transformers' name of swish) both ways."""
+    checkpoint = write_checkpoint(tmp_path / "ckpt", config={**CONFIG, "hidden_act": "silu"})
+    import_hf_run(checkpoint, tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf", formats=("hf",))["hf"]
+    assert report["max_abs_diff"] == 0.0
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["hidden_act"] == "silu"
+    _same_tensors(
+        tmp_path / "hf" / "model.safetensors",
+        checkpoint / "model.safetensors",
+        buffers=["embeddings.position_ids"],
+    )

@@ -78,6 +78,11 @@ def test_config_variants_are_respected(tmp_path):
     assert model.layer_norm_epsilon == 1e-7 and model.embeddings_norm.epsilon == 1e-7
     assert model.blocks[0].feed_forward_norm.epsilon == 1e-7
     assert model.activation == "gelu_tanh"
+    for name in ("silu", "swish"):  # one function in transformers' ACT2FN, ours "swish"
+        silu = import_hf_bert(
+            write_checkpoint(tmp_path / name, config={**CONFIG, "hidden_act": name})
+        )
+        assert silu.activation == "swish"
     assert model.max_length == TINY["max_position_embeddings"]
     assert model.type_vocabulary_size == TINY["type_vocab_size"]
     no_pooler = {k: v for k, v in tiny_checkpoint().items() if not k.startswith("pooler.")}
@@ -88,7 +93,7 @@ def test_config_variants_are_respected(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"hidden_act": "silu"}, "hidden_act"),
+        ({"hidden_act": "mish"}, "hidden_act"),
         ({"position_embedding_type": "relative_key"}, "position_embedding_type"),
         ({"model_type": "roberta"}, "model_type"),
         ({"is_decoder": True}, "decoder"),
@@ -170,9 +175,9 @@ def test_bad_checkpoints_fail_in_one_line(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert "model.safetensors" in _fail(capsys, tmp_path / "empty", "--out", out)
 
-    extra = {**tiny_checkpoint(), "cls.predictions.bias": np.zeros(11, np.float32)}
+    extra = {**tiny_checkpoint(), "qa_outputs.bias": np.zeros(2, np.float32)}
     checkpoint = write_checkpoint(tmp_path / "extra", extra)
-    assert "Unused: ['cls.predictions.bias']" in _fail(capsys, checkpoint, "--out", out)
+    assert "Unused: ['qa_outputs.bias']" in _fail(capsys, checkpoint, "--out", out)
 
     checkpoint = write_checkpoint(tmp_path / "ok")
     assert "max_length" in _fail(capsys, checkpoint, "--out", out, "--max-length", 17)
@@ -184,3 +189,33 @@ def test_bad_checkpoints_fail_in_one_line(tmp_path, capsys):
     out.mkdir()
     (out / "model.keras").write_text("")
     assert "new or empty" in _fail(capsys, write_checkpoint(tmp_path / "ok2"), "--out", out)
+
+
+def test_pretraining_heads_are_dropped_with_one_warning(tmp_path, caplog):
+    """bert-base-uncased's layout (`BertForPreTraining`): the encoder under `bert.`, the
+    masked-LM and next-sentence heads under `cls.`."""
+    rng = np.random.default_rng(5)
+    tensors = {"bert." + name: value for name, value in tiny_checkpoint().items()}
+    heads = {
+        "cls.predictions.bias": (11,),
+        "cls.predictions.transform.dense.weight": (8, 8),
+        "cls.predictions.transform.dense.bias": (8,),
+        "cls.predictions.transform.LayerNorm.weight": (8,),
+        "cls.predictions.transform.LayerNorm.bias": (8,),
+        "cls.seq_relationship.weight": (2, 8),
+        "cls.seq_relationship.bias": (2,),
+    }
+    tensors.update(
+        {name: rng.standard_normal(shape).astype(np.float32) for name, shape in heads.items()}
+    )
+    config = {**CONFIG, "architectures": ["BertForPreTraining"]}
+    with caplog.at_level("WARNING", logger="transformer_zoo"):
+        model = import_hf_bert(write_checkpoint(tmp_path / "pretraining", tensors, config))
+    assert [r.getMessage() for r in caplog.records] == [
+        "dropped the pre-training heads (7 tensors under 'cls.'); the encoder is imported"
+    ]
+    plain = import_hf_bert(write_checkpoint(tmp_path / "plain"))
+    assert isinstance(model, EncoderOnly)
+    assert all(
+        np.array_equal(a, b) for a, b in zip(plain.get_weights(), model.get_weights(), strict=True)
+    )

@@ -10,10 +10,10 @@ from tests.helpers import minilm_dir, minilm_reference, np_layer_norm, np_softma
 from transformer_zoo.models.hf.bert import (
     BUFFERS,
     bert_weight_table,
-    list_tensors,
     map_bert_weights,
     read_bert_checkpoint,
 )
+from transformer_zoo.models.hf.weights import list_tensors
 
 TINY = {
     "vocab_size": 11,

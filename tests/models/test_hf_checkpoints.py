@@ -168,6 +168,7 @@ def test_bad_gpt2_and_marian_checkpoints_fail_in_one_line(tmp_path, capsys):
         ("gpt2", None, drop("transformer.h.1.attn.c_attn.bias"), "Missing: ['h.1.attn.c_attn.bias']"),
         ("gpt2", None, add("transformer.extra", np.zeros(3, np.float32)), "Unused: ['extra']"),
         ("gpt2", None, add("lm_head.weight", np.zeros((384, 64), np.float32)), "tied"),
+        ("gpt2", {"tie_word_embeddings": False}, add("lm_head.weight", np.zeros((384, 64), np.float32)), "untied head (tie_word_embeddings=false)"),
         ("marian", {"decoder_layers": 3}, None, "decoder_layers=3"),
         ("marian", {"share_encoder_decoder_embeddings": False}, None, "separate"),
         ("marian", None, add("model.encoder.embed_positions.weight", np.ones((64, 64), np.float32)), "sinusoidal"),
@@ -214,3 +215,82 @@ def test_optimum_decoded_our_onnx_export_to_our_tokens(imported):
     model = import_hf_gpt2(CHECKPOINTS["gpt2"])
     for ids, logits in zip(record["inputs"], record["hf_export_last_logits"], strict=True):
         np.testing.assert_allclose(gpt2_logits(model, ids)[-1], logits, atol=1e-4)
+
+
+def test_marian_never_emits_its_bad_words_as_transformers_generate(tmp_path):
+    """opus-mt's `bad_words_ids=[[pad]]`, with `<pad>`'s output bias raised so that it would
+    win everywhere (tests/data/hf_marian/bad_words_reference.json, transformers' tokens for
+    the same checkpoint): greedy (the numpy search and the ONNX Loop) and beam search of
+    every engine give transformers' tokens, and the run keeps the original bias."""
+    record = json.loads((CHECKPOINTS["marian"] / "bad_words_reference.json").read_text())
+    (pad,) = record["bad_words_ids"][0]
+    assert all(pad in row for row in record["greedy_without_bad_words"])  # a real test
+
+    def raise_pad(tensors):
+        tensors["final_logits_bias"][0, pad] += np.float32(record["pad_bias_added"])
+
+    checkpoint = _copy("marian", tmp_path, change_tensors=raise_pad)
+    generation = json.loads((checkpoint / "generation_config.json").read_text())
+    generation["bad_words_ids"] = record["bad_words_ids"]
+    (checkpoint / "generation_config.json").write_text(json.dumps(generation))
+    config = import_hf_run(checkpoint, tmp_path / "run")
+    bias = load_file(checkpoint / "model.safetensors")["final_logits_bias"][0]
+    assert config.extra["bad_words"] == {"ids": [pad], "final_logits_bias": [float(bias[pad])]}
+    export_run(tmp_path / "run", tmp_path / "export", formats=("onnx",))
+    for directory, engine in ((tmp_path / "run", "keras"), (tmp_path / "export", "onnx")):
+        served = load_served_model(directory, engine)
+        for strategy, search in (("greedy", Greedy()), ("beam", BeamSearch(4))):
+            for ids, expected in zip(record["inputs"], record[strategy], strict=True):
+                tokens = served.translate_ids([ids], 12, search=search).tokens[0].tolist()
+                assert tokens == expected, (engine, strategy, ids)
+
+
+def _gpt2_weights(checkpoint):
+    return import_hf_gpt2(checkpoint).get_weights()
+
+
+def test_bfloat16_and_sharded_gpt2_checkpoints_read_as_the_original(tmp_path):
+    """transformers' `torch_dtype=bfloat16` files and `save_pretrained(max_shard_size=...)`'s
+    shards with their `model.safetensors.index.json`, made here from the float32 file."""
+    import ml_dtypes
+
+    tensors = load_file(CHECKPOINTS["gpt2"] / "model.safetensors")
+    bf16 = _copy("gpt2", tmp_path / "bf16")
+    rounded = {name: value.astype(ml_dtypes.bfloat16) for name, value in tensors.items()}
+    save_file(rounded, bf16 / "model.safetensors")
+    expected = [
+        w.astype(ml_dtypes.bfloat16).astype(np.float32) for w in _gpt2_weights(CHECKPOINTS["gpt2"])
+    ]
+    got = _gpt2_weights(bf16)
+    assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
+
+    sharded = _copy("gpt2", tmp_path / "sharded")
+    (sharded / "model.safetensors").unlink()
+    names = sorted(tensors)
+    weight_map = {}
+    for i, part in enumerate(np.array_split(np.array(names), 3)):
+        shard = f"model-{i + 1:05d}-of-00003.safetensors"
+        save_file({name: tensors[name] for name in part}, sharded / shard)
+        weight_map.update(dict.fromkeys(part.tolist(), shard))
+    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    expected = _gpt2_weights(CHECKPOINTS["gpt2"])
+    assert all(np.array_equal(a, b) for a, b in zip(expected, _gpt2_weights(sharded), strict=True))
+
+
+def test_float16_marian_with_its_position_tables_reads_as_the_original(tmp_path):
+    """The Hub's opus-mt layout in float16: the sinusoidal tables and the tied copies saved
+    beside the weights, rounded to float16 (transformers computes the table in float32)."""
+
+    def to_float16(tensors):
+        for stack in ("encoder", "decoder"):
+            tensors[f"model.{stack}.embed_positions.weight"] = sinusoid_halves(64, 64)
+            tensors[f"model.{stack}.embed_tokens.weight"] = tensors["model.shared.weight"]
+        tensors["lm_head.weight"] = tensors["model.shared.weight"]
+        for name, value in tensors.items():
+            tensors[name] = value.astype(np.float16)
+
+    model = import_hf_marian(_copy("marian", tmp_path, change_tensors=to_float16))
+    original = import_hf_marian(CHECKPOINTS["marian"]).get_weights()
+    expected = [w.astype(np.float16).astype(np.float32) for w in original]
+    assert all(np.array_equal(a, b) for a, b in zip(expected, model.get_weights(), strict=True))

@@ -52,7 +52,7 @@ def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_di
     if isinstance(model, DecoderOnly):
         hf_config, tensors = to_gpt2(model)
     elif isinstance(model, (EncoderOnly, EncoderOnlyClassifier)):
-        hf_config, tensors = to_bert(model, config.label_names)
+        hf_config, tensors = to_bert(model, config.label_names, config.extra.get("problem_type"))
     else:
         raise ValueError(
             "`--format hf` writes decoder-only (GPT-2) and encoder-only (BERT) models; "

@@ -161,7 +161,7 @@ def encoder_decoder_graphs(model) -> list[Graph]:
     ]
 
 
-def encoder_only_graphs(model) -> list[Graph]:
+def encoder_only_graphs(model, normalize_embeddings: bool = True) -> list[Graph]:
     core = backbone_of(model)
     inputs = [_ids("input_ids"), _ids("attention_mask")]
     if core.type_vocabulary_size:
@@ -174,7 +174,9 @@ def encoder_only_graphs(model) -> list[Graph]:
         outputs = core(features)
         result = {
             "last_hidden_state": outputs["sequence_output"],
-            "sentence_embedding": mean_pool(outputs["sequence_output"], attention_mask),
+            "sentence_embedding": mean_pool(
+                outputs["sequence_output"], attention_mask, normalize_embeddings
+            ),
         }
         if "pooled_output" in outputs:
             result["pooler_output"] = outputs["pooled_output"]
@@ -188,11 +190,13 @@ def encoder_only_graphs(model) -> list[Graph]:
     return [_graph("model", forward, inputs)]
 
 
-def step_graphs(model) -> list[Graph]:
-    """The graphs of `model`'s family (see the module docstring)."""
+def step_graphs(model, normalize_embeddings: bool = True) -> list[Graph]:
+    """The graphs of `model`'s family (see the module docstring); an encoder-only graph's
+    `sentence_embedding` is L2-normalised with `normalize_embeddings`
+    (`RunConfig.normalizes_embeddings`)."""
     family = family_of(model)
     if family == "decoder-only":
         return decoder_only_graphs(model)
     if family == "encoder-decoder":
         return encoder_decoder_graphs(model)
-    return encoder_only_graphs(model)
+    return encoder_only_graphs(model, normalize_embeddings)

@@ -20,16 +20,19 @@ class KerasRunner:
 
     Args:
         model: a model of any family.
+        normalize_embeddings: L2-normalise an encoder-only graph's `sentence_embedding`
+            (`RunConfig.normalizes_embeddings`).
 
     Attributes:
         model: the Keras model.
         dims: its `ModelDimensions`.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, normalize_embeddings: bool = True):
         self.model = model
         self.dims = dimensions_of(model)
-        self.graphs = {graph.name: graph for graph in step_graphs(model)}
+        graphs = step_graphs(model, normalize_embeddings)
+        self.graphs = {graph.name: graph for graph in graphs}
 
     def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict:
         graph = self.graphs[graph]

@@ -37,7 +37,7 @@ def open_runner(
     if engine not in ENGINES:
         raise ValueError(f"`engine` must be one of {ENGINES}. Received: engine={engine!r}")
     if engine == "keras":
-        return _keras_runner(directory)
+        return _keras_runner(directory, config)
     entry = config.export.get(engine)
     if not entry or not config.export.get("model"):
         raise ModelDirectoryError(
@@ -59,9 +59,9 @@ def open_runner(
     return SavedModelRunner(path, entry["graphs"]), dims
 
 
-def _keras_runner(directory: str):
+def _keras_runner(directory: str, config: RunConfig):
     from transformer_zoo.generation.keras_runner import KerasRunner
     from transformer_zoo.models.saving import load_run_model
 
-    runner = KerasRunner(load_run_model(directory))
+    runner = KerasRunner(load_run_model(directory), config.normalizes_embeddings)
     return runner, runner.dims

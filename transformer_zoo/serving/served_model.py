@@ -224,28 +224,32 @@ class ServedModel:
         }
 
     def embed(
-        self, texts: str | Sequence[str], batch_size: int = 32, normalize: bool = True
+        self, texts: str | Sequence[str], batch_size: int = 32, normalize: bool | None = None
     ) -> np.ndarray:
         """(N, D) float32 sentence embeddings in input order: the masked mean of
-        `last_hidden_state`, L2-normalised (sentence-transformers' convention)."""
+        `last_hidden_state`, L2-normalised where the model's pooling is
+        (`RunConfig.normalizes_embeddings`: sentence-transformers' Normalize module, every
+        model trained here) or where `normalize` says so."""
         return self.embed_counted(texts, batch_size, normalize)[0]
 
     def embed_counted(
-        self, texts: str | Sequence[str], batch_size: int = 32, normalize: bool = True
+        self, texts: str | Sequence[str], batch_size: int = 32, normalize: bool | None = None
     ) -> tuple[np.ndarray, list[int]]:
         """`embed`'s embeddings, and the tokens the model read of each text (after
         truncation, as `token_counts`), from one tokenization: the server's usage counts."""
         self._need("encoder-only", "embed")
         texts = _texts(texts)
         _check_batch_size(batch_size)
+        pooled_in_graph = self.config.normalizes_embeddings  # what `sentence_embedding` is
+        normalize = pooled_in_graph if normalize is None else normalize
         encoded = self._tokenize(texts, None)
         embeddings = np.empty((len(texts), self.dims.hidden_dim), np.float32)
         for rows, feeds, outputs in self._encoder_batches(encoded, batch_size, POOLING_OUTPUTS):
-            if normalize and "sentence_embedding" in outputs:
+            if normalize == pooled_in_graph and "sentence_embedding" in outputs:
                 # Pooled in the graph: numpy's handful of small operations after a run
                 # that has streamed the weights through the caches cost 0.1-0.3 ms.
                 embeddings[rows] = outputs["sentence_embedding"]
-            else:  # unnormalised, or an export older than the graph's pooling
+            else:  # the other normalisation, or an export older than the graph's pooling
                 embeddings[rows] = mean_pool(
                     outputs["last_hidden_state"], feeds["attention_mask"], normalize
                 )
@@ -269,9 +273,11 @@ class ServedModel:
         text_pairs: Sequence[str] | None = None,
         batch_size: int = 32,
     ) -> list[dict]:
-        """Per text: `{"label", "label_id", "score", "probabilities": {label: p}}`, in
-        input order; run in batches of at most `batch_size` texts of similar length,
-        as `embed`."""
+        """Per text (or text pair): `{"label", "label_id", "score", "probabilities": {label:
+        score}}`, in input order, the label the one of the highest score; run in batches of
+        at most `batch_size` texts of similar length, as `embed`. The scores are those of
+        transformers' text-classification pipeline for the run's `problem_type`
+        (`class_scores`): a softmax, a sigmoid per label, or a regression's raw value."""
         self._need("encoder-only", "classify")
         if self.config.task != "classification":
             raise InputError(f"This model's task is {self.config.task!r}, not classification.")
@@ -286,9 +292,8 @@ class ServedModel:
         logits = np.empty((len(texts), len(labels)), np.float32)
         for rows, _, outputs in self._encoder_batches(encoded, batch_size, ("logits",)):
             logits[rows] = outputs["logits"]
-        shifted = np.exp(logits - logits.max(-1, keepdims=True))
         results = []
-        for row in shifted / shifted.sum(-1, keepdims=True):
+        for row in class_scores(logits, self.config.extra.get("problem_type")):
             best = int(row.argmax())
             results.append({
                 "label": labels[best],
@@ -312,10 +317,7 @@ class ServedModel:
 
     def _tokenize(self, texts: list[str], text_pairs) -> list[tuple[list[int], list[int]]]:
         """`(ids, segment ids)` per text (or pair), truncated to `max_length`."""
-        try:
-            rows = encoder_rows(self._tokenizer(), texts, text_pairs)
-        except ValueError as error:  # pairs for a WordPiece model
-            raise InputError(str(error)) from None
+        rows = encoder_rows(self._tokenizer(), texts, text_pairs)
         _warn_truncated([len(ids) for ids, _ in rows], self.max_length)
         if all(len(ids) <= self.max_length for ids, _ in rows):
             return rows
@@ -350,6 +352,22 @@ class ServedModel:
 
 
 POOLING_OUTPUTS = ("sentence_embedding", "last_hidden_state")
+
+
+def class_scores(logits: np.ndarray, problem_type: str | None) -> np.ndarray:
+    """(N, C) scores of (N, C) logits as transformers' `TextClassificationPipeline` gives
+    them for a model's `problem_type`: `"regression"`, the logits themselves;
+    `"multi_label_classification"`, or a single label (cross-encoder/ms-marco-*), a sigmoid
+    per label; otherwise a softmax over the labels."""
+    logits = np.asarray(logits, np.float64)
+    if problem_type == "regression":
+        scores = logits
+    elif problem_type == "multi_label_classification" or logits.shape[-1] == 1:
+        scores = np.exp(-np.logaddexp(0.0, -logits))  # sigmoid, without overflow
+    else:
+        shifted = np.exp(logits - logits.max(-1, keepdims=True))
+        scores = shifted / shifted.sum(-1, keepdims=True)
+    return scores.astype(np.float32)
 
 
 def mean_pool(sequence: np.ndarray, mask: np.ndarray, normalize: bool = True) -> np.ndarray:

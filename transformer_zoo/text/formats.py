@@ -15,7 +15,9 @@ functions, see exactly the tokens the model was trained on.
   and the labels the loss covers, with label 0 where nothing is trained on.
 - Encoder-only pair: `[bos] + pieces(text) + [eos] (+ pieces(text2) + [eos])`, segment
   ids 0 up to the first `[eos]`, then 1; `[bos]` plays BERT's `[CLS]`, `[eos]` its
-  `[SEP]`. Over-long pairs lose tokens from the end of the longer text first.
+  `[SEP]`, and a WordPiece vocabulary (an imported BERT) uses its own `[CLS]` and `[SEP]`
+  ids, as BERT's tokenizer does. Over-long pairs lose tokens from the end of the longer
+  text first (transformers' `longest_first`).
 """
 
 from __future__ import annotations
@@ -50,13 +52,16 @@ def prompt_ids(tokenizer: Tokenizer, prompt: str, max_length: int | None = None)
 
 
 def pair_budget(length_a, length_b, budget, minimum=min, maximum=max):
-    """How many pieces of each text fit in `budget`, trimming the longer one first.
-
-    The result equals removing one piece at a time from the longer text (the second
-    text on ties) until the pair fits. `minimum`/`maximum` let the `tf.data` pipelines run the
-    same arithmetic on tensors (`tf.minimum`, `tf.maximum`).
+    """How many pieces of each text fit in `budget`, trimming the longer one first: the
+    `longest_first` truncation of Hugging Face's (Rust) tokenizers, which BERT's fast
+    tokenizer and so cross-encoders use. A text of at most half the budget is kept whole
+    and the other cut to the rest; else the longer text keeps the larger half (the second
+    text on ties). `minimum`/`maximum` let the `tf.data` pipelines run the same arithmetic
+    on tensors (`tf.minimum`, `tf.maximum`).
     """
-    keep_a = minimum(length_a, maximum(budget - length_b, (budget + 1) // 2))
+    a_longer = minimum(maximum(length_a - length_b, 0), 1)  # 1 where a is the longer text
+    half_a = budget // 2 + budget % 2 * a_longer
+    keep_a = minimum(length_a, maximum(budget - length_b, half_a))
     return keep_a, minimum(length_b, budget - keep_a)
 
 
@@ -64,17 +69,24 @@ def pair_ids(
     tokenizer: Tokenizer, text: str, text2: str | None = None, max_length: int | None = None
 ) -> tuple[list[int], list[int]]:
     """Encoder-only ids and segment ids of one text or a text pair."""
-    _check_max_length(max_length, 3 if text2 is not None else 2)
-    a = tokenizer.encode(text)
-    b = tokenizer.encode(text2) if text2 is not None else []
+    b = tokenizer.encode(text2) if text2 is not None else None
+    return pair_row(tokenizer.encode(text), b, BOS_ID, EOS_ID, max_length)
+
+
+def pair_row(
+    a: list[int], b: list[int] | None, first: int, separator: int, max_length: int | None = None
+) -> tuple[list[int], list[int]]:
+    """`([first] + a + [separator] (+ b + [separator]), segment ids)` of the pieces of a text
+    (or a pair, when `b` is not None), the longer text cut first to fit `max_length`."""
+    _check_max_length(max_length, 3 if b is not None else 2)
     if max_length is not None:
-        specials = 3 if text2 is not None else 2
-        keep_a, keep_b = pair_budget(len(a), len(b), max_length - specials)
-        a, b = a[:keep_a], b[:keep_b]
-    ids = [BOS_ID] + a + [EOS_ID]
+        specials = 3 if b is not None else 2
+        keep_a, keep_b = pair_budget(len(a), len(b or []), max_length - specials)
+        a, b = a[:keep_a], None if b is None else b[:keep_b]
+    ids = [first] + a + [separator]
     segments = [0] * len(ids)
-    if text2 is not None:
-        ids += b + [EOS_ID]
+    if b is not None:
+        ids += b + [separator]
         segments += [1] * (len(b) + 1)
     return ids, segments
 
@@ -82,17 +94,26 @@ def pair_ids(
 def encoder_rows(
     tokenizer, texts: Sequence[str], pairs: Sequence[str | None] | None = None, max_length=None
 ) -> list[tuple[list[int], list[int]]]:
-    """`(ids, segment ids)` per text or text pair, at most `max_length` long: `pair_ids`
-    for a SentencePiece `Tokenizer`; `[CLS] … [SEP]` for a `WordPieceTokenizer` (an
-    imported BERT checkpoint; single texts only)."""
+    """`(ids, segment ids)` per text or text pair, at most `max_length` long (`pair_row`):
+    `[bos] … [eos]` for a SentencePiece `Tokenizer`, `[CLS] … [SEP]` for a
+    `WordPieceTokenizer` (an imported BERT checkpoint; a cross-encoder reads pairs)."""
     from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
-    if isinstance(tokenizer, WordPieceTokenizer):
-        if pairs is not None and any(p is not None for p in pairs):
-            raise ValueError("Text pairs need a SentencePiece model; this one uses vocab.txt.")
-        return [(ids, [0] * len(ids)) for ids in tokenizer.encode_ids(texts, max_length)]
     pairs = [None] * len(texts) if pairs is None else list(pairs)
-    return [pair_ids(tokenizer, a, b, max_length) for a, b in zip(texts, pairs, strict=True)]
+    if isinstance(tokenizer, WordPieceTokenizer):
+        first, separator = tokenizer.cls_id, tokenizer.sep_id
+        a_rows = tokenizer.piece_ids(texts)
+        given = [i for i, pair in enumerate(pairs) if pair is not None]
+        b_rows: list[list[int] | None] = [None] * len(texts)
+        for i, row in zip(given, tokenizer.piece_ids([pairs[i] for i in given]), strict=True):
+            b_rows[i] = row
+    else:
+        first, separator = BOS_ID, EOS_ID
+        a_rows = [tokenizer.encode(text) for text in texts]
+        b_rows = [None if pair is None else tokenizer.encode(pair) for pair in pairs]
+    return [
+        pair_row(a, b, first, separator, max_length) for a, b in zip(a_rows, b_rows, strict=True)
+    ]
 
 
 def translation_example(

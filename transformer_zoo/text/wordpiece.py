@@ -175,6 +175,13 @@ class WordPieceTokenizer:
             row if len(row) <= max_length else row[: max_length - 1] + [self.sep_id] for row in ids
         ]
 
+    def piece_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The WordPiece ids of each text, without `[CLS]`/`[SEP]` and untruncated."""
+        if not texts:
+            return []
+        _check_texts(texts)
+        return [e.ids for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
     def lengths(self, texts: Sequence[str]) -> list[int]:
         """The untruncated length of each text's `[CLS] … [SEP]` ids."""
         _check_texts(texts)

@@ -206,9 +206,9 @@ def export_onnx(
     if graphs == "fused":
         started = time.perf_counter()
         log.info("writing the fused graphs (opset %d + com.microsoft)", opset)
-        written = fused.fused_graphs(model, opset)
+        written = fused.fused_graphs(model, opset, config.normalizes_embeddings)
         seconds = round(time.perf_counter() - started, 2)
-    for graph in step_graphs(model):
+    for graph in step_graphs(model, config.normalizes_embeddings):
         if graphs == "fused":
             proto = written[graph.name]
             info = {"seconds": seconds, "nodes": len(proto.graph.node)}

@@ -440,15 +440,19 @@ def _mask(g: GraphWriter, name: str) -> str:
     return g.op("Cast", [name], name, to=TensorProto.INT32)
 
 
-def _sentence_embedding(g: GraphWriter, w: _Writer, sequence: str, attention_mask: str) -> str:
+def _sentence_embedding(
+    g: GraphWriter, w: _Writer, sequence: str, attention_mask: str, normalize: bool
+) -> str:
     """`models.encoder_only.mean_pool` of the (B, S, D) `sequence`, whose padding positions
     hold zeros (`Packing.unpack`): the sum over S over the real-token count (at least
-    1e-9), divided by its L2 norm (at least 1e-12). (B, D)."""
+    1e-9), with `normalize` divided by its L2 norm (at least 1e-12). (B, D)."""
     hint = "sentence_embedding"
     count = g.op("Cast", [attention_mask], hint, to=FLOAT)
     count = g.op("ReduceSum", [count, w.ints([1])], hint, keepdims=1)  # (B, 1)
     count = g.op("Max", [count, g.weight(f"{hint}/min_count", np.float32(1e-9))], hint)
     mean = g.op("Div", [g.op("ReduceSum", [sequence, w.ints([1])], hint, keepdims=0), count], hint)
+    if not normalize:
+        return mean
     norm = g.op("ReduceSum", [g.op("Mul", [mean, mean], hint), w.ints([1])], hint, keepdims=1)
     norm = g.op(
         "Max", [g.op("Sqrt", [norm], hint), g.weight(f"{hint}/min_norm", np.float32(1e-12))], hint
@@ -570,7 +574,7 @@ def encoder_decoder(model, opset: int) -> dict[str, onnx.ModelProto]:
     return {"encoder": encoder, "decoder": g.model(opset)}
 
 
-def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
+def encoder_only(model, opset: int, normalize: bool = True) -> dict[str, onnx.ModelProto]:
     core = backbone_of(model)
     g, w = _writer("model")
     ids = g.input("input_ids", INT64, ["batch", "sequence"])
@@ -591,7 +595,7 @@ def encoder_only(model, opset: int) -> dict[str, onnx.ModelProto]:
     sequence = packing.unpack(packed, "sequence", zeros=True)
     outputs = {
         "last_hidden_state": (sequence, ["batch", "sequence", core.hidden_dim]),
-        "sentence_embedding": (_sentence_embedding(g, w, sequence, attention_mask),
+        "sentence_embedding": (_sentence_embedding(g, w, sequence, attention_mask, normalize),
                                ["batch", core.hidden_dim]),
     }  # fmt: skip
     first = g.op("Gather", [sequence, w.ints(0)], "first_token", axis=1)  # (B, D)
@@ -620,9 +624,16 @@ WRITERS = {
 }
 
 
-def fused_graphs(model, opset: int) -> dict[str, onnx.ModelProto]:
+def fused_graphs(
+    model, opset: int, normalize_embeddings: bool = True
+) -> dict[str, onnx.ModelProto]:
     """Graph name (`"model"`, `"encoder"`, `"decoder"`) → the fused `ModelProto`, for the
-    graph files of `generation.graphs.GRAPH_FILES`."""
-    protos = WRITERS[family_of(model)](model, opset)
+    graph files of `generation.graphs.GRAPH_FILES`; an encoder-only `sentence_embedding`
+    is L2-normalised with `normalize_embeddings`, as `step_graphs`."""
+    family = family_of(model)
+    if family == "encoder-only":
+        protos = encoder_only(model, opset, normalize_embeddings)
+    else:
+        protos = WRITERS[family](model, opset)
     assert set(protos) <= set(GRAPH_FILES)
     return protos

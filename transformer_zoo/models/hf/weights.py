@@ -31,6 +31,7 @@ import numpy as np
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX_FILE = "model.safetensors.index.json"  # a sharded checkpoint
 
 
 def _split_query(arrays):
@@ -166,8 +167,10 @@ def map_weights(
     for row in table:
         arrays = [np.asarray(tensors[name]) for name in row.sources]
         for name, array in zip(row.sources, arrays, strict=True):
-            if not np.issubdtype(array.dtype, np.floating):
+            if not is_float(array):
                 raise ValueError(f"`{name}` must be floating point. Received: dtype {array.dtype}")
+        # float16 and bfloat16 checkpoints are computed in float32, as our models are.
+        arrays = [array.astype(np.float32) for array in arrays]
         values = TRANSFORMS[row.transform][0](arrays)
         for slot, shape, value in zip(row.slots, row.shapes, values, strict=True):
             if value.shape != shape:
@@ -368,16 +371,66 @@ def read_config(checkpoint_dir: str | os.PathLike) -> dict:
 
 
 def read_tensors(checkpoint_dir: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Every tensor of the directory's `model.safetensors`, as numpy arrays."""
+    """Every tensor of the directory's `model.safetensors`, or of the shards its
+    `model.safetensors.index.json` names (`weight_map`: tensor → shard file), as numpy
+    arrays; bfloat16 ones as `ml_dtypes.bfloat16` (cast to float32 by `map_weights`)."""
     from safetensors.numpy import load_file
 
+    checkpoint_dir = os.fspath(checkpoint_dir)
     path = os.path.join(checkpoint_dir, WEIGHTS_FILE)
+    index_path = os.path.join(checkpoint_dir, WEIGHTS_INDEX_FILE)
+    if not os.path.isfile(path) and os.path.isfile(index_path):
+        return _read_shards(checkpoint_dir, index_path)
     if not os.path.isfile(path):
         raise ValueError(
-            f"`checkpoint_dir` must hold {WEIGHTS_FILE} (pytorch_model.bin is not read: "
-            f"convert it with safetensors first); {path} is missing."
+            f"`checkpoint_dir` must hold {WEIGHTS_FILE} or {WEIGHTS_INDEX_FILE} with its "
+            f"shards (pytorch_model.bin is not read: convert it with safetensors first); "
+            f"{path} is missing."
         )
     try:
         return load_file(path)
-    except (TypeError, ValueError) as error:  # e.g. bfloat16, which numpy cannot hold
+    except (TypeError, ValueError) as error:
         raise ValueError(f"Cannot read {path} with numpy: {error}") from error
+
+
+def _read_shards(checkpoint_dir: str, index_path: str) -> dict[str, np.ndarray]:
+    """The tensors of a sharded checkpoint: each shard of the index's `weight_map` read
+    once; every tensor must be in the shard the index names."""
+    from safetensors.numpy import load_file
+
+    try:
+        with open(index_path, encoding="utf-8") as file:
+            weight_map = json.load(file)["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(f"Cannot read the weight_map of {index_path}: {error}") from None
+    tensors = {}
+    for shard in shards:
+        path = os.path.join(checkpoint_dir, shard)
+        if os.path.basename(shard) != shard or not os.path.isfile(path):
+            raise ValueError(f"{WEIGHTS_INDEX_FILE} names the shard {shard!r}; it is missing.")
+        try:
+            tensors.update(load_file(path))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"Cannot read {path} with numpy: {error}") from error
+    if set(tensors) != set(weight_map):
+        misplaced = sorted(set(tensors) ^ set(weight_map))[:5]
+        raise ValueError(
+            f"The shards do not hold exactly the tensors {WEIGHTS_INDEX_FILE} lists. "
+            f"Received: {misplaced} in one but not the other"
+        )
+    return tensors
+
+
+def is_float(array: np.ndarray) -> bool:
+    """A floating-point array, bfloat16 (`ml_dtypes`, which numpy does not class as
+    floating) included."""
+    return np.issubdtype(array.dtype, np.floating) or array.dtype.name == "bfloat16"
+
+
+def rounding_of(array: np.ndarray) -> float:
+    """The largest rounding error of a value in [-1, 1] stored in `array`'s dtype (half its
+    machine epsilon: 6e-8 for float32, 4.9e-4 for float16, 3.9e-3 for bfloat16)."""
+    if array.dtype.name == "bfloat16":  # 8 significant bits
+        return 2.0**-8
+    return float(np.finfo(array.dtype).eps) / 2
