@@ -193,7 +193,10 @@ def prepare(config: TrainConfig) -> Prepared:
     from transformer_zoo.models.presets import resolve_preset
 
     resolve_preset(config.preset, config.family)  # fails fast, before the data is read
-    if config.init is None:  # a run from `init` keeps that model's architecture
+    # A run from `init` keeps that model's architecture. The check builds a model, which
+    # starts TensorFlow's runtime: a multiworker run must configure its collective ops
+    # first (`make_strategy`), so there the constructor checks run when the model is built.
+    if config.init is None and config.strategy != "multiworker":
         check_model_arguments(config.preset, config.family, config.overrides)
     task = load_task(
         config.data,
