@@ -396,17 +396,20 @@ def test_a_disconnected_stream_frees_its_row(server):
         received = b""
         while b"data: " not in received:  # the headers, then the first chunk
             received += connection.recv(4096)
-        deadline = time.monotonic() + 2  # the row joins the batch as its first token goes out
-        while scheduler.running != 1 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _until(lambda: scheduler.running == 1, 2)  # it joins as its first token goes out
         assert scheduler.running == 1
         connection.close()
-        deadline = time.monotonic() + 5
-        while scheduler.running and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _until(lambda: not scheduler.running, 5)
         assert scheduler.running == 0  # left long before its 40 tokens (0.8 s)
     finally:
         undo()
+
+
+def _until(condition, seconds: float, step: float = 0.01) -> None:
+    """Polls `condition` until it holds or `seconds` have passed (the caller asserts)."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(step)
 
 
 def _v2_body(texts, max_tokens=None) -> dict:
@@ -439,22 +442,19 @@ def test_a_client_that_gives_up_on_a_whole_answer_frees_its_row(server, path, ro
             f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
             + f"Content-Length: {len(raw)}\r\n\r\n{raw}".encode()
         )
-        deadline = time.monotonic() + 5
-        while scheduler.running != 1 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _until(lambda: scheduler.running == 1, 5)
         assert scheduler.running == 1
         connection.close()
-        deadline = time.monotonic() + 10
-        while scheduler.running and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _until(lambda: not scheduler.running, 10)
         generated = _metric(server, "transformer_zoo_generated_tokens_total", model="gpt") - tokens
         assert generated < max_tokens / 2  # it left long before its 40 tokens
-        deadline = time.monotonic() + 5
-        while (
-            _metric(server, "transformer_zoo_requests_total", endpoint=route, status="499") == gone
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.01)
+        _until(
+            lambda: (
+                _metric(server, "transformer_zoo_requests_total", endpoint=route, status="499")
+                != gone
+            ),
+            5,
+        )
         assert _metric(server, "transformer_zoo_requests_total", endpoint=route, status="499") == (
             gone + 1
         )
@@ -533,9 +533,7 @@ def test_health_is_503_while_loading(exports, monkeypatch):
         status, _, answer = live.request("POST", "/v1/completions", {"model": "gpt", "prompt": "a"})
         assert status == 503 and "loading" in answer["error"]["message"]
         assert live.request("GET", "/v2/health/ready")[0] == 503
-        deadline = time.monotonic() + 30
-        while live.request("GET", "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _until(lambda: live.request("GET", "/health")[0] == 200, 30, step=0.05)
         assert live.request("GET", "/v2/health/ready")[0] == 200
     finally:
         live.stop()

@@ -170,7 +170,7 @@ def map_weights(
             if not is_float(array):
                 raise ValueError(f"`{name}` must be floating point. Received: dtype {array.dtype}")
         # float16 and bfloat16 checkpoints are computed in float32, as our models are.
-        arrays = [array.astype(np.float32) for array in arrays]
+        arrays = [array.astype(np.float32, copy=False) for array in arrays]
         values = TRANSFORMS[row.transform][0](arrays)
         for slot, shape, value in zip(row.slots, row.shapes, values, strict=True):
             if value.shape != shape:
@@ -374,8 +374,6 @@ def read_tensors(checkpoint_dir: str | os.PathLike) -> dict[str, np.ndarray]:
     """Every tensor of the directory's `model.safetensors`, or of the shards its
     `model.safetensors.index.json` names (`weight_map`: tensor → shard file), as numpy
     arrays; bfloat16 ones as `ml_dtypes.bfloat16` (cast to float32 by `map_weights`)."""
-    from safetensors.numpy import load_file
-
     checkpoint_dir = os.fspath(checkpoint_dir)
     path = os.path.join(checkpoint_dir, WEIGHTS_FILE)
     index_path = os.path.join(checkpoint_dir, WEIGHTS_INDEX_FILE)
@@ -387,17 +385,12 @@ def read_tensors(checkpoint_dir: str | os.PathLike) -> dict[str, np.ndarray]:
             f"shards (pytorch_model.bin is not read: convert it with safetensors first); "
             f"{path} is missing."
         )
-    try:
-        return load_file(path)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"Cannot read {path} with numpy: {error}") from error
+    return _load_file(path)
 
 
 def _read_shards(checkpoint_dir: str, index_path: str) -> dict[str, np.ndarray]:
     """The tensors of a sharded checkpoint: each shard of the index's `weight_map` read
     once; every tensor must be in the shard the index names."""
-    from safetensors.numpy import load_file
-
     try:
         with open(index_path, encoding="utf-8") as file:
             weight_map = json.load(file)["weight_map"]
@@ -409,10 +402,7 @@ def _read_shards(checkpoint_dir: str, index_path: str) -> dict[str, np.ndarray]:
         path = os.path.join(checkpoint_dir, shard)
         if os.path.basename(shard) != shard or not os.path.isfile(path):
             raise ValueError(f"{WEIGHTS_INDEX_FILE} names the shard {shard!r}; it is missing.")
-        try:
-            tensors.update(load_file(path))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"Cannot read {path} with numpy: {error}") from error
+        tensors.update(_load_file(path))
     if set(tensors) != set(weight_map):
         misplaced = sorted(set(tensors) ^ set(weight_map))[:5]
         raise ValueError(
@@ -420,6 +410,16 @@ def _read_shards(checkpoint_dir: str, index_path: str) -> dict[str, np.ndarray]:
             f"Received: {misplaced} in one but not the other"
         )
     return tensors
+
+
+def _load_file(path: str) -> dict[str, np.ndarray]:
+    """The tensors of one safetensors file, as numpy arrays."""
+    from safetensors.numpy import load_file
+
+    try:
+        return load_file(path)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"Cannot read {path} with numpy: {error}") from error
 
 
 def is_float(array: np.ndarray) -> bool:

@@ -259,6 +259,11 @@ class Generation:
         self.scheduler = scheduler
         self.open = len(self.rows)
 
+    @property
+    def time_to_first_token(self) -> float | None:
+        """Seconds from arrival to the first token, None before it."""
+        return None if self.first_token_at is None else self.first_token_at - self.arrived
+
     def submit(self) -> None:
         self.scheduler.submit(self.rows)
 

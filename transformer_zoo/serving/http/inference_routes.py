@@ -206,9 +206,8 @@ async def _v2_run(request, entry, texts, names, parameters, settings, metrics) -
     choices = [Choice(served, [], row.ids) for row in rows]
     submit(generation)
     await wait_for(request, generation, choices)
-    if generation.first_token_at is not None:
-        time_to_first_token = generation.first_token_at - generation.arrived
-        metrics.time_to_first_token.labels(entry.name).observe(time_to_first_token)
+    if generation.time_to_first_token is not None:
+        metrics.time_to_first_token.labels(entry.name).observe(generation.time_to_first_token)
     raise_failure(choices)
     return {
         "text": [c.text for c in choices],

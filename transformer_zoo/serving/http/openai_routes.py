@@ -101,8 +101,8 @@ def add_openai_routes(
             stream = _stream(request, generation, choices, meta, body, usage_prompt, include_usage)
             return StreamingResponse(stream(ttft), media_type="text/event-stream")
         await wait_for(request, generation, choices)
-        if generation.first_token_at is not None:
-            ttft.observe(generation.first_token_at - generation.arrived)
+        if generation.time_to_first_token is not None:
+            ttft.observe(generation.time_to_first_token)
         raise_failure(choices)
         completion_tokens = sum(len(c.tokens) for c in choices)
         return json_response(
@@ -186,8 +186,8 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                         return
                     continue
                 index, _ = got
-                if generation.first_token_at is not None and ttft is not None:
-                    ttft.observe(generation.first_token_at - generation.arrived)
+                if generation.time_to_first_token is not None and ttft is not None:
+                    ttft.observe(generation.time_to_first_token)
                     ttft = None
                 choice = choices[index]
                 if choice.error is not None:
