@@ -2,7 +2,7 @@
 
 1. Train a tiny `EncoderDecoder` on `builtin:dates-zh` (English → Chinese dates, numbers
    and times) with `model.fit` and a progress bar, within a time budget.
-2. Evaluate it on the held-out test split: exact match and BLEU, per category.
+2. Evaluate it on the held-out test split: exact match, BLEU and chrF, per category.
 3. Export it to SavedModel and ONNX (each export validates itself against Keras).
 4. Translate held-out sentences with the Keras engine and with the TensorFlow-free
    onnxruntime engine, and print both with their per-sentence latency.
@@ -17,6 +17,11 @@ from __future__ import annotations
 import os
 import time
 import unicodedata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the command line imports this module before TensorFlow loads
+    from transformer_zoo.train.config import TrainConfig
+    from transformer_zoo.train.trainer import Prepared
 
 DEFAULT_OUT = os.path.join("runs", "demo")
 # The whole recipe (4 epochs, about 1,000 steps) takes under a minute on an idle 2-core
@@ -54,6 +59,18 @@ def _held_out(task, seed: int):
     return picked
 
 
+def _score_lines(test: dict) -> list[str]:
+    """One line per category (all first) of the test split's scores in `metrics.json`:
+    exact match, BLEU and chrF."""
+    exact, bleus, chrfs = test.get("exact_match", {}), test.get("bleu", {}), test.get("chrf", {})
+    nan = float("nan")
+    return [
+        f"      {category:8s} exact match {exact[category]:7.2%}   "
+        f"BLEU {bleus.get(category, nan):5.1f}   chrF {chrfs.get(category, nan):5.1f}"
+        for category in ["all"] + [c for c in exact if c != "all"]
+    ]
+
+
 def _timed_translations(served, sources: list[str]) -> tuple[list[str], list[float]]:
     served.translate(sources[:1])  # warm-up: first calls build sessions and trace graphs
     texts, latencies = [], []
@@ -64,21 +81,13 @@ def _timed_translations(served, sources: list[str]) -> tuple[list[str], list[flo
     return texts, latencies
 
 
-def run_demo(
+def demo_config(
     out: str = DEFAULT_OUT, time_budget: float | None = TIME_BUDGET, seed: int = 0
-) -> dict:
-    """Runs the five steps above and prints what each gives; returns the summary."""
-    from transformer_zoo.data.tasks import load_task
-    from transformer_zoo.export.run_export import export_run
-    from transformer_zoo.serving import load_served_model
+) -> TrainConfig:
+    """The demo's training run: a tiny `EncoderDecoder` on `builtin:dates-zh`."""
     from transformer_zoo.train.config import TrainConfig
-    from transformer_zoo.train.trainer import train
-    from transformer_zoo.visualize.attention import draw_run_attention
 
-    clock = time.perf_counter()
-    budget = f", at most {time_budget:.0f} s" if time_budget else ""
-    print(f"[1/5] Training a tiny EncoderDecoder on builtin:dates-zh{budget} → {out}")
-    config = TrainConfig(
+    return TrainConfig(
         family="encoder-decoder",
         preset="tiny",
         data="builtin:dates-zh",
@@ -86,20 +95,46 @@ def run_demo(
         time_budget=time_budget,
         seed=seed,
     )
-    result = train(config)
+
+
+def prepare_demo(
+    out: str = DEFAULT_OUT, time_budget: float | None = TIME_BUDGET, seed: int = 0
+) -> Prepared:
+    """`demo_config`'s run checked by `train.trainer.prepare` before anything is trained
+    or written, for `run_demo`.
+
+    Raises:
+        ValueError (`RunError`): `out` is a file, or holds another run (the demo's with
+            another --seed or --time-budget too).
+    """
+    from transformer_zoo.train.trainer import prepare
+
+    return prepare(demo_config(out, time_budget, seed))
+
+
+def run_demo(run: Prepared) -> dict:
+    """Runs the five steps above for `run` (`prepare_demo`'s) and prints what each gives;
+    returns the summary."""
+    from transformer_zoo.data.tasks import load_task
+    from transformer_zoo.export.run_export import export_run
+    from transformer_zoo.serving import load_served_model
+    from transformer_zoo.train.trainer import train
+    from transformer_zoo.visualize.attention import draw_run_attention
+
+    clock = time.perf_counter()
+    out, time_budget, seed = run.config.out, run.config.time_budget, run.config.seed
+    budget = f", at most {time_budget:.0f} s" if time_budget else ""
+    print(f"[1/5] Training a tiny EncoderDecoder on builtin:dates-zh{budget} → {out}")
+    result = train(run)
     if result.already_finished:
         print(f"      {out} already holds this finished run; reusing it (delete it to retrain)")
     metrics = result.metrics or {}
     test = metrics.get("test", metrics)
 
     print("[2/5] Held-out test split (greedy decoding, whole-string exact match)")
-    exact, bleus = test.get("exact_match", {}), test.get("bleu", {})
-    em, bleu = exact.get("all"), bleus.get("all")
-    for category in ["all"] + [c for c in exact if c != "all"]:
-        print(
-            f"      {category:8s} exact match {exact[category]:7.2%}   "
-            f"BLEU {bleus.get(category, float('nan')):5.1f}"
-        )
+    exact, bleus, chrfs = test.get("exact_match", {}), test.get("bleu", {}), test.get("chrf", {})
+    em, bleu, chrf = exact.get("all"), bleus.get("all"), chrfs.get("all")
+    print("\n".join(_score_lines(test)))
 
     export_dir = os.path.join(out, "export")
     print(f"[3/5] Exporting to SavedModel and ONNX (validated against Keras) → {export_dir}")
@@ -149,7 +184,8 @@ def run_demo(
         "train_seconds": (metrics.get("training") or {}).get("train_seconds"),
         "exact_match": em,
         "bleu": bleu,
-        "per_category": {"exact_match": exact, "bleu": bleus},
+        "chrf": chrf,
+        "per_category": {"exact_match": exact, "bleu": bleus, "chrf": chrfs},
         "onnx_keras_agree": f"{agree}/{len(rows)}",
         "keras_ms_median": sorted(keras_ms)[len(keras_ms) // 2],
         "onnx_ms_median": sorted(onnx_ms)[len(onnx_ms) // 2],
@@ -158,7 +194,7 @@ def run_demo(
     }
     print(
         f"Summary: trained {summary['train_seconds'] or 0:.0f} s, test exact match {em:.2%}, "
-        f"BLEU {bleu:.1f}; ONNX = Keras on {summary['onnx_keras_agree']}; median latency "
+        f"BLEU {bleu:.1f}, chrF {chrf:.1f}; ONNX = Keras on {summary['onnx_keras_agree']}; median latency "
         f"Keras {summary['keras_ms_median']:.1f} ms, ONNX {summary['onnx_ms_median']:.1f} ms; "
         f"{summary['total_seconds']:.0f} s in all."
     )

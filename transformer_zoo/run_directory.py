@@ -195,6 +195,11 @@ class RunConfig:
         module); every model trained here is."""
         return bool(self.extra.get("pooling", {}).get("normalize", True))
 
+    def default_new_tokens(self, model_max_length: int) -> int:
+        """An encoder-decoder's default target budget: the training target length (else
+        the model's `model_max_length`) less the decoder start."""
+        return (self.max_target_length or model_max_length) - 1
+
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
 

@@ -219,3 +219,22 @@ def test_a_sentencepiece_failure_is_a_one_line_value_error(monkeypatch):
         "SentencePiece cannot train a tokenizer on this text: Internal: "
         "src/trainer_interface.cc(661) [!sentences_.empty()]"
     )
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe", "char"])
+def test_kept_whitespace_keeps_tabs_as_characters_of_their_own(model_type):
+    """The identity normalization of `keep_whitespace` keeps a tab (NFKC makes it a
+    space): the vocabulary must grow to hold it, as it does for every other character."""
+    texts = ["a\tb c\td e", "f\tg h"]
+    tokenizer = train_tokenizer(texts, 6, model_type=model_type, keep_whitespace=True)
+    for text in texts:
+        ids = tokenizer.encode(text)
+        assert tokenizer.unk_id not in ids and tokenizer.decode(ids) == text
+    pieces = {c.replace(" ", "▁") for c in "".join(texts)}
+    assert all(tokenizer.piece_to_id(p) != tokenizer.unk_id for p in pieces)
+
+
+def test_a_tuple_of_texts_encodes_as_the_list_does(shared_tokenizer):
+    texts = ("March 5, 2021", "2021年3月5日")
+    expected = spm.SentencePieceProcessor(model_proto=shared_tokenizer.proto).encode(list(texts))
+    assert shared_tokenizer.encode(texts) == shared_tokenizer.encode(list(texts)) == expected

@@ -34,7 +34,7 @@ def _attention(args: argparse.Namespace) -> int:
 
     try:
         result = draw_run_attention(args.run_dir, args.text, args.out)
-    except ValueError as error:
+    except (ValueError, OSError) as error:  # RunError, an --out that cannot be made
         raise UsageError.from_error(error) from None
     print(f"translation: {result['translation']}")
     print(f"wrote {result['attention']}")
@@ -43,7 +43,11 @@ def _attention(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from transformer_zoo.demo import run_demo
+    from transformer_zoo.demo import prepare_demo, run_demo
 
-    run_demo(args.out, args.time_budget, args.seed)
+    try:
+        run = prepare_demo(args.out, args.time_budget, args.seed)
+    except (ValueError, OSError) as error:  # RunError: --out a file, or another run's
+        raise UsageError.from_error(error) from None
+    run_demo(run)
     return 0

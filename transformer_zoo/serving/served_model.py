@@ -200,7 +200,7 @@ class ServedModel:
 
     def default_new_tokens(self) -> int:
         """An encoder-decoder's default target budget: the training target length."""
-        return (self.config.max_target_length or self.dims.max_length) - 1
+        return self.config.default_new_tokens(self.dims.max_length)
 
     def output_text(self, ids) -> str:
         """The text of generated ids (up to the first EOS), in the output tokenizer."""

@@ -101,9 +101,14 @@ class Tokenizer:
     def encode(
         self, text: str | Sequence[str], add_bos: bool = False, add_eos: bool = False
     ) -> list[int] | list[list[int]]:
-        """Ids of one string, or a list of id lists for a list of strings."""
-        if not isinstance(text, str) and not all(isinstance(t, str) for t in text):
-            raise ValueError(f"`text` must be a string or a list of strings. Received: {text!r}")
+        """Ids of one string, or a list of id lists for a sequence of strings."""
+        if not isinstance(text, str):
+            texts = list(text) if isinstance(text, Iterable) else [text]
+            if not all(isinstance(t, str) for t in texts):
+                raise ValueError(
+                    f"`text` must be a string or a list of strings. Received: {text!r}"
+                )
+            text = texts  # sentencepiece takes a str or a list, not a tuple
         return self._sp.encode(text, out_type=int, add_bos=add_bos, add_eos=add_eos)
 
     def decode(self, ids: Iterable[int], stop_at_eos: bool = True) -> str:
@@ -175,10 +180,12 @@ def train_tokenizer(
         raise ValueError("`texts` holds no non-empty sentence to train the tokenizer on.")
     if character_coverage == 1.0:
         # SentencePiece refuses a vocabulary smaller than the characters it must keep
-        # (counted after its NFKC normalization), plus the special pieces and "▁".
+        # (counted after its normalization), plus the special pieces and "▁". NFKC makes
+        # a tab a space ("▁"); the identity normalization of `keep_whitespace` keeps it.
         normalize = (lambda t: t) if keep_whitespace else partial(unicodedata.normalize, "NFKC")
         characters = set("".join(normalize(t) for t in texts))
-        vocabulary_size = max(vocabulary_size, len(characters - set(" \t")) + 6 + keep_whitespace)
+        spaces = {" "} if keep_whitespace else {" ", "\t"}
+        vocabulary_size = max(vocabulary_size, len(characters - spaces) + 6 + keep_whitespace)
     # Only unigram and BPE merge characters (and take SentencePiece's delimiter).
     split_han = split_han and model_type in ("unigram", "bpe")
     if split_han:

@@ -28,8 +28,14 @@ def _piece(tokenizer, token_id: int, special: dict) -> str:
 
 
 def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict, text: str,
-                   out_dir: str, max_new_tokens: int = 48) -> dict:  # fmt: skip
+                   out_dir: str, max_new_tokens: int | None = None) -> dict:  # fmt: skip
     """Translate `text` greedily with `model` (an `EncoderDecoder`) and draw both pictures.
+
+    The source is masked as `ServedModel.translate` masks it, by its length: every id is a
+    token (Marian's `</s>` is id 0), so the picture and its translation are `translate`'s.
+
+    Args:
+        max_new_tokens: the most target tokens (default: as many as the model allows).
 
     Returns:
         `{"translation", "attention", "causal_mask"}`: the text and the two PNG paths.
@@ -41,18 +47,24 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
     if not text.strip():
         raise ValueError("`text` is empty: give a sentence to translate.")
     source = np.array([source_ids(source_tokenizer, text)], np.int32)
-    budget = min(max_new_tokens, model.max_length - 1)
+    # An `ids != 0` mask, `generate`'s and `attention_weights`' default for an array,
+    # would hide an imported Marian run's `</s>` (id 0), which `translate` attends to.
+    source_mask = np.ones_like(source, bool)
+    room = model.max_length - 1
+    budget = room if max_new_tokens is None else min(max_new_tokens, room)
     result = generate(
         model,
-        {"encoder_token_ids": source},
+        {"encoder_token_ids": source, "encoder_padding_mask": source_mask},
         budget,
         eos_id=special_ids["eos"],
         decoder_start_id=special_ids["bos"],
     )
-    # After EOS the search writes padding only: dropping it leaves the text up to EOS.
-    generated = [int(t) for t in result.tokens[0] if t != special_ids.get("pad", 0)]
+    # After EOS the search writes padding only: the text is the tokens up to EOS.
+    generated = [int(t) for t in result.tokens[0]]
+    if special_ids["eos"] in generated:
+        generated = generated[: generated.index(special_ids["eos"]) + 1]
     decoder_inputs = np.array([[special_ids["bos"]] + generated[:-1]], np.int32)
-    weights = attention_weights(model, source, decoder_inputs)
+    weights = attention_weights(model, source, decoder_inputs, source_mask)
     source_labels = [_piece(source_tokenizer, t, special_ids) for t in source[0]]
     produced = [_piece(target_tokenizer, t, special_ids) for t in generated]
     inputs = [_piece(target_tokenizer, t, special_ids) for t in decoder_inputs[0]]
@@ -93,11 +105,16 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
             "encoder-decoder (translation) run."
         )
     out_dir = out_dir or run_dir
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):  # before the model loads
-        raise ValueError(f"--out {out_dir} is a file: name a directory for the pictures.")
+    existing = out_dir  # the folder `makedirs` would start from; checked before the model loads
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing) or "."
+    if not os.path.isdir(existing):
+        under = "" if existing == out_dir else f" lies under {existing}, which"
+        raise ValueError(f"--out {out_dir}{under} is a file: name a directory for the pictures.")
     if model is None:
         model = load_run_model(run_dir)
     source_tokenizer, target_tokenizer = load_tokenizers(run_dir, config)
+    budget = config.default_new_tokens(model.max_length)  # `translate`'s
     return draw_attention(
         model,
         source_tokenizer,
@@ -105,4 +122,5 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
         config.special_ids,
         text,
         out_dir,
+        budget,
     )

@@ -25,24 +25,24 @@ def _float(text: str) -> float:
 
 def plot_curves(history: list[dict[str, float]], path: str | os.PathLike, title: str = "") -> None:
     """One panel per metric (loss first), training and validation curves over epochs;
-    written atomically to `path` (PNG).
+    written atomically to `path`, in the format its extension names (PNG, SVG, PDF, ...).
+
+    A metric measured on the validation split only (`val_exact_match`, the task's score
+    that early stopping watches) has a panel of its own, with its one curve.
 
     Args:
         history: rows as `read_history` returns them.
-        path: the PNG to write.
+        path: the picture to write.
         title: the figure title.
     """
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")  # no display: a file only
-    import matplotlib.pyplot as plt
-
-    names = [
-        k for k in (history[0] if history else {}) if k != "epoch" and not k.startswith("val_")
-    ]
-    names = sorted(names, key=lambda n: (n != "loss", n))
-    names = [n for n in names if n != "learning_rate"] or ["loss"]
-    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.6), squeeze=False)
+    keys = {k for row in history[:1] for k in row} - {"epoch", "learning_rate"}
+    names = sorted({k.removeprefix("val_") for k in keys}, key=lambda n: (n != "loss", n))
+    names = names or ["loss"]
+    # A Figure of its own, not pyplot's: the caller's backend and figures stay as they are.
+    figure = Figure(figsize=(4.5 * len(names), 3.6))
+    axes = figure.subplots(1, len(names), squeeze=False)
     epochs = [row.get("epoch", i) + 1 for i, row in enumerate(history)]
     for axis, name in zip(axes[0], names, strict=True):
         for key, label in ((name, "train"), (f"val_{name}", "valid")):
@@ -58,8 +58,5 @@ def plot_curves(history: list[dict[str, float]], path: str | os.PathLike, title:
     if title:
         figure.suptitle(title)
     figure.tight_layout()
-    try:
-        with atomic_path(path) as temporary:
-            figure.savefig(temporary, dpi=100)
-    finally:
-        plt.close(figure)
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, dpi=100)

@@ -18,13 +18,12 @@ from transformer_zoo.files import atomic_path
 _FONT_FAMILY = None
 
 
-def _pyplot():
-    import matplotlib
+def _figure(width: float, height: float):
+    """A Figure of its own, not pyplot's: the caller's backend and figures stay as they
+    are, and `savefig` writes the format the file's extension names."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")  # files only; no display needed
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=(width, height))
 
 
 def cjk_font_family() -> str | None:
@@ -64,7 +63,8 @@ def plot_attention_heads(
         weights: (H, T, S) attention probabilities.
         source_tokens: S labels for the columns.
         target_tokens: T labels for the rows.
-        path: the PNG to write.
+        path: the picture to write, in the format its extension names (`.png`, `.svg`,
+            `.pdf`, ...).
         title: the figure title.
 
     Returns:
@@ -77,14 +77,14 @@ def plot_attention_heads(
             f"weights.shape={weights.shape}, {len(target_tokens)} target and "
             f"{len(source_tokens)} source labels."
         )
-    plt = _pyplot()
     heads = weights.shape[0]
     columns = min(heads, 4)
     rows = math.ceil(heads / columns)
     cell = 0.32
     width = max(3.0, cell * len(source_tokens) + 1.5)
     height = max(2.5, cell * len(target_tokens) + 1.2)
-    fig, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False)
+    fig = _figure(width * columns, height * rows)
+    axes = fig.subplots(rows, columns, squeeze=False)
     font = _font_kwargs()
     for head, ax in enumerate(axes.flat):
         if head >= heads:
@@ -102,8 +102,7 @@ def plot_attention_heads(
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
     fig.suptitle(title, **font)
     with atomic_path(path) as temporary:
-        fig.savefig(temporary, dpi=110, bbox_inches="tight", format="png")
-    plt.close(fig)
+        fig.savefig(temporary, dpi=110, bbox_inches="tight")
     return path
 
 
@@ -120,7 +119,8 @@ def plot_causal_mask(
         log_weights: (T, T) log attention probabilities, i.e. the masked scores up to a
             per-row constant; entries above the diagonal are −∞.
         tokens: T labels (the decoder inputs).
-        path: the PNG to write.
+        path: the picture to write, in the format its extension names (`.png`, `.svg`,
+            `.pdf`, ...).
         title: the figure title.
 
     Returns:
@@ -132,11 +132,13 @@ def plot_causal_mask(
         raise ValueError(
             f"`log_weights` must be (T, T) for {size} tokens. Received: {log_weights.shape}"
         )
-    plt = _pyplot()
+    from matplotlib import colormaps
+
     masked = np.ma.masked_invalid(np.where(np.isneginf(log_weights), np.nan, log_weights))
-    cmap = plt.get_cmap("magma").with_extremes(bad="#d9d9d9")
+    cmap = colormaps["magma"].with_extremes(bad="#d9d9d9")
     side = max(4.0, 0.5 * size + 1.5)
-    fig, ax = plt.subplots(figsize=(side + 1.2, side))
+    fig = _figure(side + 1.2, side)
+    ax = fig.subplots()
     image = ax.imshow(masked, cmap=cmap, aspect="equal")
     font = _font_kwargs()
     for i in range(size):
@@ -152,6 +154,5 @@ def plot_causal_mask(
     fig.colorbar(image, ax=ax, shrink=0.8, label="masked score (log softmax)")
     ax.set_title(title, **font)
     with atomic_path(path) as temporary:
-        fig.savefig(temporary, dpi=110, bbox_inches="tight", format="png")
-    plt.close(fig)
+        fig.savefig(temporary, dpi=110, bbox_inches="tight")
     return path

@@ -1,0 +1,46 @@
+"""The attention pictures of a run are those of `ServedModel.translate`'s own decoding:
+the same source mask, the same budget, the same tokens."""
+
+import numpy as np
+
+import transformer_zoo.visualize.attention as attention
+from tests.models.test_hf_checkpoints import CHECKPOINTS
+from transformer_zoo.models.attention_weights import attention_weights
+from transformer_zoo.models.hf.run import import_hf_run
+from transformer_zoo.serving import load_served_model
+
+
+def test_an_imported_marian_run_is_drawn_as_translate_decodes_it(tmp_path, monkeypatch):
+    """Marian's `</s>` is id 0: an `ids != 0` mask hid it from the picture and the
+    picture's own translation; and the picture stopped at 48 tokens where `translate`
+    goes on to the model's target length."""
+    run = tmp_path / "marian"
+    import_hf_run(CHECKPOINTS["marian"], run)
+    served = load_served_model(run, "keras")
+    drawn = {}
+    draw_heads = attention.plot_attention_heads
+
+    def keep(weights, source_tokens, target_tokens, path, **kwargs):
+        drawn.update(weights=weights, source=source_tokens, target=target_tokens)
+        return draw_heads(weights, source_tokens, target_tokens, path, **kwargs)
+
+    monkeypatch.setattr(attention, "plot_attention_heads", keep)
+    text = "Speak, speak."
+    result = attention.draw_run_attention(
+        str(run), text, str(tmp_path / "pictures"), model=served.runner.model
+    )
+    assert result["translation"] == served.translate([text])[0]
+
+    special = served.config.special_ids
+    source = served.prompt_ids([text])
+    assert source[0][-1] == special["eos"] == 0 and drawn["source"][-1] == "<eos>"
+    tokens = [int(t) for t in served.translate_ids(source).tokens[0]]
+    if special["eos"] in tokens:
+        tokens = tokens[: tokens.index(special["eos"]) + 1]
+    mask = served.start_inputs(source)["encoder_padding_mask"]
+    expected = attention_weights(
+        served.runner.model, np.array(source), [[special["bos"]] + tokens[:-1]], mask
+    )["cross"][-1][0]
+    assert len(drawn["target"]) == len(tokens)
+    np.testing.assert_allclose(drawn["weights"], expected, atol=1e-5)
+    assert drawn["weights"][:, :, -1].min() > 0  # every head looks at `</s>` a little
