@@ -14,6 +14,7 @@ from transformer_zoo.layers import (
     TokenAndPositionEmbedding,
     TransformerBlock,
 )
+from transformer_zoo.layers.masking import keras_mask
 
 D, H, V = 16, 4, 12
 IDS = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 0]], "int32")  # right-padded with 0
@@ -131,3 +132,39 @@ def test_bad_positions_and_arguments_are_refused_by_name():
         MultiHeadAttention(num_heads=H, output_dim=0)
     with pytest.raises(ValueError, match="`embedding` must be"):
         LMHead(V, embedding=keras.layers.Dense(4))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: FeedForward(32), lambda: LMHead(V), lambda: keras.layers.Dense(V)],
+    ids=["feed_forward", "lm_head", "keras_dense"],
+)
+def test_position_wise_layers_carry_the_keras_mask_on_as_a_dense_does(make):
+    embedded = keras.layers.Embedding(V, D, mask_zero=True)(IDS)  # eager, with its Keras mask
+    outputs = make()(embedded)
+    np.testing.assert_array_equal(np.asarray(keras_mask(outputs)), REAL)
+    # Symbolically too: the next layer of a functional model receives it.
+    _, x = _masked(IDS)
+    assert make()(x)._keras_mask is not None
+
+
+@pytest.mark.parametrize("head", ["lm_head", "dense"])
+def test_padding_after_a_masked_embedding_changes_neither_the_attention_nor_the_loss(head):
+    """Embedding(mask_zero=True) → FeedForward → block → head: right padding leaves the
+    real positions' logits and the masked loss as they are without it, as with the Keras
+    `Dense` layer in the head's place."""
+    embedding = keras.layers.Embedding(V, D, mask_zero=True)
+    feed_forward = FeedForward(32)
+    block = TransformerBlock(num_heads=H, intermediate_dim=32, causal=False)
+    output = LMHead(V) if head == "lm_head" else keras.layers.Dense(V)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def run(ids):
+        logits = output(block(feed_forward(embedding(ids))))
+        return np.asarray(logits), float(loss(ids, logits))
+
+    short = np.array([[3, 4, 5, 6]], "int32")
+    short_logits, short_loss = run(short)
+    padded_logits, padded_loss = run(np.pad(short, ((0, 0), (0, 4))))
+    np.testing.assert_allclose(padded_logits[:, :4], short_logits, atol=1e-5)
+    np.testing.assert_allclose(padded_loss, short_loss, rtol=1e-5)

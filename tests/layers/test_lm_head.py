@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -48,3 +49,28 @@ def test_bad_arguments_are_rejected():
     emb = TokenAndPositionEmbedding(12, 8, 6)
     with pytest.raises(ValueError, match="vocabulary_size=10"):
         LMHead(10, embedding=emb)
+
+
+def test_a_tied_head_counts_freezes_and_lists_only_its_own_weights():
+    """The embedding is its model's layer: the head's weights are its transform and bias
+    (counted from their shapes), and freezing the head leaves the embedding trainable."""
+    emb = TokenAndPositionEmbedding(30, 8, 6, position_mode="learned")
+    emb(np.ones((1, 2), "int32"))
+    head = LMHead(30, embedding=emb, use_bias=True, transform_activation="gelu")
+    head(rng.normal(size=(2, 4, 6)).astype("float32"))
+    own = 6 * 6 + 6 + 2 * 6 + 30  # transform Dense, its LayerNorm, the output bias
+    assert head.count_params() == own == sum(int(np.prod(w.shape)) for w in head.weights)
+    assert not any("embedding" in w.path for w in head.weights)
+    head.trainable = False
+    assert emb.trainable and len(emb.trainable_weights) == 2  # token and position tables
+    assert head.embedding is emb and head.tied
+
+
+def test_a_tied_head_refuses_inputs_narrower_than_its_embedding_by_name():
+    emb = TokenAndPositionEmbedding(30, 8, 6)
+    emb(np.ones((1, 2), "int32"))
+    with pytest.raises(ValueError, match=r"inputs_shape=\(1, 2, 4\), the embedding's D=6"):
+        LMHead(30, embedding=emb)(np.zeros((1, 2, 4), "float32"))
+    keras_embedding = keras.layers.Embedding(30, 5)
+    with pytest.raises(ValueError, match="the embedding's D=5"):
+        LMHead(30, embedding=keras_embedding).build((None, None, 6))

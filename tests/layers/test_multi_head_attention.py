@@ -195,3 +195,38 @@ def test_projections_start_from_different_random_kernels():
     layer(np.zeros((1, 3, 8), "float32"))
     wq, _, wk, _, wv, _, wo, _ = mha_weights(layer)
     assert not np.allclose(wq, wo) and not np.allclose(wk, wv)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"padding_mask": np.ones((3, S), bool)}, r"`padding_mask`.* B=2 .*shape=\(3, 7\)"),
+        ({"attention_mask": np.ones((B, 4, S), bool)}, r"`attention_mask`.* T=5 .*\(2, 4, 7\)"),
+        ({"attention_mask": np.ones((3, T, S), bool)}, r"`attention_mask`.* B=2 .*\(3, 5, 7\)"),
+    ],
+)
+def test_masks_of_another_batch_size_or_query_length_are_refused_by_name(kwargs, message):
+    q, c = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    with pytest.raises(ValueError, match=message):
+        layer(q, c, **kwargs)
+
+
+def test_a_context_of_another_batch_size_is_refused_by_name():
+    q, c = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    with pytest.raises(ValueError, match=r"`query` and `context`.*context.shape=\(3, 7, 16\)"):
+        layer(q, np.concatenate([c, c[:1]]))
+
+
+def test_masks_of_batch_size_one_broadcast_as_their_tiled_copies():
+    q, c = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    padding, attention = _random_masks()
+    for name, mask in (("padding_mask", padding[:1]), ("attention_mask", attention[:1])):
+        tiled = np.repeat(mask, B, axis=0)
+        np.testing.assert_allclose(
+            np.asarray(layer(q, c, **{name: mask})),
+            np.asarray(layer(q, c, **{name: tiled})),
+            atol=1e-6,
+        )

@@ -57,3 +57,21 @@ def test_bad_arguments_name_the_argument():
         PositionalEncoding(8, mode="rotary")
     with pytest.raises(ValueError, match="even"):
         PositionalEncoding(8)(np.zeros((1, 2, 5), "float32"))
+
+
+@pytest.mark.parametrize("shape", [(2, 8), (2, 3, 4, 8)])
+def test_inputs_that_are_not_batches_of_sequences_are_refused_by_name(shape):
+    with pytest.raises(ValueError, match=r"`inputs` must be \(B, T, D\)") as error:
+        PositionalEncoding(8)(np.zeros(shape, "float32"))
+    assert f"inputs.shape={shape}" in str(error.value)
+
+
+@pytest.mark.parametrize("mode", ["sinusoidal", "learned"])
+def test_output_shape_is_computed_as_the_call_returns_it(mode):
+    encoding = PositionalEncoding(16, mode=mode)
+    x = np.zeros((3, 5, 8), "float32")
+    positions = np.tile(np.arange(5), (3, 1))
+    assert encoding.compute_output_shape(x.shape) == encoding(x).shape == (1, 5, 8)
+    with_positions = encoding(x, positions=positions).shape
+    assert encoding.compute_output_shape(x.shape, positions.shape) == with_positions == (3, 5, 8)
+    assert encoding.compute_output_shape((None, None, 8)) == (1, None, 8)

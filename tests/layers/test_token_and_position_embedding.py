@@ -58,3 +58,10 @@ def test_bad_arguments_name_the_argument():
         TokenAndPositionEmbedding(10, 4, 8, dropout=1.5)
     with pytest.raises(ValueError, match="type_vocabulary_size=-1"):
         TokenAndPositionEmbedding(10, 4, 8, type_vocabulary_size=-1)
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3, 4)])
+def test_token_ids_that_are_not_b_by_t_are_refused_by_name(shape):
+    with pytest.raises(ValueError, match=r"`token_ids` must be \(B, T\)") as error:
+        TokenAndPositionEmbedding(20, 8, 8)(np.ones(shape, "int32"))
+    assert f"token_ids.shape={shape}" in str(error.value)

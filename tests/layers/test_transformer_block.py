@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -171,3 +172,38 @@ def test_bad_arguments_name_the_argument():
     block = TransformerBlock(2, 8, cross_attention=True)
     with pytest.raises(ValueError, match="context"):
         block(np.zeros((1, 2, 8), "float32"))
+
+
+def test_the_scored_call_reads_the_keras_masks_as_the_plain_call_does():
+    """Inputs carrying Keras masks (`Embedding(mask_zero=True)`): the scored call's outputs
+    are the plain call's, which equal the call with the masks passed explicitly, and padded
+    keys get probability 0."""
+    ids = np.array([[3, 4, 5, 0, 0, 0], [6, 7, 8, 9, 1, 0]])
+    source_ids = np.array([[2, 3, 0, 0, 0], [4, 5, 6, 7, 8]])
+    x = keras.layers.Embedding(12, D, mask_zero=True)(ids)
+    context = keras.layers.Embedding(12, D, mask_zero=True)(source_ids)
+    block = TransformerBlock(H, F, cross_attention=True)
+    explicit = np.asarray(
+        block(
+            np.asarray(x),
+            context=np.asarray(context),
+            padding_mask=ids != 0,
+            context_padding_mask=source_ids != 0,
+        )
+    )
+    plain = np.asarray(block(x, context=context))
+    out, scores = block.call_with_attention_scores(x, context=context)
+    np.testing.assert_allclose(plain, explicit, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(out), explicit, atol=1e-6)
+    self_scores, cross_scores = (
+        np.asarray(scores.self_attention),
+        np.asarray(scores.cross_attention),
+    )
+    assert np.all(np.moveaxis(self_scores, 3, 1)[ids == 0] == 0.0)  # (B, S) padded keys
+    assert np.all(np.moveaxis(cross_scores, 3, 1)[source_ids == 0] == 0.0)
+
+
+def test_a_context_of_another_batch_size_is_refused_by_name():
+    block = TransformerBlock(H, F, cross_attention=True)
+    with pytest.raises(ValueError, match=r"`inputs` and `context`.*context.shape=\(3, 5, 16\)"):
+        block(np.zeros((B, T, D), "float32"), context=np.zeros((3, S, D), "float32"))

@@ -92,3 +92,22 @@ def test_fit_on_a_repeating_pattern_then_greedy_generation_continues_it():
     tokens = generate(model, prompts, 10).tokens
     np.testing.assert_array_equal(tokens[0], [7, 1, 2, 3, 4, 5, 6, 7, 1, 2])
     np.testing.assert_array_equal(tokens[1], [4, 5, 6, 7, 1, 2, 3, 4, 5, 6])
+
+
+def test_the_tied_head_owns_no_weights_so_the_layers_counts_add_up_to_the_models():
+    """`summary()` lists one row per layer: the embedding's table is counted once, in the
+    embedding's row, and freezing the head leaves it trainable."""
+    model = tiny()
+    unique = {id(w): int(np.prod(w.shape)) for w in model.weights}
+    assert model.lm_head.count_params() == 0
+    assert sum(layer.count_params() for layer in model.layers) == sum(unique.values())
+    model.lm_head.trainable = False
+    assert model.embeddings.trainable
+    assert len(model.trainable_weights) == len(model.weights)
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3, 4)])
+def test_token_ids_that_are_not_b_by_t_are_refused_naming_token_ids(shape):
+    with pytest.raises(ValueError, match=r"`token_ids` must be \(B, T\)") as error:
+        tiny()(np.ones(shape, "int32"))
+    assert f"token_ids.shape={shape}" in str(error.value)

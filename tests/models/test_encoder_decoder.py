@@ -104,8 +104,15 @@ def test_blocks_follow_the_paper():
         ({"tie_weights": "all", "target_vocabulary_size": 40}, "tie_weights"),
         ({"tie_weights": "both"}, "tie_weights"),
         ({"num_layers": 0}, "num_layers"),
+        ({"target_vocabulary_size": 0}, "target_vocabulary_size=0"),  # not "shared"
+        ({"target_vocabulary_size": -5}, "target_vocabulary_size=-5"),
     ],
 )
 def test_bad_arguments_are_rejected_by_name(kwargs, name):
     with pytest.raises(ValueError, match=name):
         tiny(**kwargs)
+
+
+def test_encoder_token_ids_that_are_not_b_by_t_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"`encoder_token_ids` must be \(B, T\)"):
+        tiny()(inputs(np.ones((2, 3, 4), "int32"), np.ones((2, 3), "int32")))

@@ -2,9 +2,15 @@
 
 import numpy as np
 import pytest
+from keras import ops
 
 from tests.helpers import np_layer_norm
-from transformer_zoo.models import EncoderOnly, EncoderOnlyClassifier, EncoderOnlyMaskedLM
+from transformer_zoo.models import (
+    EncoderOnly,
+    EncoderOnlyClassifier,
+    EncoderOnlyMaskedLM,
+    mean_pool,
+)
 
 SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=32)
 IDS = np.array([[5, 6, 7, 8, 0, 0], [9, 10, 11, 12, 13, 14]])
@@ -109,3 +115,35 @@ def test_heads_need_an_encoder_only_backbone():
 def test_the_classifier_refuses_a_dropout_outside_0_1_naming_it(dropout):
     with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\)\. Received: dropout="):
         EncoderOnlyClassifier(tiny(), num_classes=2, dropout=dropout)
+
+
+def test_mean_pool_in_float16_gives_zeros_for_a_fully_padded_row_and_float32_values():
+    """The numpy masked mean (sentence-transformers' clamps, float64) of float16 values."""
+    sequence = (np.random.default_rng(4).normal(size=(2, 4, 16)) * 50).astype("float16")
+    mask = np.array([[1, 1, 1, 0], [0, 0, 0, 0]], bool)
+    count = np.maximum(mask.sum(1, keepdims=True), 1e-9)
+    mean = (sequence.astype("float64") * mask[..., None]).sum(1) / count
+    unit = mean / np.maximum(np.linalg.norm(mean, axis=-1, keepdims=True), 1e-12)
+    for normalize, expected in ((False, mean), (True, unit)):
+        pooled = mean_pool(ops.convert_to_tensor(sequence), mask, normalize)
+        assert pooled.dtype == "float32"
+        np.testing.assert_allclose(np.asarray(pooled), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_embed_under_mixed_float16_matches_float32_and_a_padded_row_is_zeros():
+    mixed = tiny(dtype="mixed_float16")
+    reference = tiny()
+    reference.set_weights(mixed.get_weights())
+    ids = np.concatenate([IDS, np.zeros((1, 6), IDS.dtype)])  # the last row all padding
+    embedded = np.asarray(mixed.embed({"token_ids": ids}))
+    assert not np.isnan(embedded).any()
+    np.testing.assert_array_equal(embedded[2], 0.0)
+    np.testing.assert_allclose(embedded, np.asarray(reference.embed({"token_ids": ids})), atol=1e-2)
+
+
+@pytest.mark.parametrize("position", [6, 99, -1])
+def test_masked_lm_refuses_mask_positions_outside_the_sequence_by_name(position):
+    mlm = EncoderOnlyMaskedLM(tiny())
+    positions = np.array([[1, position], [0, 2]])
+    with pytest.raises(ValueError, match=rf"`mask_positions` must lie in \[0, 6\).*{position}"):
+        mlm({"token_ids": IDS, "mask_positions": positions})

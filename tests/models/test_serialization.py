@@ -1,5 +1,9 @@
 """Every family and head survives `get_config` and `.keras` save/load unchanged."""
 
+import io
+import zipfile
+
+import h5py
 import keras
 import numpy as np
 import pytest
@@ -73,3 +77,19 @@ def test_get_config_round_trips(case):
     assert clone.get_config() == model.get_config()
     clone.set_weights(model.get_weights())
     assert_same(outputs(clone, inputs), outputs(model, inputs))
+
+
+def test_a_tied_models_file_holds_the_embedding_once_under_the_models_own_path(tmp_path):
+    """The paths `.keras` files have always had (the head read the embedding through its
+    own attribute, tracked until it was not): files saved before load unchanged."""
+    model = DecoderOnly(20, **SIZE)
+    model.save(tmp_path / "m.keras")
+    with zipfile.ZipFile(tmp_path / "m.keras") as archive:
+        weights = h5py.File(io.BytesIO(archive.read("model.weights.h5")))
+        paths = []
+        weights.visititems(lambda name, item: paths.append(name))
+        paths = [path for path in paths if isinstance(weights[path], h5py.Dataset)]
+    assert "embeddings/token_embedding/vars/0" in paths
+    assert "embeddings/position_encoding/vars/0" in paths
+    assert not [path for path in paths if path.startswith("lm_head")]
+    assert len(paths) == len(model.weights)

@@ -26,7 +26,7 @@ class FeedForward(keras.layers.Layer):
         training: whether dropout is active.
 
     Returns:
-        (B, T, D).
+        (B, T, D), carrying the Keras mask of `inputs` on.
 
     Example:
     >>> ffn = FeedForward(intermediate_dim=32)
@@ -58,6 +58,9 @@ class FeedForward(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        # Position-wise, like a Dense: the Keras mask of `inputs` (padding) passes through
+        # to the attention and the loss after it.
+        self.supports_masking = True
 
     def build(self, inputs_shape):
         self.intermediate_dense = keras.layers.Dense(

@@ -14,7 +14,10 @@ class LMHead(keras.layers.Layer):
     """Projects (B, T, D) hidden states to (B, T, V) logits.
 
     - Tied (`embedding=` a `TokenAndPositionEmbedding`): logits = h Eᵀ with the token
-      matrix E, as in the paper (§3.4) and GPT-2. The head owns no kernel. Its config
+      matrix E, as in the paper (§3.4) and GPT-2. The head owns no kernel, and the
+      embedding is not one of its sublayers: it belongs to the model that calls it, so
+      the head's `weights` and `count_params()` leave the table out and
+      `head.trainable = False` leaves it trainable. Its config
       names the embedding as a shared object: `.keras` files (`model.save`,
       `keras.models.load_model`) tie the loaded head to the loaded model's embedding, and
       a config rebuilt outside them needs the embedding passed again (`from_config`).
@@ -39,7 +42,8 @@ class LMHead(keras.layers.Layer):
         inputs: (B, T, D) hidden states.
 
     Returns:
-        (B, T, V) logits.
+        (B, T, V) logits; they carry the Keras mask of `inputs` on, so a loss skips the
+        padding of `keras.layers.Embedding(mask_zero=True)` as after a `Dense`.
 
     Example:
     >>> head = LMHead(vocabulary_size=50)
@@ -79,11 +83,21 @@ class LMHead(keras.layers.Layer):
             get_activation(transform_activation) if transform_activation is not None else None
         )
         self.vocabulary_size = vocabulary_size
-        self.embedding = embedding
+        # Held outside Keras' (and TensorFlow's) attribute tracking, so that the embedding
+        # is the model's layer, not the head's too (see the class docstring). `.keras`
+        # files do not change: Keras saves every object an attribute reaches, tracked or
+        # not, each once, under the first path that reaches it.
+        self._tied_embedding = _Untracked(embedding)
         self.use_bias = use_bias
         self.transform_activation = transform_activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    @property
+    def embedding(self):
+        """The tied `TokenAndPositionEmbedding` or `keras.layers.Embedding`, or None."""
+        return self._tied_embedding.value
 
     @property
     def tied(self) -> bool:
@@ -91,6 +105,12 @@ class LMHead(keras.layers.Layer):
 
     def build(self, inputs_shape):
         d_model = inputs_shape[-1]
+        if self.tied and d_model is not None and d_model != _embedding_dim(self.embedding):
+            raise ValueError(
+                "A tied head's inputs must be as wide as its embedding's (V, D) matrix. "
+                f"Received: inputs_shape={tuple(inputs_shape)}, "
+                f"the embedding's D={_embedding_dim(self.embedding)}"
+            )
         if self._transform_fn is not None:
             self.transform_dense = keras.layers.Dense(
                 d_model,
@@ -166,6 +186,22 @@ _UNTIED_CONFIG = (
     "file (`model.save` / `keras.models.load_model` keep the tie): pass the embedding "
     "again, e.g. `LMHead.from_config({**config, 'embedding': token_embedding})`."
 )
+
+
+class _Untracked:
+    """A reference that neither Keras nor TensorFlow tracks as a dependency."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _embedding_dim(embedding) -> int:
+    """The columns D of a tied embedding's (V, D) matrix, before or after it is built."""
+    if isinstance(embedding, keras.layers.Embedding):
+        return embedding.output_dim
+    return embedding.embedding_dim
 
 
 def _vocabulary_size(embedding) -> int | None:

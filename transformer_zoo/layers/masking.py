@@ -34,12 +34,22 @@ def with_keras_mask(values, mask):
     return values
 
 
-def check_mask_ranks(key_length, padding_mask=None, attention_mask=None) -> None:
-    """Refuses masks of the wrong rank or key length while the shapes are known: a (B, S)
-    padding mask passed as `attention_mask` would otherwise broadcast over the heads.
+def check_mask_shapes(
+    batch_size, query_length, key_length, padding_mask=None, attention_mask=None
+) -> None:
+    """Refuses masks that do not fit the attention while the shapes are known: a (B, S)
+    padding mask passed as `attention_mask` would otherwise broadcast over the heads, and a
+    wrong B or T would fail inside TensorFlow's kernels without naming the mask.
+
+    Args:
+        batch_size, query_length, key_length: B, T and S where known (Python ints);
+            anything else (None, a symbolic dimension) is not checked.
+        padding_mask: the (B, S) mask, or None.
+        attention_mask: the (B, T, S) mask, or None.
 
     Raises:
-        ValueError: `padding_mask` not (B, S) or `attention_mask` not (B, T, S).
+        ValueError: `padding_mask` not (B, S) or `attention_mask` not (B, T, S); a B or T
+            of 1 broadcasts.
     """
     for name, mask, rank, layout in (
         ("padding_mask", padding_mask, 2, "(B, S)"),
@@ -62,9 +72,23 @@ def check_mask_ranks(key_length, padding_mask=None, attention_mask=None) -> None
                 f"`{name}` must cover the S={key_length} keys attended to. "
                 f"Received: {name}.shape={shape}"
             )
+        leading = (("B", batch_size, "batch size"), ("T", query_length, "length"))[: rank - 1]
+        for (letter, size, what), got in zip(leading, shape[:-1], strict=True):
+            if isinstance(size, int) and got is not None and got not in (size, 1):
+                raise ValueError(
+                    f"`{name}` must be {layout} with the query's {what} {letter}={size} "
+                    f"(or 1, to broadcast). Received: {name}.shape={shape}"
+                )
 
 
-def merge_masks(query_length, key_length, padding_mask=None, attention_mask=None, causal=False):
+def merge_masks(
+    query_length,
+    key_length,
+    padding_mask=None,
+    attention_mask=None,
+    causal=False,
+    batch_size=None,
+):
     """Combine the three mask sources into one (B or 1, T, S) boolean mask, or None.
 
     Args:
@@ -73,11 +97,12 @@ def merge_masks(query_length, key_length, padding_mask=None, attention_mask=None
         padding_mask: (B, S) booleans or 0/1 ints; False marks padding keys.
         attention_mask: (B, T, S) booleans.
         causal: forbid attending to later positions.
+        batch_size: B, to check the masks against (None: not checked).
 
     Raises:
-        ValueError: a mask of the wrong rank or key length (`check_mask_ranks`).
+        ValueError: a mask of the wrong rank or shape (`check_mask_shapes`).
     """
-    check_mask_ranks(key_length, padding_mask, attention_mask)
+    check_mask_shapes(batch_size, query_length, key_length, padding_mask, attention_mask)
     mask = None
     if padding_mask is not None:
         mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)  # (B, 1, S)

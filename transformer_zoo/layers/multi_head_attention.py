@@ -10,6 +10,7 @@ from keras import ops
 from transformer_zoo.layers.cache import KeyValue
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.masking import keras_mask, merge_masks
+from transformer_zoo.layers.validation import check_batch_sizes
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -187,7 +188,14 @@ class MultiHeadAttention(keras.layers.Layer):
         scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, T, S)
         # The softmax runs in float32 so that bf16/fp16 scores do not saturate.
         scores = ops.cast(scores, "float32")
-        mask = merge_masks(ops.shape(q)[2], ops.shape(key)[2], padding_mask, attention_mask, causal)
+        mask = merge_masks(
+            ops.shape(q)[2],
+            ops.shape(key)[2],
+            padding_mask,
+            attention_mask,
+            causal,
+            batch_size=ops.shape(q)[0],
+        )
         if mask is not None:
             scores = ops.where(ops.expand_dims(mask, 1), scores, -3.0e38)  # (B, H, T, S)
         if scores.shape[-1] == 1:
@@ -212,6 +220,9 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
     ):
         _check_sequence("query", query.shape)
+        if context is not None:
+            _check_sequence("context", context.shape)
+            check_batch_sizes(query=query.shape, context=context.shape)
         if padding_mask is None:
             padding_mask = keras_mask(query if context is None else context)
         key_value = self.compute_key_value(query if context is None else context)

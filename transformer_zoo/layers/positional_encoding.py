@@ -80,6 +80,7 @@ class PositionalEncoding(keras.layers.Layer):
         self.initializer = keras.initializers.get(initializer)
 
     def build(self, inputs_shape):
+        _check_embeddings(inputs_shape)
         d_model = inputs_shape[-1]
         if self.mode == "learned":
             self.position_embeddings = self.add_weight(
@@ -95,6 +96,7 @@ class PositionalEncoding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0, positions=None):
+        _check_embeddings(inputs.shape)
         length, d_model = ops.shape(inputs)[-2], inputs.shape[-1]
         if positions is None:
             check_sequence_length(length, self.max_length, start_index)
@@ -120,6 +122,12 @@ class PositionalEncoding(keras.layers.Layer):
         batch, length = ops.shape(positions)[0], ops.shape(positions)[1]
         return ops.reshape(table, (batch, length, d_model))  # (B, T, D): sin, cos, sin, ...
 
+    def compute_output_shape(self, inputs_shape, positions_shape=None):
+        _check_embeddings(inputs_shape)
+        if positions_shape is not None:
+            return tuple(positions_shape) + (inputs_shape[-1],)  # (B, T, D)
+        return (1,) + tuple(inputs_shape[1:])  # (1, T, D), broadcast over the batch
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -131,3 +139,13 @@ class PositionalEncoding(keras.layers.Layer):
             }
         )
         return config
+
+
+def _check_embeddings(shape) -> None:
+    """Refuses inputs that are not (B, T, D): a (T, D) sequence would be read as T rows
+    of one D-wide position each."""
+    if len(shape) != 3:
+        raise ValueError(
+            "`inputs` must be (B, T, D) embeddings, of rank 3. "
+            f"Received: inputs.shape={tuple(shape)}"
+        )

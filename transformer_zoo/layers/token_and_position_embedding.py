@@ -118,6 +118,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, token_ids_shape, segment_ids_shape=None):
+        _check_token_ids_shape(token_ids_shape)
         self.token_embedding.build(token_ids_shape)
         self.position_encoding.build(tuple(token_ids_shape) + (self.embedding_dim,))
         if self.segment_embedding is not None:
@@ -130,6 +131,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         return self.token_embedding.embeddings
 
     def call(self, token_ids, segment_ids=None, start_index=0, positions=None, training=None):
+        _check_token_ids_shape(token_ids.shape)
         check_token_ids(token_ids, self.vocabulary_size)
         x = self.token_embedding(token_ids)  # (B, T, D)
         if self.scale_embeddings:
@@ -141,7 +143,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                     "`segment_ids` were given but the layer has no segment embedding. "
                     "Set `type_vocabulary_size` > 0."
                 )
-            check_token_ids(segment_ids, self.type_vocabulary_size, name="segment_ids")
+            check_token_ids(
+                segment_ids, self.type_vocabulary_size, "segment_ids", "`type_vocabulary_size`"
+            )
             x = x + self.segment_embedding(segment_ids)
         elif self.segment_embedding is not None:
             # BERT's default: every token is in segment 0.
@@ -149,6 +153,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+        _check_token_ids_shape(token_ids_shape)
         return tuple(token_ids_shape) + (self.embedding_dim,)
 
     def get_config(self):
@@ -167,3 +172,12 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             }
         )
         return config
+
+
+def _check_token_ids_shape(shape) -> None:
+    """Refuses ids that are not (B, T): the lookup would embed any rank without a word."""
+    if len(shape) != 2:
+        raise ValueError(
+            "`token_ids` must be (B, T) integer ids, of rank 2. "
+            f"Received: token_ids.shape={tuple(shape)}"
+        )

@@ -13,6 +13,7 @@ from transformer_zoo.layers.feed_forward import FeedForward
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.masking import keras_mask
 from transformer_zoo.layers.multi_head_attention import MultiHeadAttention
+from transformer_zoo.layers.validation import check_batch_sizes
 
 
 class AttentionScores(NamedTuple):
@@ -188,27 +189,49 @@ class TransformerBlock(keras.layers.Layer):
         context_padding_mask=None,
         training=None,
     ):
+        outputs, _ = self._call_with_scores(
+            inputs, context, padding_mask, attention_mask, context_padding_mask, training
+        )
+        return outputs
+
+    def _call_with_scores(
+        self, inputs, context, padding_mask, attention_mask, context_padding_mask, training
+    ):
+        """`call` and `call_with_attention_scores`, one path so that the two cannot
+        disagree (the scored call once ignored the Keras masks): `(outputs, AttentionScores)`."""
         self._check_context(context)
+        if context is not None:
+            check_batch_sizes(inputs=inputs.shape, context=context.shape)
         if padding_mask is None:
             padding_mask = keras_mask(inputs)
         if context_padding_mask is None and context is not None:
             context_padding_mask = keras_mask(context)
+        scores = {}
 
         def attend_self(h):
-            return self.self_attention(
+            attention = self.self_attention
+            output, scores["self"] = attention.attend(
                 h,
+                attention.compute_key_value(h),
                 padding_mask=padding_mask,
                 attention_mask=attention_mask,
                 causal=self.causal,
                 training=training,
             )
+            return output
 
         def attend_cross(h):
-            return self.cross_attention_layer(
-                h, context=context, padding_mask=context_padding_mask, training=training
+            attention = self.cross_attention_layer
+            output, scores["cross"] = attention.attend(
+                h,
+                attention.compute_key_value(context),
+                padding_mask=context_padding_mask,
+                training=training,
             )
+            return output
 
-        return self._forward(inputs, attend_self, attend_cross, training)
+        outputs = self._forward(inputs, attend_self, attend_cross, training)
+        return outputs, AttentionScores(scores["self"], scores.get("cross"))
 
     def initial_cache(self, batch_size, context=None) -> BlockCache:
         """The cache before the first token: an empty (B, H, 0, Dh) self-attention part
@@ -259,33 +282,23 @@ class TransformerBlock(keras.layers.Layer):
         return outputs, BlockCache(present[0], cache.cross_attention)
 
     def call_with_attention_scores(
-        self, inputs, context=None, padding_mask=None, context_padding_mask=None
+        self,
+        inputs,
+        context=None,
+        padding_mask=None,
+        context_padding_mask=None,
+        attention_mask=None,
     ):
-        """The plain call (no dropout) that also returns its attention probabilities.
+        """The plain call (no dropout) that also returns its attention probabilities; the
+        masks default as in `call` (the Keras masks of `inputs` and `context`).
 
         Returns:
             `(outputs (B, T, D), AttentionScores)`: self-attention (B, H, T, T) and,
             with cross-attention, (B, H, T, S) float32 probabilities.
         """
-        self._check_context(context)
-        scores = {}
-
-        def attend_self(h):
-            key_value = self.self_attention.compute_key_value(h)
-            output, scores["self"] = self.self_attention.attend(
-                h, key_value, padding_mask=padding_mask, causal=self.causal
-            )
-            return output
-
-        def attend_cross(h):
-            key_value = self.cross_attention_layer.compute_key_value(context)
-            output, scores["cross"] = self.cross_attention_layer.attend(
-                h, key_value, padding_mask=context_padding_mask
-            )
-            return output
-
-        outputs = self._forward(inputs, attend_self, attend_cross, training=False)
-        return outputs, AttentionScores(scores["self"], scores.get("cross"))
+        return self._call_with_scores(
+            inputs, context, padding_mask, attention_mask, context_padding_mask, training=False
+        )
 
     def compute_output_shape(self, inputs_shape, context_shape=None):
         return tuple(inputs_shape)

@@ -26,18 +26,30 @@ def concrete_value(x):
         return None
 
 
-def check_token_ids(token_ids, vocabulary_size: int, name: str = "token_ids") -> None:
+def check_token_ids(
+    token_ids, vocabulary_size: int, name: str = "token_ids", bound: str = "the vocabulary size"
+) -> None:
     """Raise ValueError if any id lies outside [0, vocabulary_size)."""
-    values = concrete_value(token_ids)
-    if values is None or values.size == 0:
+    check_indices(token_ids, vocabulary_size, name, bound, "an id")
+
+
+def check_indices(values, size, name: str, bound: str, item: str = "a value") -> None:
+    """Raise ValueError if any of `values` lies outside [0, size), where both are known.
+
+    Args:
+        values: the indices (checked when `concrete_value` knows them).
+        size: the exclusive upper bound; not checked unless a Python or numpy int.
+        name: the argument the values came in, for the message.
+        bound: what `size` is, e.g. "the vocabulary size".
+        item: one value in words, e.g. "an id".
+    """
+    values = concrete_value(values)
+    if values is None or values.size == 0 or not isinstance(size, (int, np.integer)):
         return
     low, high = int(values.min()), int(values.max())
-    if low < 0 or high >= vocabulary_size:
+    if low < 0 or high >= size:
         bad = low if low < 0 else high
-        raise ValueError(
-            f"`{name}` must lie in [0, {vocabulary_size}) (the vocabulary size). "
-            f"Received an id of {bad}."
-        )
+        raise ValueError(f"`{name}` must lie in [0, {size}) ({bound}). Received {item} of {bad}.")
 
 
 def check_sequence_length(length, max_length: int, start_index=0) -> None:
@@ -55,3 +67,13 @@ def check_sequence_length(length, max_length: int, start_index=0) -> None:
             f"max_length={max_length}. Received: length={int(length)}, "
             f"start_index={int(np.max(start))}."
         )
+
+
+def check_batch_sizes(**shapes) -> None:
+    """Raise ValueError if the named (B, ...) shapes have different known batch sizes,
+    e.g. `check_batch_sizes(query=query.shape, context=context.shape)`."""
+    known = {shape[0] for shape in shapes.values() if shape[0] is not None}
+    if len(known) > 1:
+        names = " and ".join(f"`{name}`" for name in shapes)
+        received = ", ".join(f"{name}.shape={tuple(shape)}" for name, shape in shapes.items())
+        raise ValueError(f"{names} must have the same batch size B. Received: {received}")

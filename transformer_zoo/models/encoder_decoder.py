@@ -83,6 +83,9 @@ class EncoderDecoder(keras.Model):
         super().__init__(**kwargs)
         check_positive_int(num_layers=num_layers, hidden_dim=hidden_dim)
         check_choice("tie_weights", tie_weights, TIE_WEIGHTS)
+        if target_vocabulary_size is not None:
+            # 0 would otherwise read as None (a shared vocabulary) in `output_vocabulary_size`.
+            check_positive_int(target_vocabulary_size=target_vocabulary_size)
         if tie_weights == "all" and target_vocabulary_size not in (None, vocabulary_size):
             raise ValueError(
                 "Three-way tying needs one vocabulary for source and target. Received: "
@@ -161,7 +164,9 @@ class EncoderDecoder(keras.Model):
     @property
     def output_vocabulary_size(self) -> int:
         """The target vocabulary size V."""
-        return self.target_vocabulary_size or self.vocabulary_size
+        if self.target_vocabulary_size is None:
+            return self.vocabulary_size
+        return self.target_vocabulary_size
 
     @property
     def head_dim(self) -> int:

@@ -141,7 +141,7 @@ class EncoderOnly(keras.Model):
             normalize: divide each embedding by its L2 norm.
 
         Returns:
-            (B, D) embeddings.
+            (B, D) float32 embeddings (`mean_pool`); a fully padded row gives zeros.
         """
         _, padding_mask = unpack_inputs(inputs, "token_ids", "padding_mask")
         sequence = self(inputs)["sequence_output"]  # (B, T, D)
@@ -168,8 +168,14 @@ class EncoderOnly(keras.Model):
 
 
 def mean_pool(sequence, padding_mask, normalize: bool = True):
-    """Masked mean over T of a (B, T, D) sequence, optionally L2-normalised: (B, D)."""
-    weights = ops.cast(ops.expand_dims(padding_mask, -1), sequence.dtype)  # (B, T, 1)
+    """Masked mean over T of a (B, T, D) sequence, optionally L2-normalised: (B, D) float32.
+
+    It pools in float32 whatever the sequence's dtype, and returns float32, as Keras'
+    mixed precision keeps a model's outputs: in float16 the clamps below round to 0, so a
+    fully padded row gave 0 / 0 = NaN, and a sum over a few hundred tokens can overflow.
+    """
+    sequence = ops.cast(sequence, "float32")
+    weights = ops.cast(ops.expand_dims(padding_mask, -1), "float32")  # (B, T, 1)
     total = ops.sum(sequence * weights, axis=1)  # (B, D)
     # sentence-transformers clamps the token count at 1e-9 and the norm at 1e-12.
     pooled = total / ops.maximum(ops.sum(weights, axis=1), 1e-9)

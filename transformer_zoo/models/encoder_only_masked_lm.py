@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from transformer_zoo.layers import LMHead
+from transformer_zoo.layers.validation import check_indices
 from transformer_zoo.models.encoder_only import EncoderOnly
 
 
@@ -20,7 +21,7 @@ class EncoderOnlyMaskedLM(keras.Model):
 
     Call arguments:
         inputs: the backbone's inputs, optionally with `mask_positions` (B, M): the
-            positions to predict. Without it, every position is predicted.
+            positions to predict, in [0, T). Without it, every position is predicted.
         training: whether dropout is active.
 
     Returns:
@@ -54,6 +55,10 @@ class EncoderOnlyMaskedLM(keras.Model):
         sequence = self.backbone(inputs, training=training)["sequence_output"]  # (B, T, D)
         positions = inputs.get("mask_positions") if isinstance(inputs, dict) else None
         if positions is not None:
+            length = ops.shape(sequence)[1]
+            check_indices(
+                positions, length, "mask_positions", "the sequence length T", "a position"
+            )
             index = ops.expand_dims(ops.cast(positions, "int32"), -1)  # (B, M, 1)
             sequence = ops.take_along_axis(sequence, index, axis=1)  # (B, M, D)
         return self.lm_head(sequence)

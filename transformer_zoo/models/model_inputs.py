@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from keras import ops
 
 
@@ -9,6 +10,9 @@ def unpack_inputs(inputs, ids_key: str, mask_key: str):
     """`(token_ids, padding_mask)` from a dict, or from a bare (B, T) id tensor.
 
     A missing padding mask is derived from the ids: 0 is padding (DESIGN.md conventions).
+
+    Raises:
+        ValueError: `ids_key` missing from a dict, or its ids not of rank 2.
     """
     if isinstance(inputs, dict):
         if ids_key not in inputs:
@@ -17,6 +21,12 @@ def unpack_inputs(inputs, ids_key: str, mask_key: str):
         padding_mask = inputs.get(mask_key)
     else:
         token_ids, padding_mask = inputs, None
+    shape = tuple(token_ids.shape) if hasattr(token_ids, "shape") else np.shape(token_ids)
+    if len(shape) != 2:
+        # Caught here, or the first layer to notice would blame its own argument.
+        raise ValueError(
+            f"`{ids_key}` must be (B, T) token ids, of rank 2. Received: {ids_key}.shape={shape}"
+        )
     if padding_mask is None:
         padding_mask = ops.not_equal(token_ids, 0)
     return token_ids, padding_mask
