@@ -1,5 +1,7 @@
 """The numpy search algorithms, on hand-made engines whose probabilities we know."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -138,6 +140,54 @@ def test_length_penalty_favours_longer_hypotheses():
     np.testing.assert_array_equal(short.tokens[0][:1], [3])
     np.testing.assert_array_equal(long.tokens[0], [1, 2, 3])
     assert long.scores[0] == pytest.approx(np.log(0.45) / 3, rel=1e-6)
+
+
+def exhaustive_best(engine, prompt, max_new_tokens, eos_id, length_penalty):
+    """Independent reference: every complete hypothesis (ended by its first EOS, or
+    `max_new_tokens` long) scored by sum_logprob / length ** length_penalty; the best
+    `(score, tokens)`."""
+    hypotheses = []
+    for length in range(1, max_new_tokens + 1):
+        for tokens in itertools.product(range(len(engine.table)), repeat=length):
+            if eos_id in tokens[:-1] or (length < max_new_tokens and tokens[-1] != eos_id):
+                continue
+            score = log_prob_of(engine, prompt, np.array(tokens)) / length**length_penalty
+            hypotheses.append((score, list(tokens)))
+    return max(hypotheses)
+
+
+def last_step_engine():
+    """EOS = 0, also the prompt. A (1) is likely first and A again after it; B (2) is
+    followed by EOS. With K = 2 and 2 new tokens after the prompt 0, A and EOS rank
+    first, so EOS is the first finished hypothesis and B, EOS the second, on the last
+    step, while A, A (log 0.45) beats both. The other length-2 sequences are less likely
+    than A, A, so K = 2 beams see every hypothesis that can win, whatever the length
+    penalty."""
+    probs = np.full((3, 3), 0.005)
+    probs[0] = 0.3, 0.5, 0.2
+    probs[1] = 0.05, 0.9, 0.05
+    probs[2, 0] = 0.99
+    return TableEngine(np.log(probs))
+
+
+@pytest.mark.parametrize("length_penalty", [-1.0, 0.0, 0.5, 1.0, 2.0])
+def test_beam_search_keeps_full_length_beams_when_the_last_step_brings_the_kth_eos(
+    length_penalty,
+):
+    # Engines on which K = 2 beams with 2 new tokens see every complete hypothesis: the
+    # table above, and two-token vocabularies (EOS or A), whose rows have at most 2
+    # extensions per step. The search must return the best of all complete hypotheses:
+    # the bug dropped the full-length ones when a row's K-th EOS came on the last step.
+    engines = [last_step_engine()] + [random_engine(vocab=2, seed=s, scale=2.0) for s in range(8)]
+    prompt = np.array([[0], [1]])
+    config = BeamSearch(num_beams=2, length_penalty=length_penalty)
+    for engine in engines:
+        result = search.beam_search(engine, {"token_ids": prompt}, 2, config, eos_id=0, pad_id=0)
+        for row, start in enumerate(prompt):
+            score, tokens = exhaustive_best(engine, start, 2, 0, length_penalty)
+            assert result.tokens[row, : len(tokens)].tolist() == tokens
+            assert not result.tokens[row, len(tokens) :].any()  # padding after an EOS
+            assert result.scores[row] == pytest.approx(score, rel=1e-9)
 
 
 def test_top_k_of_one_equals_greedy():

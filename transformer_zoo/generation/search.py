@@ -348,11 +348,11 @@ def beam_search(
 
     At each step the 2K best extensions of the K beams are ranked by summed log-probability;
     those ending in EOS among the first K become finished hypotheses and the best K others
-    continue. A row stops once it has K finished hypotheses (Hugging Face's
-    `early_stopping=True`), or at `max_new_tokens`, when its live beams count as
-    hypotheses too. Hypotheses are compared by `sum_logprob / length ** length_penalty`
-    (length = generated tokens including EOS): > 0 favours longer outputs. With
-    `num_beams=1` this is greedy search.
+    continue. At `max_new_tokens` every one of the first K is a finished hypothesis, EOS or
+    not. A row stops once it has K finished hypotheses (Hugging Face's
+    `early_stopping=True`), and returns the best of all it has finished. Hypotheses are
+    compared by `sum_logprob / length ** length_penalty` (length = generated tokens
+    including EOS): > 0 favours longer outputs. With `num_beams=1` this is greedy search.
     """
     _check_max_new_tokens(max_new_tokens)
     config = BeamSearch() if config is None else config
@@ -373,6 +373,7 @@ def beam_search(
         return score / float(length) ** length_penalty
 
     for t in range(max_new_tokens):
+        last = t == max_new_tokens - 1
         candidates = (beam_scores[:, :, None] + logp.reshape(batch, k, vocab)).reshape(batch, -1)
         top = np.argsort(-candidates, axis=-1, kind="stable")[:, :width]  # (B, 2K)
         next_scores = np.full((batch, k), -np.inf)
@@ -387,7 +388,10 @@ def beam_search(
                 score = candidates[b, flat]
                 if score == -np.inf:
                     break
-                if eos_id is not None and word == eos_id:
+                # At the length limit an extension ends like one with EOS, so a row whose
+                # K-th EOS comes on that step still weighs the full-length ones against it
+                # (transformers' `max_length` stopping criterion does the same).
+                if last or (eos_id is not None and word == eos_id):
                     if rank < k:
                         sequence = np.r_[beam_tokens[b, beam], word]
                         finished[b].append((normalized(score, t + 1), sequence))
@@ -401,7 +405,8 @@ def beam_search(
                 if filled == k:
                     break
             done[b] = len(finished[b]) >= k
-        last = t == max_new_tokens - 1
+        if done.all() or last:
+            break
         beam_tokens = np.concatenate(
             [
                 np.take_along_axis(beam_tokens, next_beams[:, :, None], axis=1),
@@ -410,24 +415,12 @@ def beam_search(
             axis=2,
         )
         beam_scores = next_scores
-        if done.all() or last:
-            break
         flat_beams = (np.arange(batch)[:, None] * k + next_beams).reshape(-1)
         state = engine.reorder(state, flat_beams)
         logits, state = engine.step(next_words.reshape(-1), state)
         logp = log_softmax(logits)
 
-    length = beam_tokens.shape[2]
-    best = []
-    for b in range(batch):
-        hypotheses = list(finished[b])
-        if not done[b]:  # out of steps: the live beams compete too
-            hypotheses += [
-                (normalized(beam_scores[b, i], length), beam_tokens[b, i])
-                for i in range(k)
-                if beam_scores[b, i] > -np.inf
-            ]
-        best.append(max(hypotheses, key=lambda h: h[0]))
+    best = [max(hypotheses, key=lambda h: h[0]) for hypotheses in finished]
     out_tokens = np.full((batch, max(len(seq) for _, seq in best)), pad_id, dtype=np.int64)
     for b, (_, sequence) in enumerate(best):
         out_tokens[b, : len(sequence)] = sequence
