@@ -16,7 +16,7 @@ checkpoint's config.json) and decodes our greedy tokens with it, and loads our
 `export --format hf` directory with transformers and compares its logits.
 
 Usage:
-    .venv/bin/python benchmarks/hf_checkpoints.py --torch-python /tmp/torch-venv/bin/python \
+    .venv/bin/python benchmarks/hf_checkpoints.py --torch-python /tmp/st-venv/bin/python \
         [--repeats 5] [--new-tokens 64] [--record]
 
 `--record` also rewrites tests/data/hf_gpt2/through_optimum.json: Optimum's greedy tokens on
@@ -236,7 +236,7 @@ def record_suite_reference(worker: Worker) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--torch-python", default="/tmp/torch-venv/bin/python")
+    parser.add_argument("--torch-python", default="/tmp/st-venv/bin/python")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)

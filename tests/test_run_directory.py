@@ -79,3 +79,23 @@ def test_a_run_that_stored_relative_paths_resumes_from_the_same_directory(tmp_pa
     assert inspect_run_directory(str(tmp_path / "run"), now) == RESUME
     with pytest.raises(RunError, match="holds a different run"):
         inspect_run_directory(str(tmp_path / "run"), {**now, "data": str(tmp_path / "other.txt")})
+
+
+def test_an_export_of_the_run_is_refused_as_out(tmp_path):
+    """An export copies its run's config.json (its training settings and finished status)
+    without model.keras: `train --out EXPORT` took it for the run, unfinished, and
+    trained into it."""
+    from transformer_zoo.run_directory import inspect_run_directory
+
+    settings = {"data": "builtin:dates-zh", "seed": 0}
+    cfg = RunConfig(
+        family="decoder-only",
+        preset="tiny",
+        task="language-model",
+        extra={"train": settings, "status": "finished"},
+        export={"onnx": {"graphs": {}}},
+    )
+    save_run_config(tmp_path / "export", cfg)
+    with pytest.raises(RunError, match="holds an export, not a run"):
+        inspect_run_directory(str(tmp_path / "export"), settings)
+    assert sorted(p.name for p in (tmp_path / "export").iterdir()) == ["config.json"]

@@ -8,7 +8,8 @@ nothing) in place, never a truncated one.
 
 Files get the usual mode (0o666 minus the umask, 0o777 for directories), as `open`
 gives them: the staging folder is private, the file inside it is not. (`tempfile.mkstemp`
-would make every file 0o600, which breaks serving as another user.)
+would make every file 0o600, which breaks serving as another user.) A file a writer made
+0o600 itself (safetensors' `save_file` does) is given that mode before it is renamed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 
 STAGING_PREFIX = ".partial-"
@@ -46,11 +48,22 @@ def atomic_path(path: str | os.PathLike):
     temporary = os.path.join(staging, os.path.basename(path))
     try:
         yield temporary
+        if os.path.isfile(temporary):
+            os.chmod(temporary, _new_file_mode(staging))
         if os.path.isdir(temporary) and os.path.isdir(path):
             shutil.rmtree(path)
         os.replace(temporary, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _new_file_mode(folder: str) -> int:
+    """0o666 less the umask: the mode of a file `open` creates, read off one made in
+    `folder` (reading the umask means setting it, process-wide, which other threads
+    writing files would see)."""
+    probe = os.path.join(folder, ".mode")
+    os.close(os.open(probe, os.O_CREAT | os.O_WRONLY, 0o666))
+    return stat.S_IMODE(os.stat(probe).st_mode)
 
 
 def remove_stale_staging(directory: str | os.PathLike) -> list[str]:

@@ -327,19 +327,25 @@ def check_run_files(directory: str | os.PathLike, cfg: RunConfig, *names: str) -
         raise RunError(f"{os.fspath(directory)!r} lacks {', '.join(missing)}.")
 
 
-# What tells two runs apart in their configs (an export's config.json copies its run's).
+# What tells two runs apart in their configs (an export's config.json copies its run's):
+# these fields, and `extra`'s training settings and imported checkpoint.
 RUN_IDENTITY = ("family", "preset", "task", "data", "seed")
+RUN_IDENTITY_EXTRA = ("train", "imported_from")
 
 
-def run_differences(config: RunConfig, other: RunConfig) -> list[str]:
-    """The settings in which two configs name different runs (an export of a run names
-    the run): none for a run and its exports."""
-    ours, theirs = config.to_dict(), other.to_dict()
-    changed = [key for key in RUN_IDENTITY if ours.get(key) != theirs.get(key)]
-    for key in ("train", "imported_from"):
-        if config.extra.get(key) != other.extra.get(key):
-            changed.append(key)
-    return changed
+def run_identity(config: RunConfig) -> dict[str, Any]:
+    """What names the run `config` describes, the same for the run and its exports; JSON,
+    so that a Hugging Face export (whose config.json is transformers') can record it."""
+    identity = {key: getattr(config, key) for key in RUN_IDENTITY}
+    identity.update({key: config.extra.get(key) for key in RUN_IDENTITY_EXTRA})
+    return identity
+
+
+def run_differences(identity: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The keys in which two `run_identity`s differ: none for a run and its exports."""
+    return [
+        key for key in (*RUN_IDENTITY, *RUN_IDENTITY_EXTRA) if identity.get(key) != other.get(key)
+    ]
 
 
 PATH_SETTINGS = ("data", "valid", "test", "init")  # stored absolute since 2026-12-03
@@ -357,7 +363,8 @@ def inspect_run_directory(out: str, identity: dict) -> str:
     """`"fresh"`, `"resume"` (the same run, unfinished) or `"finished"` (the same run, done).
 
     Raises:
-        RunError: `out` is a file, a directory of other files, or holds a different run.
+        RunError: `out` is a file, a directory of other files, an export, or holds a
+            different run.
     """
     if not os.path.exists(out):
         return FRESH
@@ -370,6 +377,11 @@ def inspect_run_directory(out: str, identity: dict) -> str:
             f"--out {out!r} is not empty and holds no run (no {CONFIG_FILE}); choose another --out"
         )
     config = load_run_config(out)
+    if config.export:  # an export copies its run's config.json, `extra.train` included
+        raise RunError(
+            f"--out {out!r} holds an export, not a run (its config.json has an `export` "
+            "entry); choose another --out"
+        )
     previous = config.extra.get("train")
     if not isinstance(previous, dict):
         raise RunError(

@@ -53,10 +53,13 @@ def test_every_misuse_ends_in_one_error_line_with_exit_code_2(capsys, argv):
 
 
 def test_the_command_line_starts_without_tensorflow_or_onnxruntime():
-    """`--help` and argument errors come back at once: the handlers import the library."""
+    """`--help` and argument errors come back at once: the handlers import the library
+    (the serving commands imported the data package, its built-in tasks included, with
+    the module)."""
+    banned = ("tensorflow", "keras", "onnxruntime", "transformer_zoo.data")
     code = (
         "import sys, transformer_zoo.cli as c; c.build_parser(); "
-        "print(sorted(m for m in ('tensorflow', 'keras', 'onnxruntime') if m in sys.modules))"
+        f"print(sorted(m for m in {banned!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

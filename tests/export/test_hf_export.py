@@ -4,11 +4,14 @@ loaded its own; benchmarks/hf_checkpoints.py shows that in a torch environment),
 model trained here reads back with the same outputs."""
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+from tests.helpers import cli_error
 from tests.models.test_hf_bert_import import CONFIG, LABELS, classifier_checkpoint, write_checkpoint
 from tests.models.test_hf_checkpoints import CHECKPOINTS
 from transformer_zoo import cli
@@ -102,3 +105,40 @@ def test_a_swish_encoder_exports_as_silu_and_reads_back(tmp_path):
         checkpoint / "model.safetensors",
         buffers=["embeddings.position_ids"],
     )
+
+
+def test_an_hf_export_of_another_run_is_refused_and_of_the_same_run_rewritten(
+    family_artifacts, tmp_path, capsys
+):
+    """An hf export over one of another run added its files beside the other's
+    tokenizer (GPT-2's tokenizer.json stayed beside tokenizer.model, and import-hf read
+    the stale one): refused as the ONNX exporters refuse, the directory left as it was."""
+    import_hf_run(CHECKPOINTS["gpt2"], tmp_path / "gpt2")
+    out = tmp_path / "hf"
+    export_run(tmp_path / "gpt2", out, formats=("hf",))
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    argv = ["export", str(family_artifacts("decoder-only").run_dir), "--format", "hf"]
+    capsys.readouterr()  # the log of the export above, where a CLI test left its handler
+    error = cli_error(capsys, [*argv, "--out", str(out)])
+    assert "holds an export of another run" in error, error
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    export_run(tmp_path / "gpt2", out, formats=("hf",))  # the same run: written again
+    assert sorted(path.name for path in out.iterdir()) == sorted(before)
+    (out / "config.json").write_text((CHECKPOINTS["gpt2"] / "config.json").read_text())
+    capsys.readouterr()
+    error = cli_error(
+        capsys, ["export", str(tmp_path / "gpt2"), "--format", "hf", "--out", str(out)]
+    )
+    assert "holds no Hugging Face export of ours" in error  # transformers' own checkpoint
+
+
+def test_hf_files_take_the_umask_mode(tmp_path):
+    """safetensors' save_file made model.safetensors 0600 (unreadable by other users)."""
+    import_hf_run(CHECKPOINTS["gpt2"], tmp_path / "gpt2")
+    umask = os.umask(0o022)
+    try:
+        export_run(tmp_path / "gpt2", tmp_path / "hf", formats=("hf",))
+    finally:
+        os.umask(umask)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "hf").iterdir()}
+    assert modes == dict.fromkeys(modes, 0o644) and "model.safetensors" in modes

@@ -22,7 +22,7 @@ from transformer_zoo.data.examples import (
 )
 from transformer_zoo.evaluation.evaluate import evaluate, predict
 from transformer_zoo.export import QuantizationError, quantize_onnx
-from transformer_zoo.export.quantize import FLOAT32_SCORES
+from transformer_zoo.export.quantize import FLOAT32_SCORES, compare_on_task
 from transformer_zoo.run_directory import load_run_config
 from transformer_zoo.serving import ModelDirectoryError, load_onnx, load_served_model
 
@@ -124,7 +124,10 @@ def test_a_plain_text_task_is_scored_window_by_window(family_artifacts, tmp_path
     windows = evaluate(load_onnx(art.export_dir), task)["examples"]
     assert report["examples"] == windows > 1
     scoring = [r.getMessage() for r in caplog.records if "scoring" in r.getMessage()]
-    assert scoring == [f"int8: scoring the {m} model on the test text" for m in ("float32", "int8")]
+    assert scoring == [
+        f"int8: scoring the {m} model on at most 1000 windows of the test text"
+        for m in ("float32", "int8")
+    ]
     # A second weight type takes the float32 scores of the first (`export --quantize int8
     # int4` scores the float32 model once).
     caplog.clear()
@@ -135,8 +138,24 @@ def test_a_plain_text_task_is_scored_window_by_window(family_artifacts, tmp_path
             float32_scores=known,
         )  # fmt: skip
     scoring = [r.getMessage() for r in caplog.records if "scoring" in r.getMessage()]
-    assert scoring == ["int4: scoring the int4 model on the test text"]
+    assert scoring == ["int4: scoring the int4 model on at most 1000 windows of the test text"]
     assert int4["float32"] == report["float32"] and int4["examples"] == windows
+
+
+def test_quantize_examples_limits_the_windows_of_a_text(family_artifacts, caplog):
+    """`--quantize-examples N` cut the one-text list before it was windowed, so a plain-text
+    task was scored on all its windows whatever N was."""
+    art = family_artifacts("decoder-only")
+    text = " ".join(INPUTS * 4)
+    task = Task("text", "decoder-only", [TextStream(text)], [], [TextStream(text)])
+    served = load_onnx(art.export_dir)
+    assert evaluate(served, task)["examples"] > 2
+    two = evaluate(served, task, limit=2)
+    assert two["examples"] == 2 and two["tokens"] == 2 * served.max_length
+    with caplog.at_level(logging.INFO, logger="transformer_zoo.export.quantize"):
+        report = compare_on_task(art.export_dir, art.export_dir, task, 2)
+    assert report["examples"] == 2 and report["drop"] == 0
+    assert caplog.records[-1].getMessage().endswith("on 2 windows")
 
 
 @pytest.mark.parametrize("weights, within", [("int8", 0.1), ("int4", 0.25)])

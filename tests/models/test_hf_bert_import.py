@@ -15,7 +15,7 @@ from transformer_zoo import cli
 from transformer_zoo.models import EncoderOnly, EncoderOnlyClassifier, import_hf_bert
 from transformer_zoo.models.hf.bert import assign_weights, read_bert_checkpoint
 from transformer_zoo.models.hf.run import import_hf_run
-from transformer_zoo.run_directory import load_run_config
+from transformer_zoo.run_directory import RunConfig, load_run_config, save_run_config
 
 CONFIG = {**TINY, "hidden_act": "gelu", "layer_norm_eps": 1e-12, "model_type": "bert"}
 # 11 tokens, as TINY's vocab_size.
@@ -219,3 +219,20 @@ def test_pretraining_heads_are_dropped_with_one_warning(tmp_path, caplog):
     assert all(
         np.array_equal(a, b) for a, b in zip(plain.get_weights(), model.get_weights(), strict=True)
     )
+
+
+def test_a_config_without_model_type_or_bert_sizes_fails_in_one_line(tmp_path, capsys):
+    """A config.json without model_type was read as BERT, and a BERT config without one of
+    its sizes was a KeyError traceback."""
+    out = tmp_path / "out"
+    without = {k: v for k, v in CONFIG.items() if k != "model_type"}
+    error = _fail(capsys, write_checkpoint(tmp_path / "untyped", config=without), "--out", out)
+    assert "model_type must be one of" in error and "model_type=None" in error
+    ours = write_checkpoint(tmp_path / "ours")
+    save_run_config(ours, RunConfig(family="decoder-only", preset="tiny", task="language-model"))
+    assert "holds a transformer-zoo run/export" in _fail(capsys, ours, "--out", out)
+    for key in ("type_vocab_size", "intermediate_size"):
+        config = {k: v for k, v in CONFIG.items() if k != key}
+        checkpoint = write_checkpoint(tmp_path / key, config=config)
+        assert f"needs a positive integer `{key}`" in _fail(capsys, checkpoint, "--out", out)
+    assert not out.exists()

@@ -294,3 +294,21 @@ def test_float16_marian_with_its_position_tables_reads_as_the_original(tmp_path)
     original = import_hf_marian(CHECKPOINTS["marian"]).get_weights()
     expected = [w.astype(np.float16).astype(np.float32) for w in original]
     assert all(np.array_equal(a, b) for a, b in zip(expected, model.get_weights(), strict=True))
+
+
+def test_a_git_lfs_pointer_or_a_truncated_weights_file_fails_in_one_line(tmp_path, capsys):
+    """A clone without `git lfs pull`, or a download cut short, was a SafetensorError
+    traceback."""
+    out = tmp_path / "out"
+    pointer = _copy("gpt2", tmp_path / "pointer")
+    (pointer / "model.safetensors").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:4fb1\nsize 517704\n"
+    )
+    error = _fail(capsys, pointer, "--out", out)
+    assert "model.safetensors is a Git LFS pointer" in error, error
+    truncated = _copy("gpt2", tmp_path / "truncated")
+    data = (truncated / "model.safetensors").read_bytes()
+    (truncated / "model.safetensors").write_bytes(data[: len(data) // 2])
+    error = _fail(capsys, truncated, "--out", out)
+    assert "Cannot read" in error and "model.safetensors" in error, error
+    assert not out.exists()

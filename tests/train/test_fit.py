@@ -142,6 +142,8 @@ def test_cli_train_with_the_same_settings_finds_the_run_finished(runs, capsys):
     assert main(argv) == 0  # the flags make the same settings: nothing to do
     out = capsys.readouterr().out
     assert "already holds this run" in out and f"{run_dir}: 2 epochs" in out
+    # --max-examples 96 cut the test split to a tenth as many, at least 8 (its --help).
+    assert f"; {max(8, 96 // 10)} test examples scored; " in out
 
 
 def test_cli_evaluate_prints_and_saves_the_recomputed_metrics(runs, capsys):

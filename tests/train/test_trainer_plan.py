@@ -22,7 +22,7 @@ def test_without_epochs_or_warmup_a_user_file_trains_about_a_thousand_steps():
     assert plan.steps_per_epoch == 30 and plan.epochs == 34  # 1,020 steps
     assert plan.warmup_steps == 102  # 10% of them, where the old default was a fixed 400
     assert config.optimizer == "adamw-cosine" and config.learning_rate == 2e-3
-    line = plan.describe(config)
+    line = plan.describe(config, config.dropout)
     assert "34 epochs of 30 steps (1020 steps" in line and "Chosen for the data" in line
 
 
@@ -30,12 +30,33 @@ def test_steps_cut_the_run_into_validation_periods_and_end_on_the_count():
     config = TrainConfig("decoder-only", data="input.txt", steps=2000, eval_every=250)
     plan = plan_steps(config, batches=1307, steps_per_execution=10)
     assert (plan.epochs, plan.steps_per_epoch, plan.total_steps) == (8, 250, 2000)
-    assert plan.warmup_steps == 200 and "2000 steps, validating every 250" in plan.describe(config)
+    assert plan.warmup_steps == 200 and "2000 steps, validating every 250" in plan.describe(
+        config, 0.0
+    )
     uneven = plan_steps(TrainConfig("decoder-only", data="a.txt", steps=25, eval_every=10), 3, 5)
     assert (uneven.epochs, uneven.steps_per_epoch, uneven.total_steps) == (3, 10, 25)
     # without --eval-every: once per pass over the data, at most ten times a run
     assert plan_steps(TrainConfig("decoder-only", data="a.txt", steps=2000), 1307, 10).epochs == 2
     assert plan_steps(TrainConfig("decoder-only", data="a.txt", steps=2000), 7, 10).epochs == 10
+
+
+def test_the_plan_line_says_what_a_short_run_and_an_init_run_do():
+    """`--steps 4` on 25 batches a pass said "a validation every pass over the data" and
+    not that it trains 10 steps; with `--init` it said `dropout None`."""
+    short = TrainConfig("decoder-only", data="a.txt", steps=4)
+    plan = plan_steps(short, batches=25, steps_per_execution=10)
+    assert plan.total_steps == plan.epochs * plan.steps_per_epoch == 10
+    line = plan.describe(short, 0.0)
+    assert "Training 10 steps (--steps 4 in whole executions), validating every 10" in line
+    assert "one validation, at the end (the run is shorter than a pass)" in line
+    assert "every pass over the data" not in line
+    longer = plan_steps(short, batches=7, steps_per_execution=10)  # 10 steps ≥ a pass of 7
+    assert "a validation every pass over the data" in longer.describe(short, 0.0)
+    fine_tune = TrainConfig("encoder-only", data="pairs.tsv", init="runs/minilm", steps=10)
+    assert fine_tune.dropout is None
+    line = plan_steps(fine_tune, batches=25, steps_per_execution=10).describe(fine_tune, 0.1)
+    assert "dropout 0.1 (the initial model's)" in line and "None" not in line
+    assert "10 steps, validating" in line  # not rounded: no note
 
 
 @pytest.mark.parametrize(
@@ -113,7 +134,7 @@ def test_the_warmup_reported_is_the_warmup_the_optimizer_runs():
     config = TrainConfig("encoder-decoder", steps=1)  # builtin data: warmup 100
     plan = plan_steps(config, batches=235, steps_per_execution=10)
     assert plan.total_steps == 10 and plan.warmup_steps == 2
-    assert "warmup 2 steps" in plan.describe(config)
+    assert "warmup 2 steps" in plan.describe(config, 0.0)
     optimizer, _ = make_optimizer(
         config.optimizer, 32, plan.total_steps, plan.warmup_steps, config.learning_rate
     )

@@ -64,7 +64,8 @@ def register(commands) -> None:
         "--quantize-examples",
         type=positive_int,
         default=1000,
-        help="test examples the quantized copies are scored on (default 1000)",
+        help="test examples the quantized copies are scored on (default 1000; of a "
+        "plain-text run: windows of its test text)",
     )
     export.set_defaults(handler=_export)
 

@@ -69,7 +69,10 @@ def register(commands) -> None:
         "--cors-origin", action="append", default=[], help="allow this origin (repeatable)"
     )
     parser.add_argument(
-        "--threads", type=positive_int, default=2, help="onnxruntime threads per session"
+        "--threads",
+        type=positive_int,
+        default=2,
+        help="onnxruntime threads per session (default 2)",
     )
     parser.add_argument(
         "--spinning",
@@ -86,7 +89,10 @@ def register(commands) -> None:
         "--replicas", type=positive_int, default=1, help="with --ray: copies of the server"
     )
     parser.add_argument(
-        "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
+        "--log-level",
+        default="info",
+        choices=("critical", "error", "warning", "info", "debug"),
+        help="uvicorn's log level (default info)",
     )
     parser.set_defaults(handler=_serve, engine="onnx")
 

@@ -19,7 +19,6 @@ from transformer_zoo.cli.parsing import (
     positive_int,
     search_from_arguments,
 )
-from transformer_zoo.data.user_files import DataError, decode_line
 from transformer_zoo.errors import InputError, first_line
 from transformer_zoo.files import atomic_path
 from transformer_zoo.generation import ENGINES, GENERATION_BATCH_SIZE
@@ -82,6 +81,8 @@ def _read_inputs(args) -> list[str]:
     """The inputs: the arguments, or the lines of `--input` or stdin, decoded as the
     training files are (`data.user_files.decode_line`: UTF-8, a byte-order mark dropped,
     an undecodable line named `FILE:LINE:`)."""
+    from transformer_zoo.data.user_files import DataError, decode_line
+
     if args.texts and args.input:
         raise UsageError("give inputs as arguments or with --input, not both")
     if args.texts:

@@ -122,7 +122,8 @@ def register(commands) -> None:
         "--steps",
         type=positive_int,
         metavar="N",
-        help="train N optimizer steps instead of --epochs",
+        help="train N optimizer steps instead of --epochs, rounded up to a multiple of "
+        "--steps-per-execution (--steps 4 trains 10)",
     )
     train.add_argument(
         "--eval-every",
@@ -185,10 +186,32 @@ def register(commands) -> None:
         help="keep a moving average of the weights (for example 0.999) and validate, "
         "checkpoint and save it (default: none)",
     )
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--steps-per-execution", type=int, default=10)
-    train.add_argument("--max-examples", type=int, help="train on this many examples only")
-    train.add_argument("--backup-every", type=int, metavar="STEPS", help="default: every epoch")
+    train.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seeds the data, the initial weights, the shuffles and dropout (default 0)",
+    )
+    train.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=10,
+        help="optimizer steps per compiled call (default 10; 1 under multiworker): an epoch "
+        "and --steps are rounded up to whole calls",
+    )
+    train.add_argument(
+        "--max-examples",
+        type=int,
+        metavar="N",
+        help="quick trials: train on the first N examples, and validate and test on a tenth "
+        "as many (at least 8); a plain-text token stream is not cut",
+    )
+    train.add_argument(
+        "--backup-every",
+        type=int,
+        metavar="STEPS",
+        help="back up for crash recovery every STEPS steps (default: at the end of every epoch)",
+    )
     train.add_argument(
         "--early-stopping",
         type=int,
@@ -404,6 +427,9 @@ def summary_line(run_dir: str, metrics: dict | None) -> str:
         f"{training.get('train_seconds')} s"
     ]
     test = metrics.get("test") or {}
+    if "examples" in test:  # a token stream's result counts windows, and has its tokens
+        unit = "windows" if "tokens" in test else "examples"
+        parts.append(f"{test['examples']} test {unit} scored")
     for name in ("exact_match", "accuracy"):
         if name in test:
             scores = test[name]

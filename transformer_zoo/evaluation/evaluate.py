@@ -81,7 +81,7 @@ def evaluate(
         served: a `ServedModel` of the task's family.
         task: the `Task` (`transformer_zoo.data.load_task`).
         split: `"test"` or `"valid"`.
-        limit: score only the first this many examples.
+        limit: score only the first this many examples (of a token stream: windows).
         samples: how many example predictions to include.
         search: how generated outputs are decoded (`Greedy()` by default,
             `BeamSearch(...)`, seeded `Sampling(...)`); the teacher-forced scores do not
@@ -106,13 +106,15 @@ def evaluate(
             f"{with_article(task.family)} task."
         )
     started = time.perf_counter()
-    examples = list(getattr(task, split))[:limit]
+    examples = list(getattr(task, split))
+    if not task.stream:  # a token stream's texts are cut into windows first
+        examples = examples[:limit]
     if not examples:
         raise ValueError(f"The {split} split is empty: nothing to evaluate.")
     result: dict = {"split": split, "examples": len(examples)}
     if task.stream:
         task.check_windows(served.tokenizer, served.max_length, (split,))  # names the file
-        result.update(_token_scores(served, examples, progress))
+        result.update(_token_scores(served, examples, progress, limit))
         result["examples"] = result.pop("windows")
         result["seconds"] = round(time.perf_counter() - started, 2)
         return result
@@ -248,15 +250,19 @@ def _classify(served, examples, bar) -> list[str]:
     return labels
 
 
-def _token_scores(served, examples, progress: bool | None = None) -> dict[str, float]:
+def _token_scores(
+    served, examples, progress: bool | None = None, windows_limit: int | None = None
+) -> dict[str, float]:
     """Teacher-forced token accuracy, loss and perplexity (no label smoothing) over the
-    label tokens the training loss covers."""
+    label tokens the training loss covers; of a token stream, over its first
+    `windows_limit` windows (None: all)."""
     length = served.max_length
     windows = None
     if isinstance(examples[0], TextStream):
         ids = [t for e in examples for t in served.tokenizer.encode(e.text)]
         bos = served.tokenizer.bos_id
-        rows = [stream_window(ids, s, length, bos_id=bos) for s in stream_starts(len(ids), length)]
+        starts = stream_starts(len(ids), length)[:windows_limit]
+        rows = [stream_window(ids, s, length, bos_id=bos) for s in starts]
         windows = len(rows)
         if not rows:
             raise ValueError(
@@ -364,7 +370,7 @@ def evaluate_directory(
             an export of one, or its data is unreadable.
     """
     from transformer_zoo.data.tasks import run_task
-    from transformer_zoo.run_directory import load_run_config, run_differences
+    from transformer_zoo.run_directory import load_run_config, run_differences, run_identity
     from transformer_zoo.serving import load_served_model
 
     served = load_served_model(model or directory, engine)
@@ -374,7 +380,7 @@ def evaluate_directory(
             f"--model {model} holds {with_article(served.family)} model; {directory} "
             f"{with_article(config.family)} one."
         )
-    changed = run_differences(config, served.config) if model else []
+    changed = run_differences(run_identity(config), run_identity(served.config)) if model else []
     if changed:  # a score of another model, reported as this run's
         raise ValueError(
             f"--model {model} is an export of another run than {directory} "

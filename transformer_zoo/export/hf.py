@@ -10,7 +10,10 @@ written directory is read back with our importer and its logits compared with th
 `tokenizer.json`, BERT's `vocab.txt` and the SentencePiece `tokenizer.model` of a run
 trained here are written with the `tokenizer_config.json` transformers' `AutoTokenizer`
 needs (the last as a `LlamaTokenizer`, which encodes with the SentencePiece model as it is
-and adds our begin and end tokens).
+and adds our begin and end tokens). `import-hf` reads GPT-2's and BERT's tokenizers only, so
+it reads back the export of a run imported from such a checkpoint, not that of a run trained
+here. `config.json` names the run exported (`RUN_ENTRY`): an export of another run is not
+written over (`run_export.check_export_target`).
 """
 
 from __future__ import annotations
@@ -20,11 +23,15 @@ import os
 
 import numpy as np
 
-from transformer_zoo.files import atomic_path, write_json
-from transformer_zoo.run_directory import RunConfig
+from transformer_zoo.files import atomic_path, read_json, write_json
+from transformer_zoo.run_directory import CONFIG_FILE, RunConfig, run_identity
 
 log = logging.getLogger("transformer_zoo.export")
 TOLERANCE = 1e-5
+# The config.json entry naming the run exported (`run_directory.run_identity`), which our
+# exports keep in their own config.json: an export of another run is not overwritten.
+# transformers keeps an unknown entry as an attribute of the config.
+RUN_ENTRY = "transformer_zoo_run"
 
 
 def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_dir) -> dict:
@@ -59,14 +66,17 @@ def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_di
             f"this one is a {type(model).__name__}."
         )
     hf_config.update(_special_tokens(config))
+    hf_config[RUN_ENTRY] = run_identity(config)
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     tokenizer_files = _write_tokenizer(out_dir, config, tokenizer_dir, hf_config)
     with atomic_path(os.path.join(out_dir, "model.safetensors")) as path:
         save_file(tensors, path, metadata={"format": "pt"})
-    write_json(os.path.join(out_dir, "config.json"), hf_config)
+    write_json(os.path.join(out_dir, CONFIG_FILE), hf_config)
     difference = _read_back(model, out_dir)
-    log.info("hf: read back with import-hf, largest logit difference %.1e", difference)
+    log.info(
+        "hf: weights read back through import-hf's tables, largest difference %.1e", difference
+    )
     if difference > TOLERANCE:
         raise ValueError(
             f"The Hugging Face export read back differs from the model by {difference:.2e} "
@@ -79,6 +89,16 @@ def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_di
         "parameters": int(sum(v.size for v in tensors.values())),
         "max_abs_diff": difference,
     }
+
+
+def exported_run(out_dir: str) -> dict | None:
+    """The `run_identity` of the run whose Hugging Face export `out_dir` holds, or None
+    where its config.json does not name one (transformers' own, or none)."""
+    try:
+        identity = read_json(os.path.join(out_dir, CONFIG_FILE)).get(RUN_ENTRY)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return identity if isinstance(identity, dict) else None
 
 
 def _special_tokens(config: RunConfig) -> dict:

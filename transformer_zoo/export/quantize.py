@@ -248,12 +248,17 @@ def compare_on_task(
     weights: str = "int8",
     float32_scores: dict | None = None,
 ) -> dict:
-    """Both directories' score on the first `examples` test examples of `task`
-    (`evaluation.evaluate`, the same scoring as `metrics.json`), and the seconds each took;
-    the float32 one taken from `float32_scores` when given."""
+    """Both directories' score on the first `examples` test examples of `task` (of a
+    plain-text task, windows of its test text) (`evaluation.evaluate`, the same scoring as
+    `metrics.json`), and the seconds each took; the float32 one taken from
+    `float32_scores` when given."""
     result = {}
     # A plain-text task's test split is its text, scored window by window.
-    what = "the test text" if task.stream else f"{min(examples, len(task.test))} test examples"
+    unit = "windows" if task.stream else "examples"
+    if task.stream:
+        what = f"at most {examples} windows of the test text"
+    else:
+        what = f"{min(examples, len(task.test))} test examples"
     models = [("float32", float_dir), (weights, quantized_dir)]
     if float32_scores is not None:
         result.update({key: float32_scores[key] for key in FLOAT32_SCORES})
@@ -268,11 +273,13 @@ def compare_on_task(
         result["examples"] = scores["examples"]
     result["drop"] = round(result["float32"] - result[weights], 6)
     log.info(
-        "%s: %s %.4f against %.4f in float32 (a drop of %.4f)",
+        "%s: %s %.4f against %.4f in float32 (a drop of %.4f) on %d %s",
         weights,
         result["metric"],
         result[weights],
         result["float32"],
         result["drop"],
+        result["examples"],
+        unit,
     )
     return result

@@ -6,6 +6,7 @@ import os
 import shutil
 
 from transformer_zoo.export import FORMATS, HF_FORMAT
+from transformer_zoo.export.hf import exported_run
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
@@ -21,6 +22,7 @@ from transformer_zoo.run_directory import (
     check_run_files,
     load_run_config,
     run_differences,
+    run_identity,
 )
 
 
@@ -137,8 +139,8 @@ def check_export_target(run_dir: str, out_dir: str, config, hf: bool = False) ->
     """Refuses an `out_dir` an export would damage or mix up, before the model loads: a
     file, the run directory or another run's (its `model.keras`), an export of another
     run, or a directory of other files. An export of this same run (to add a format or
-    export again) and a new or empty directory are fine; with `hf`, a directory of an
-    earlier Hugging Face export too.
+    export again) and a new or empty directory are fine; with `hf`, the same for a
+    Hugging Face export (its config.json names its run: `hf.RUN_ENTRY`).
 
     Raises:
         ValueError: the `out_dir` at fault, named.
@@ -159,20 +161,22 @@ def check_export_target(run_dir: str, out_dir: str, config, hf: bool = False) ->
             "choose another directory."
         )
     if hf:
-        if names <= HF_FILES:
-            return  # an earlier Hugging Face export, written again
-        raise ValueError(
-            refuse + "is not empty and holds no Hugging Face export: choose a new or "
-            "empty directory."
-        )
-    try:
-        previous = load_run_config(out_dir)
-    except RunError:
-        raise ValueError(
-            refuse + "is not empty and holds no export of ours (a Hugging Face export, or "
-            "other files): choose a new or empty directory."
-        ) from None
-    changed = run_differences(config, previous)
+        previous = exported_run(out_dir) if names <= HF_FILES else None
+        if previous is None:
+            raise ValueError(
+                refuse + "is not empty and holds no Hugging Face export of ours (one that "
+                "names its run: other files, a checkpoint, or an export of an older "
+                "version): choose a new or empty directory."
+            )
+    else:
+        try:
+            previous = run_identity(load_run_config(out_dir))
+        except RunError:
+            raise ValueError(
+                refuse + "is not empty and holds no export of ours (a Hugging Face export, "
+                "or other files): choose a new or empty directory."
+            ) from None
+    changed = run_differences(run_identity(config), previous)
     if changed:
         raise ValueError(
             refuse + f"holds an export of another run ({', '.join(changed)} differ): "

@@ -8,7 +8,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_zoo.data.user_files import check_columns
 from transformer_zoo.errors import with_article
 from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES
@@ -354,6 +353,10 @@ def _validate_data_options(cfg: TrainConfig) -> None:
                 f"Received: family={cfg.family!r}, data={cfg.data!r}"
             )
     if cfg.columns is not None:
+        # Here, not at the top: the command line reads this module's defaults for its
+        # --help, which should not wait for the data package.
+        from transformer_zoo.data.user_files import check_columns
+
         if isinstance(cfg.columns, tuple):
             cfg.columns = list(cfg.columns)
         check_columns(cfg.family, cfg.columns)

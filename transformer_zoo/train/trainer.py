@@ -93,18 +93,23 @@ class StepPlan:
         if not self.total_steps:
             object.__setattr__(self, "total_steps", self.epochs * self.steps_per_epoch)
 
-    def describe(self, config: TrainConfig) -> str:
-        """One line: what the run will do, and which settings were chosen for the data."""
+    def describe(self, config: TrainConfig, dropout: float) -> str:
+        """One line: what the run will do, and which settings were chosen for the data.
+        `dropout` is the model's (with `init` and no `dropout` set, the initial model's)."""
         total = self.total_steps
         rate = config.learning_rate
         peak = f"peak {rate:g}" if config.optimizer == "adamw-cosine" else f"factor {rate or 1:g}"
         if config.steps is not None:
-            length = f"{total} steps, validating every {self.steps_per_epoch} (batch"
+            rounded = (
+                f" (--steps {config.steps} in whole executions)" if total != config.steps else ""
+            )
+            length = f"{total} steps{rounded}, validating every {self.steps_per_epoch} (batch"
         else:
             length = f"{self.epochs} epochs of {self.steps_per_epoch} steps ({total} steps, batch"
+        own = " (the initial model's)" if config.init is not None and config.dropout is None else ""
         line = (
             f"Training {length} {config.batch_size}): {config.optimizer}, {peak}, warmup "
-            f"{self.warmup_steps} steps, dropout {config.dropout}, {config.precision}."
+            f"{self.warmup_steps} steps, dropout {dropout:g}{own}, {config.precision}."
         )
         if config.ema_momentum:
             line = line[:-1] + f", weights averaged (EMA {config.ema_momentum:g})."
@@ -137,7 +142,10 @@ def plan_steps(config: TrainConfig, batches: int, steps_per_execution: int) -> S
         period = config.eval_every
         if period is None:
             period = max(steps_per_epoch, math.ceil(total / MAX_VALIDATIONS))
-            chosen.append(f"a validation every pass over the data, at most {MAX_VALIDATIONS}")
+            if total < batches:
+                chosen.append("one validation, at the end (the run is shorter than a pass)")
+            else:
+                chosen.append(f"a validation every pass over the data, at most {MAX_VALIDATIONS}")
         steps_per_epoch = min(whole(period), total)
         epochs = math.ceil(total / steps_per_epoch)
     elif epochs is None:
@@ -355,7 +363,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         # Bucketing hides the epoch length from tf.data; counting one pass (which fills the
         # pipeline's cache, so the first epoch is not slower) sizes the run.
         plan = plan_steps(config, sum(1 for _ in train_data), execution)
-        print(plan.describe(config), flush=True)
+        print(plan.describe(config, setup.backbone(model).dropout), flush=True)
         _warn_cut(setup, setup.backbone(model).max_length)
         train_data = train_data.repeat()  # epochs of plan.steps_per_epoch steps each
         total_steps = plan.total_steps

@@ -194,7 +194,8 @@ def bert_model_config(config: dict) -> dict:
             positions, a decoder, an unknown activation, a non-BERT model type).
     """
     # RoBERTa-style models offset positions by the padding index; their names differ too.
-    weights.require_model_type(config, "bert", "BERT", default="bert")
+    weights.require_model_type(config, "bert", "BERT")
+    sizes = bert_dimensions(config)
     position_type = config.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise ValueError(
@@ -205,13 +206,13 @@ def bert_model_config(config: dict) -> dict:
         raise ValueError("A BERT decoder (is_decoder / add_cross_attention) is not supported.")
     activation = weights.translated_option(config, "hidden_act", "gelu", ACTIVATIONS)
     return dict(
-        vocabulary_size=config["vocab_size"],
-        num_layers=config["num_hidden_layers"],
-        num_heads=config["num_attention_heads"],
-        hidden_dim=config["hidden_size"],
-        intermediate_dim=config["intermediate_size"],
-        max_length=config["max_position_embeddings"],
-        type_vocabulary_size=config["type_vocab_size"],
+        vocabulary_size=sizes["V"],
+        num_layers=sizes["layers"],
+        num_heads=sizes["H"],
+        hidden_dim=sizes["D"],
+        intermediate_dim=sizes["F"],
+        max_length=sizes["P"],
+        type_vocabulary_size=sizes["S"],
         dropout=0.0,  # inference; set `dropout` on a new model to fine-tune
         layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
         activation=activation,

@@ -152,8 +152,13 @@ def import_hf_run(
         raise ValueError(f"`--out` must be a new or empty directory. Received: {run_dir}")
     # Everything is read and checked before anything is written.
     hf_config = read_config(checkpoint_dir)
-    model_type = hf_config.get("model_type", "bert")
     importers = {"bert": _bert_run, "gpt2": _gpt2_run, "marian": _marian_run}
+    if "model_type" not in hf_config and {"family", "format_version"} <= set(hf_config):
+        raise ValueError(
+            f"{checkpoint_dir} holds a transformer-zoo run/export, not a Hugging Face "
+            "checkpoint: give it to export, generate or serve as it is."
+        )
+    model_type = hf_config.get("model_type")
     if model_type not in importers:
         raise ValueError(
             f"config.json's model_type must be one of {sorted(importers)}. "

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from transformer_zoo.errors import first_line
+
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX_FILE = "model.safetensors.index.json"  # a sharded checkpoint
@@ -303,9 +305,9 @@ def load_checkpoint(checkpoint_dir, arguments_of, table_of, names: Checkpoint, b
     return model
 
 
-def require_model_type(config: dict, model_type: str, name: str, default=None) -> None:
+def require_model_type(config: dict, model_type: str, name: str) -> None:
     """Raises ValueError unless `config.json` describes `model_type` (`name` in messages)."""
-    found = config.get("model_type", default)
+    found = config.get("model_type")
     if found != model_type:
         raise ValueError(
             f"config.json must describe a {name} model. Received: model_type={found!r}"
@@ -412,12 +414,32 @@ def _read_shards(checkpoint_dir: str, index_path: str) -> dict[str, np.ndarray]:
     return tensors
 
 
+# The first line of a file Git LFS left as a pointer (a clone without `git lfs pull`).
+GIT_LFS_POINTER = b"version https://git-lfs"
+
+
 def _load_file(path: str) -> dict[str, np.ndarray]:
-    """The tensors of one safetensors file, as numpy arrays."""
+    """The tensors of one safetensors file, as numpy arrays.
+
+    Raises:
+        ValueError: the file is a Git LFS pointer, truncated or otherwise not safetensors.
+    """
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     try:
         return load_file(path)
+    except SafetensorError as error:
+        with open(path, "rb") as file:
+            pointer = file.read(len(GIT_LFS_POINTER)) == GIT_LFS_POINTER
+        if pointer:
+            raise ValueError(
+                f"{path} is a Git LFS pointer, not the weights: fetch them (`git lfs pull`)."
+            ) from None
+        raise ValueError(
+            f"Cannot read {path}: {first_line(error)} (a truncated download, or a Git LFS "
+            "pointer not yet fetched?)"
+        ) from None
     except (TypeError, ValueError) as error:
         raise ValueError(f"Cannot read {path} with numpy: {error}") from error
 
