@@ -134,7 +134,9 @@ def test_the_run_says_it_averages():
     from transformer_zoo.train.trainer import plan_steps
 
     config = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=3, ema_momentum=0.999)
-    line = plan_steps(config, batches=23, steps_per_execution=10).describe(config)
+    line = plan_steps(config, batches=23, steps_per_execution=10).describe(config, config.dropout)
     assert "weights averaged (EMA 0.999)." in line
     plain = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=3)
-    assert "EMA" not in plan_steps(plain, batches=23, steps_per_execution=10).describe(plain)
+    assert "EMA" not in plan_steps(plain, batches=23, steps_per_execution=10).describe(
+        plain, plain.dropout
+    )
