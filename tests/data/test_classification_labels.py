@@ -91,3 +91,44 @@ def test_integer_labels_get_the_ids_of_their_values(tmp_path):
     assert load_task(path, "encoder-only").label_names == tuple(str(i) for i in range(12))
     mixed = _write(tmp_path, ROWS + [f"{i % 2 + 9}\tmore {i}" for i in range(8)], "mixed.tsv")
     assert load_task(mixed, "encoder-only").label_names == ("9", "10", "neg", "pos")
+
+
+def test_a_short_file_read_with_its_columns_swapped_is_refused(tmp_path):
+    """SST-2's `sentence<TAB>label` read label first: with 60 rows, 61 sentences became
+    the labels and '0', '1' the texts, trained to 0% accuracy without an error."""
+    rows = [f"sentence number {i}\t{i % 2}" for i in range(60)]
+    path = _write(tmp_path, ["sentence\tlabel", *rows])
+    with pytest.raises(DataError) as error:
+        load_task(path, "encoder-only")
+    message = str(error.value)
+    assert message.startswith(
+        f"{path}: the label column (the first) holds 61 distinct values in 61 examples and "
+        "the text column only 3: that is text, not class labels"
+    )
+    assert "--columns sentence,label" in message and "\n" not in message
+    assert load_task(path, "encoder-only", columns=["sentence", "label"]).label_names == ("0", "1")
+    headless = _write(tmp_path, rows[:10], "headless.tsv")  # no header: no columns to name
+    with pytest.raises(DataError, match="A TSV without a header line holds label<TAB>text"):
+        load_task(headless, "encoder-only")
+    with pytest.raises(DataError, match=r"the label column \('sentence', the last of --columns\)"):
+        load_task(path, "encoder-only", columns=["label", "sentence"])
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["pos\tgood", "neg\tbad", "pos\tfine", "neg\tawful"],
+        [f"intent{i % 6}\tutterance {i}" for i in range(8)],  # a label for most rows
+        ["pos\tsame text", "neg\tsame text", "pos\tother", "neg\tanother"],
+    ],
+)
+def test_small_classification_files_are_not_taken_for_swapped_columns(tmp_path, lines):
+    assert len(load_task(_write(tmp_path, lines), "encoder-only").label_names) >= 2
+
+
+def test_labels_that_only_look_like_integers_sort_as_text(tmp_path):
+    """`--1` and `²` passed `lstrip("-").isdigit()` and crashed int() with a message
+    naming no file."""
+    labels = ["--1", "²", "1", "-3", "٣"]  # ٣: an Arabic-Indic three
+    path = _write(tmp_path, [f"{labels[i % 5]}\ttext number {i}" for i in range(40)])
+    assert load_task(path, "encoder-only").label_names == ("-3", "1", "--1", "²", "٣")

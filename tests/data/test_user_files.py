@@ -1,6 +1,8 @@
 """User data files: the three readers, one-line errors naming file and line, and the
 split of a file into train/valid/test."""
 
+import unicodedata
+
 import pytest
 
 from transformer_zoo.data import (
@@ -13,6 +15,7 @@ from transformer_zoo.data import (
     read_text,
     read_translation_tsv,
 )
+from transformer_zoo.data.user_files import read_stream
 
 
 def _write(tmp_path, content, name="data.txt"):
@@ -182,3 +185,72 @@ def test_a_run_scores_a_test_file_without_its_training_data(tmp_path):
         run_task(config, str(other))
     with pytest.raises(DataError, match="gone.tsv: cannot read the file"):
         run_task(config)
+
+
+def test_held_out_inputs_are_no_normalized_copies_of_training_inputs(tmp_path):
+    """NFC, NFD and double-spaced copies of one source give the same token ids: grouped by
+    the raw string, they leaked into the validation and test splits (60 of 60)."""
+    lines = []
+    for i in range(100):
+        word = f"caf\u00e9 {i}"
+        nfd = unicodedata.normalize("NFD", word)
+        lines += [f"{word}\tT{i}", f"{nfd}\tT{i}", f"{word.replace(' ', '  ')}\tT{i}"]
+    task = load_task(str(_write(tmp_path, "\n".join(lines), "pairs.tsv")), "encoder-decoder")
+
+    def normal(text):
+        return " ".join(unicodedata.normalize("NFKC", text).split())
+
+    train = {normal(e.source) for e in task.train}
+    held_out = [e.source for e in task.valid + task.test]
+    assert len(held_out) == 30 and not [s for s in held_out if normal(s) in train]
+
+
+def test_a_row_repeating_the_header_is_refused(tmp_path):
+    """Two files joined end to end: the second header became an example of the class
+    'label'."""
+    head, rows = "sentence\tlabel\n", "a fine film\t1\na mess\t0\n"
+    for second in (head, "\ufeff" + head):
+        path = _write(tmp_path, head + rows + second + rows, "joined.tsv")
+        with pytest.raises(DataError) as error:
+            read_classification_tsv(path, columns=["sentence", "label"])
+        assert str(error.value) == f"{path}:4: this row repeats the header line"
+
+
+@pytest.mark.parametrize("field", ["\u200b", "\u2060", "\ufeff", "\u200b \u200b", "\u00ad"])
+def test_a_field_of_format_characters_only_is_empty(tmp_path, field):
+    """Zero-width characters encode to no token: such a field passed the empty check."""
+    path = _write(tmp_path, f"pos\tgood\nneg\t{field}\n")
+    with pytest.raises(DataError) as error:
+        read_classification_tsv(path)
+    assert str(error.value) == f"{path}:2: field 2 is empty; expected label<TAB>text[<TAB>text2]"
+    kept = _write(tmp_path, "pos\tzero\u200bwidth\n\u200bneg\tbad\n", "kept.tsv")
+    assert [e.label for e in read_classification_tsv(kept)] == ["pos", "\u200bneg"]
+
+
+def test_a_header_naming_a_requested_column_twice_is_refused(tmp_path):
+    """`header.index` took the first of the two columns named x."""
+    path = _write(tmp_path, "x\tx\ty\na\tb\tc\n", "twice.tsv")
+    with pytest.raises(DataError) as error:
+        read_translation_tsv(path, ["x", "y"])
+    assert str(error.value) == f"{path}:1: the header names 'x' twice"
+    other = _write(tmp_path, "x\ty\tz\tz\na\tb\tc\td\n", "other.tsv")
+    assert read_translation_tsv(other, ["x", "y"]) == [TranslationPair("a", "b")]
+
+
+@pytest.mark.parametrize(
+    "content, text",
+    [
+        (b"\xef\xbb\xbfa\r\nb\r\n\r\nc", "a\nb\n\nc"),
+        (b"a\rb\n\n", "a\nb\n"),
+        (b"a\xe2\x80\xa8b  \n", "a\u2028b  "),  # a line separator is text
+    ],
+)
+def test_a_stream_is_the_text_with_its_newlines_made_one(tmp_path, content, text):
+    assert read_stream(_write(tmp_path, content)) == text
+
+
+def test_invalid_utf8_in_a_stream_names_its_line(tmp_path):
+    path = _write(tmp_path, b"\xef\xbb\xbffine\r\nalso\rfine\n\n\xff broken\n")
+    with pytest.raises(DataError) as error:
+        read_stream(path)
+    assert str(error.value) == f"{path}:5: the line is not valid UTF-8"

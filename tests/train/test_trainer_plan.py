@@ -104,6 +104,66 @@ def test_training_examples_longer_than_the_model_are_counted(tmp_path):
     assert setup.longer_than(1000) == 0
 
 
+def test_held_out_examples_longer_than_the_model_are_reported_too(tmp_path, caplog):
+    """Only the training examples were counted: validation and test ones were cut
+    silently."""
+    from transformer_zoo.data import load_task
+    from transformer_zoo.train.family_setup import FamilySetup
+    from transformer_zoo.train.trainer import _warn_cut
+
+    long = " ".join(["long"] * 60)
+    files = {
+        "pairs.tsv": [f"word {i}\t{i}" for i in range(40)],
+        "valid.tsv": ["word 1\t1", f"{long}\t2"],
+        "test.tsv": [f"{long}\t3", f"{long} more\t4", "word 2\t2"],
+    }
+    for name, rows in files.items():
+        (tmp_path / name).write_text("\n".join(rows) + "\n", encoding="utf-8")
+    task = load_task(
+        str(tmp_path / "pairs.tsv"),
+        "encoder-decoder",
+        valid=str(tmp_path / "valid.tsv"),
+        test=str(tmp_path / "test.tsv"),
+    )
+    setup = FamilySetup.create(task, "tiny")
+    with caplog.at_level("WARNING", logger="transformer_zoo.train.trainer"):
+        _warn_cut(setup, 16)
+        _warn_cut(setup, 1000)  # nothing cut: no line
+    assert caplog.messages == [
+        "0 of 40 training, 1 of 2 validation and 2 of 3 test examples are longer than the "
+        "model's 16 tokens and are cut to it (a preset with a larger max_length keeps them "
+        "whole)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "batch_size, replicas",
+    # 247 training (27 validation) windows, the last batch 3 (3), 2 (2), 2 (2), 2 (6), 1 (3)
+    [(4, 1), (5, 1), (5, 2), (7, 3), (6, 3)],
+)
+@pytest.mark.parametrize("split", ["train", "valid"])  # random windows, and an epoch of them
+def test_a_stream_pipeline_knows_its_batches_per_pass(tmp_path, split, batch_size, replicas):
+    """The trainer counted a pass by iterating it: minutes on a 100 MB text. A stream's
+    count is arithmetic (`stream_batches`), held by the pipeline as its cardinality."""
+    from types import SimpleNamespace
+
+    from transformer_zoo.data import load_task
+    from transformer_zoo.train.family_setup import FamilySetup
+
+    (tmp_path / "text.txt").write_text("some words " * 200, encoding="utf-8")  # 2,200 chars
+    task = load_task(str(tmp_path / "text.txt"), "decoder-only", stream=True)
+    tokenizers = task.fit_tokenizers(kind="char")
+    setup = FamilySetup.create(task, "tiny", tokenizers, overrides={"max_length": 8})
+    model = SimpleNamespace(max_length=8)  # all the pipelines read of the model
+    data = setup.dataset(split, model, batch_size, shuffle=True, replicas=replicas)
+    windows = {"train": 1980 // 8, "valid": 220 // 8}[split]
+    iterated = [len(labels) for _, labels, *_ in data]
+    assert int(data.cardinality()) == len(iterated) > 0
+    full, last = divmod(windows, batch_size)
+    kept = full * (batch_size - batch_size % replicas) + last - last % replicas
+    assert sum(iterated) == kept  # every batch cut to a multiple of the replicas
+
+
 def test_set_dropout_is_the_runs_dropout_and_is_checked():
     """`--set dropout=0.3` was replaced by the recipe's 0.0, and 1.5 was accepted."""
     config = TrainConfig("encoder-decoder", data="pairs.tsv", overrides={"dropout": 0.3})

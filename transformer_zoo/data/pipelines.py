@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from transformer_zoo.data.bucketing import batch_by_length, tokenize_columns
@@ -175,7 +176,7 @@ def language_model_dataset(
 
 
 def stream_dataset(
-    ids: Sequence[int],
+    ids: Sequence[int] | np.ndarray,
     batch_size: int = 64,
     max_length: int = 256,
     windows: str = "random",
@@ -192,7 +193,7 @@ def stream_dataset(
     One pass holds `len(ids) // max_length` windows: with `windows="random"`, windows at
     random starts (nanoGPT's `get_batch`; new ones every pass, from `seed`); with
     `"epoch"`, the stream's non-overlapping windows, shuffled every pass when `shuffle`.
-    The last batch of a pass may be smaller.
+    The last batch of a pass may be smaller; `Dataset.cardinality` counts the batches.
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T)}, labels (B, T),

@@ -67,7 +67,7 @@ class Task:
             return
         for split in splits:
             for stream in getattr(self, split):
-                count = len(tokenizer.encode(stream.text))
+                count = len(stream.token_ids(tokenizer))  # kept for the pipeline
                 if count < length:
                     part = f" ({stream.part})" if stream.part else ""
                     raise DataError(
@@ -87,7 +87,12 @@ class Task:
         """`(tokenizer, target_tokenizer)` trained on the training split; the same
         object for the shared-vocabulary families. `kind` and `target_kind` are
         `text.tokenizer.MODEL_TYPES`, "word" taking whitespace-separated symbols
-        (phones) as they are (default: unigram, and the task's target kind)."""
+        (phones) as they are (default: unigram, and the task's target kind).
+
+        A tokenizer whose pieces make the text the model writes (the target tokenizer,
+        the decoder-only one) keeps every character of its training text ("identity"
+        normalization): NFKC would make a Chinese target's `，` a `,` that no reference
+        holds. The source and encoder-only tokenizers, which only read, keep NFKC."""
         options = self.tokenizer_options
         size = vocabulary_size or options["vocabulary_size"]
         kind = kind or "unigram"
@@ -97,15 +102,17 @@ class Task:
                 [e.target for e in self.train],
                 target_vocabulary_size or options["target_vocabulary_size"],
                 model_type=target_kind or options["target_model_type"],
+                normalization="identity",
             )
             return source, target
         if self.stream:
             lines = [line for e in self.train for line in e.text.split("\n")]
-            shared = train_tokenizer(lines, size, model_type=kind, keep_whitespace=True)
+            shared = train_tokenizer(lines, size, model_type=kind, normalization="verbatim")
             return shared, shared
         if self.family == "decoder-only":
             texts = [e.prompt for e in self.train] + [e.completion for e in self.train]
-        else:
-            texts = [e.text for e in self.train] + [e.text2 for e in self.train if e.text2]
+            shared = train_tokenizer(texts, size, model_type=kind, normalization="identity")
+            return shared, shared
+        texts = [e.text for e in self.train] + [e.text2 for e in self.train if e.text2]
         shared = train_tokenizer(texts, size, model_type=kind)
         return shared, shared

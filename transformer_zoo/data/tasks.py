@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
+import unicodedata
 
 from transformer_zoo.data.builtin.dates_zh import LABELS, DatesZh
 from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TextStream
@@ -39,6 +41,9 @@ STREAM_VALID_FRACTION = 0.1  # of a text stream: its end (nanoGPT's split)
 # another family (its first column is text): refused, rather than a 3,000-class model.
 MAX_LABELS = 100
 LABEL_SHARE = 0.2
+# So are labels most rows do not share that outnumber the distinct texts this many times:
+# the text and label columns swapped.
+SWAPPED_RATIO = 4
 # Vocabulary sizes (soft limits) and model types per task kind.
 BUILTIN_TOKENIZERS = {
     "vocabulary_size": 500,
@@ -81,12 +86,18 @@ def _builtin_task(spec: str, family: str, seed: int) -> Task:
 
 
 def _input_key(example) -> str | tuple:
-    """What must not straddle splits: the model's input."""
+    """What must not straddle splits: the model's input, as the tokenizers see it (NFKC,
+    runs of whitespace one space), so that an NFD or double-spaced copy of a training
+    input is no held-out example."""
     if isinstance(example, ClassificationExample):
-        return (example.text, example.text2)
+        return (_normal(example.text), example.text2 and _normal(example.text2))
     if isinstance(example, PromptCompletion):
-        return example.text
-    return example.source
+        return _normal(example.text)
+    return _normal(example.source)
+
+
+def _normal(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).split())
 
 
 def read_split(
@@ -128,35 +139,55 @@ def _stream_task(path: str, valid=None, test=None) -> Task:
 def _label_order(label: str) -> tuple:
     """Integer labels by value, before any other label, which sorts as text."""
     stripped = label.strip()
-    if stripped.lstrip("-").isdigit():
+    # ASCII digits only: `str.isdigit` passes "²" and, after lstrip("-"), "--1", which
+    # int() then refuses.
+    if re.fullmatch(r"-?[0-9]+", stripped):
         return (0, int(stripped), label)
     return (1, 0, label)
 
 
-def _label_names(path: str, examples: list) -> tuple[str, ...]:
+def _label_names(path: str, examples: list, columns: list[str] | None = None) -> tuple[str, ...]:
     """The sorted labels of a classification file (integers in numeric order, so that
     labels 0-11 get ids 0-11), unless they are not class labels: text (too many, too
-    varied), or a single one."""
+    varied, or more varied than the texts), or a single one."""
     labels = sorted({e.label for e in examples}, key=_label_order)
-    if len(labels) > MAX_LABELS and len(labels) > LABEL_SHARE * len(examples):
-        first = examples[0]
-        names = [first.label, first.text, *([first.text2] if first.text2 else [])]
-        if all(map(is_column_name, names)):  # a header line, it seems
-            columns = f"--columns {','.join(names)}"
-        else:
-            columns = "--columns (for example --columns sentence,label)"
-        raise DataError(
-            path,
-            f"the label column (the first) holds {len(labels)} distinct values in "
-            f"{len(examples)} examples: that is text, not class labels. A TSV with a header "
-            f"line names the columns to read with {columns}, the label last; a translation "
-            "file (source<TAB>target) trains with --family encoder-decoder",
-        )
+    texts = len({(e.text, e.text2) for e in examples})
+    too_many = len(labels) > MAX_LABELS and len(labels) > LABEL_SHARE * len(examples)
+    # SST-2's `sentence<TAB>label` read label first, too short for `too_many`: 61 labels
+    # for 61 rows, and the texts '0' and '1'.
+    swapped = len(labels) > len(examples) / 2 and len(labels) >= SWAPPED_RATIO * texts
+    if too_many or swapped:
+        raise DataError(path, _not_labels(examples, len(labels), texts, columns))
     if len(labels) < 2:
         raise DataError(
             path, f"every example has the label {labels[0]!r}: a classifier needs 2 labels at least"
         )
     return tuple(labels)
+
+
+def _not_labels(examples: list, labels: int, texts: int, columns: list[str] | None) -> str:
+    """Why the label column holds text, and the `--columns` that would read it."""
+    held = f"holds {labels} distinct values in {len(examples)} examples"
+    if texts * SWAPPED_RATIO <= labels:
+        held += f" and the text column only {texts}"
+    if columns is not None:
+        return (
+            f"the label column ({columns[-1]!r}, the last of --columns) {held}: that is text, "
+            "not class labels. --columns names the text column(s) first and the label last"
+        )
+    first = examples[0]
+    names = [first.label, first.text, *([first.text2] if first.text2 else [])]
+    if all(map(is_column_name, names)):  # a header line, it seems
+        how = f"A TSV with a header line names the columns to read with --columns {','.join(names)}"
+    else:
+        how = (
+            "A TSV without a header line holds label<TAB>text[<TAB>text2]; one with a header "
+            "line names the columns to read with --columns TEXT[,TEXT2],LABEL"
+        )
+    return (
+        f"the label column (the first) {held}: that is text, not class labels. {how}, the "
+        "label last; a translation file (source<TAB>target) trains with --family encoder-decoder"
+    )
 
 
 def _file_task(path: str, family: str, seed: int, valid=None, test=None, columns=None) -> Task:
@@ -165,7 +196,7 @@ def _file_task(path: str, family: str, seed: int, valid=None, test=None, columns
     classification task are those of `path`, and the files of the other splits may hold
     no other."""
     examples = read_split(path, family, columns)
-    labels = _label_names(path, examples) if family == "encoder-only" else ()
+    labels = _label_names(path, examples, columns) if family == "encoder-only" else ()
     groups: dict = {}
     for example in examples:
         groups.setdefault(_input_key(example), []).append(example)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
@@ -113,6 +114,9 @@ def _read(path, parse, columns: list[str] | None = None) -> list:
     for number, line in lines:
         fields = [f.strip() for f in line.split("\t")]
         if pick is not None:
+            # Two files joined end to end (the second's byte-order mark kept, perhaps).
+            if fields[1:] == pick.header[1:] and fields[0].lstrip("\ufeff") == pick.header[0]:
+                raise DataError(path, "this row repeats the header line", number)
             if len(fields) != pick.width:
                 raise DataError(
                     path,
@@ -132,7 +136,11 @@ def _read(path, parse, columns: list[str] | None = None) -> list:
 @dataclass(frozen=True)
 class _Columns:
     indices: list[int]  # of the picked columns, in the family's order
-    width: int  # fields per line
+    header: list[str]  # the header's names, one per field
+
+    @property
+    def width(self) -> int:  # fields per line
+        return len(self.header)
 
 
 def _header(path, lines: Iterator[tuple[int, str]], columns: list[str]) -> _Columns:
@@ -148,7 +156,10 @@ def _header(path, lines: Iterator[tuple[int, str]], columns: list[str]) -> _Colu
             f"no column named {missing[0]!r}; the header names {', '.join(map(repr, header))}",
             number,
         )
-    return _Columns([header.index(name) for name in columns], len(header))
+    twice = [name for name in columns if header.count(name) > 1]
+    if twice:
+        raise DataError(path, f"the header names {twice[0]!r} twice", number)
+    return _Columns([header.index(name) for name in columns], header)
 
 
 def _fields(
@@ -162,9 +173,19 @@ def _fields(
             number,
         )
     for index, field in enumerate(fields, 1):
-        if not field:
+        if _blank(field):
             raise DataError(path, f"field {index} is empty; expected {layout}", number)
     return fields
+
+
+def _blank(field: str) -> bool:
+    """Whether a stripped field is empty, or holds only format characters (Unicode
+    category Cf: zero-width spaces and joiners, U+FEFF, the soft hyphen), which encode to
+    no token, and whitespace. Such characters are not printable, so a printable field is
+    checked no further."""
+    if field.isprintable():
+        return not field
+    return not "".join(c for c in field if unicodedata.category(c) != "Cf").strip()
 
 
 def read_text(path: str | os.PathLike, columns: None = None) -> list[PromptCompletion]:
@@ -176,12 +197,34 @@ def read_text(path: str | os.PathLike, columns: None = None) -> list[PromptCompl
 
 
 def read_stream(path: str | os.PathLike) -> str:
-    """A whole plain text file as it is (newlines and spaces kept, a byte-order mark
-    dropped), for language modelling on one token stream."""
-    text = "\n".join(line for _, line in _lines(path, keep_blank=True))
+    """A whole plain text file as it is (newlines and spaces kept, CR LF and CR line ends
+    made LF, a byte-order mark dropped), for language modelling on one token stream.
+
+    The file is decoded at once rather than line by line: a list of its lines took six
+    times the file's size in memory."""
+    try:
+        with open(path, "rb") as file:
+            raw = file.read()
+    except OSError as error:
+        raise DataError(path, f"cannot read the file ({error.strerror or error})") from None
+    try:
+        text = raw.decode("utf-8")  # not utf-8-sig, whose error offsets skip the mark
+    except UnicodeDecodeError as error:
+        raise DataError(path, "the line is not valid UTF-8", _line_at(raw, error.start)) from None
+    del raw
+    # Lines end as bytes.splitlines ends them, and the last one's end is no text.
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    text = text.removesuffix("\n")
     if not text.strip():
         raise DataError(path, "the file holds no examples (it is empty or blank)")
     return text
+
+
+def _line_at(raw: bytes, offset: int) -> int:
+    """The 1-based number of the line holding byte `offset` (lines end at LF, CR LF or
+    CR)."""
+    before = raw[:offset]
+    return before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
 
 
 def read_translation_tsv(

@@ -89,6 +89,14 @@ def even_batches(data: tf.data.Dataset, replicas: int) -> tf.data.Dataset:
     return data.filter(not_empty).map(cut, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def stream_batches(windows: int, batch_size: int, replicas: int = 1) -> int:
+    """The batches of one pass over `windows` windows of a token stream (full batches
+    and a smaller last one), after `even_batches` where `replicas` > 1: a batch of fewer
+    rows than `replicas` is dropped."""
+    full, last = divmod(windows, batch_size)
+    return full * (batch_size >= replicas) + (last >= max(1, replicas))
+
+
 @dataclasses.dataclass
 class FamilySetup:
     """The family-specific pieces of a run.
@@ -152,6 +160,7 @@ class FamilySetup:
                     [p.source for p in pairs] + [p.target for p in pairs],
                     sizes[0] or task.tokenizer_options["vocabulary_size"],
                     model_type=kinds[0] or "unigram",
+                    normalization="identity",  # the target side's, as fit_tokenizers
                 )
                 tokenizers = (shared, shared)
             else:
@@ -215,10 +224,13 @@ class FamilySetup:
         replicas: int = 1,
     ) -> tf.data.Dataset:
         """The `tf.data` pipeline of one split, cut to the model's maximum lengths; with
-        `replicas` > 1, batches made fit for a multi-replica strategy (`even_batches`)."""
+        `replicas` > 1, batches made fit for a multi-replica strategy (`even_batches`).
+        A token stream's pipeline knows its length (`Dataset.cardinality`); the others'
+        bucketing hides it."""
         examples = getattr(self.task, split)
         options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed)
         max_length = self.backbone(model).max_length
+        batches = None  # in one pass, where known without iterating
         if self.family == "encoder-decoder":
             data = translation_dataset(
                 examples,
@@ -229,11 +241,12 @@ class FamilySetup:
                 **options,
             )
         elif self.task.stream:
-            ids = self.tokenizer.encode(examples[0].text)
+            ids = examples[0].token_ids(self.tokenizer)  # encoded once, by `check_windows`
             windows = self.windows if split == "train" else "epoch"  # all of it, in order
             data = stream_dataset(
                 ids, max_length=max_length, windows=windows, bos_id=self.tokenizer.bos_id, **options
             )
+            batches = stream_batches(len(ids) // max_length, batch_size, replicas)
         elif self.family == "decoder-only":
             data = language_model_dataset(
                 examples, self.tokenizer, max_length=max_length, **options
@@ -242,7 +255,11 @@ class FamilySetup:
             data = classification_dataset(
                 examples, self.tokenizer, self.task.label_names, max_length=max_length, **options
             )
-        return even_batches(data, replicas) if replicas > 1 else data
+        if replicas > 1:
+            data = even_batches(data, replicas)
+            if batches is not None:  # which even_batches' filter hides from tf.data
+                data = data.apply(tf.data.experimental.assert_cardinality(batches))
+        return data
 
     def longer_than(self, max_length: int, split: str = "train") -> int:
         """How many examples of `split` the pipelines cut to `max_length` tokens (their

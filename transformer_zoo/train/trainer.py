@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import keras
 
 from transformer_zoo import run_directory as rd
+from transformer_zoo.data.task import SPLIT_NAMES
 from transformer_zoo.data.tasks import limit_task, load_task
 from transformer_zoo.evaluation.evaluate import evaluate
 from transformer_zoo.files import atomic_path, read_json, remove_stale_staging, write_json
@@ -361,8 +362,13 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         )
         execution = distribution.steps_per_execution(config.strategy, config.steps_per_execution)
         # Bucketing hides the epoch length from tf.data; counting one pass (which fills the
-        # pipeline's cache, so the first epoch is not slower) sizes the run.
-        plan = plan_steps(config, sum(1 for _ in train_data), execution)
+        # pipeline's cache, so the first epoch is not slower) sizes the run. A token
+        # stream's pipeline knows it (a pass over a 100 MB text: 5 s to count at batch
+        # 128, more at smaller ones).
+        batches = int(train_data.cardinality())
+        if batches < 0:
+            batches = sum(1 for _ in train_data)
+        plan = plan_steps(config, batches, execution)
         print(plan.describe(config, setup.backbone(model).dropout), flush=True)
         _warn_cut(setup, setup.backbone(model).max_length)
         train_data = train_data.repeat()  # epochs of plan.steps_per_epoch steps each
@@ -483,13 +489,21 @@ def _restored(callbacks) -> dict | None:
 
 
 def _warn_cut(setup: FamilySetup, max_length: int) -> None:
-    cut = setup.longer_than(max_length)
-    if cut:
+    """One line, where any example is cut: how many of each split the pipelines cut to
+    the model's `max_length` tokens (the held-out ones too: the validation loss and the
+    test scores read them cut)."""
+    counts = {split: setup.longer_than(max_length, split) for split in SPLIT_NAMES}
+    if any(counts.values()):
+        train, valid, test = (
+            f"{counts[split]} of {len(getattr(setup.task, split))} {name}"
+            for split, name in SPLIT_NAMES.items()
+        )
         log.warning(
-            "%d of %d training examples are longer than the model's %d tokens and are cut "
-            "to it (a preset with a larger max_length keeps them whole)",
-            cut,
-            len(setup.task.train),
+            "%s, %s and %s examples are longer than the model's %d tokens and are cut to it "
+            "(a preset with a larger max_length keeps them whole)",
+            train,
+            valid,
+            test,
             max_length,
         )
 
