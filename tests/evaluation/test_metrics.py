@@ -20,6 +20,13 @@ def test_exact_match_compares_whole_strings():
     assert exact_match([" 十五 "], ["十五"]) == 1.0
 
 
+def test_exact_match_collapses_whitespace_on_both_sides():
+    """A tokenizer that collapses spaces cannot write the double space of a reference:
+    runs of whitespace count as one space, on either side; no space is not one."""
+    assert exact_match(["five o'clock"], ["five  o'clock"]) == 1.0
+    assert exact_match(["a \t b", "ab"], [" a b", "a b"]) == 0.5
+
+
 def test_bleu_uses_sacrebleus_chinese_tokenizer():
     predictions = ["2021年3月6日星期五", "下午三点十五分"]
     references = ["2021年3月5日星期五", "下午三点十五分"]
@@ -47,6 +54,17 @@ def test_per_category_scores_each_category_and_all():
         ["dates", "dates", "times", "numbers"],
     )
     assert scores == {"all": 0.75, "dates": 0.5, "numbers": 1.0, "times": 1.0}
+
+
+def test_examples_without_a_category_count_in_all_only_and_all_is_no_category():
+    """An empty category is none: its examples count in the overall score alone, which
+    no category can overwrite; a category named "all" is refused, by name."""
+    predictions, references = ["a b c d", "x y z w", "a b c d"], ["a b c d", "p q r s", "a b c d"]
+    scores = per_category(exact_match, predictions, references, ["dates", "", "dates"])
+    assert scores == {"dates": 1.0, "all": 2 / 3}
+    assert list(scores)[-1] == "all"
+    with pytest.raises(ValueError, match="category 'all' at example 1"):
+        per_category(exact_match, predictions, references, ["dates", "all", "dates"])
 
 
 def test_mismatched_or_empty_inputs_are_rejected():
@@ -90,6 +108,21 @@ def test_phone_error_rate_uses_the_closest_reference_and_its_length():
     assert phone_error_rate(G2P_PREDICTIONS, G2P_REFERENCES) == pytest.approx(2 / 12)
     # Without spaces the symbols are characters: kitten -> sitting is 3 edits over 7.
     assert phone_error_rate(["kitten"], ["sitting"]) == pytest.approx(3 / 7)
+
+
+def test_phone_error_rate_splits_every_string_as_its_corpus_does():
+    """Phones where any reference is space-separated, else characters, for every
+    prediction and reference alike: a one-phone pronunciation is one phone."""
+    from transformer_zoo.evaluation.metrics import phone_error_rate
+
+    # AY1 -> AA1 is one substitution over 1 + 3 phones (not 1 of 3 characters).
+    assert phone_error_rate(["AY1", "K AE1 T"], ["AA1", "K AE1 T"]) == pytest.approx(1 / 4)
+    # Likewise where only one reference of several is spaced: AA1 is 0 edits from its
+    # second reference (1 phone), AY1 1 substitution from AA1 (1 phone).
+    assert phone_error_rate(["AA1", "AY1"], [["EY1 EY1", "AA1"], "AA1"]) == 1 / 2
+    # A character corpus: the space a prediction holds is a character, one insertion
+    # over 5 characters, not 2 symbols (2021, 年) against 5.
+    assert phone_error_rate(["2021 年"], ["2021年"]) == pytest.approx(1 / 5)
 
 
 def test_exact_match_bleu_and_chrf_take_several_references():

@@ -3,6 +3,8 @@ is translated once and is right when the output equals any of them, in every met
 
 from __future__ import annotations
 
+import pytest
+
 from transformer_zoo.data.examples import TranslationPair
 from transformer_zoo.data.tasks import Task
 from transformer_zoo.evaluation.evaluate import evaluate, predict
@@ -27,3 +29,25 @@ def test_each_source_is_scored_against_all_its_targets(family_artifacts):
     assert result["wer"]["all"] == 1 / 3
     assert 0 < result["per"]["all"] < 1
     assert [e["input"] for errors in result["errors"].values() for e in errors] == [SOURCES[2]]
+
+
+def test_examples_without_a_category_count_in_all_only(family_artifacts):
+    """A test split where some examples have a category and some none: "all" is the score
+    over every example, not over those without a category; a category named "all" is
+    refused before anything is decoded."""
+    served = load_onnx(family_artifacts("encoder-decoder").export_dir)
+    outputs = predict(served, [TranslationPair(s, "") for s in SOURCES])
+    test = [
+        TranslationPair(SOURCES[0], outputs[0] + " x", "dates"),
+        TranslationPair(SOURCES[1], outputs[1]),
+        TranslationPair(SOURCES[2], outputs[2]),
+    ]
+    result = evaluate(served, Task("hand-made", "encoder-decoder", [], [], test))
+    assert result["exact_match"] == {"dates": 0.0, "all": 2 / 3}
+    assert result["wer"] == {"dates": 1.0, "all": 1 / 3}
+    assert set(result["per"]) == {"dates", "all"}
+    assert result["errors"].keys() == {"dates", "all"}
+    assert [e["input"] for e in result["errors"]["all"]] == [SOURCES[0]]
+    test[0] = TranslationPair(SOURCES[0], outputs[0], "all")
+    with pytest.raises(ValueError, match="category 'all' at example 0"):
+        evaluate(served, Task("hand-made", "encoder-decoder", [], [], test))

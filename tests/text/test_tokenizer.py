@@ -5,6 +5,7 @@ import io
 import os
 import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 import pytest
@@ -33,6 +34,15 @@ TRICKY_TEXTS = [
     "  two   spaces  ",
     "",
     "下午三点十五分 quarter past three",
+]
+# What NFKC changes (`，` → `,`, `２` → `2`, `ﬁ` → `fi`), and what a Chinese target is
+# made of: full-width punctuation and digits, curly quotes, a ligature, a run of spaces.
+FULL_WIDTH_TEXTS = [
+    "你好，世界！",
+    "今天是星期五，天气很好。",
+    "他说：“我们走吧？”",
+    "２０２１年３月５日",
+    "ﬁve  o'clock",
 ]
 
 
@@ -149,6 +159,7 @@ def test_a_model_with_other_special_ids_is_rejected():
         ({"vocabulary_size": 3}, "vocabulary_size"),
         ({"vocabulary_size": 50, "model_type": "bytes"}, "model_type"),
         ({"vocabulary_size": 50, "character_coverage": 0}, "character_coverage"),
+        ({"vocabulary_size": 50, "normalization": "nfc"}, "normalization"),
     ],
 )
 def test_bad_training_arguments_are_rejected(kwargs, match):
@@ -196,13 +207,13 @@ def test_every_han_character_is_a_piece_of_its_own(dates, shared_tokenizer):
     assert any(len(HAN.findall(merged.id_to_piece(i))) > 1 for i in range(merged.vocabulary_size))
 
 
-@pytest.mark.parametrize("keep_whitespace", [False, True])
-def test_characters_found_only_in_very_long_lines_are_learnt(keep_whitespace):
+@pytest.mark.parametrize("normalization", ["nfkc", "identity", "verbatim"])
+def test_characters_found_only_in_very_long_lines_are_learnt(normalization):
     """SentencePiece skipped sentences over 4,192 bytes: their characters became <unk>, and
     a text of long lines only failed to train at all."""
     long_line = " ".join(["naïve épée"] * 1000)  # 11,000 characters
     for texts in ([long_line] * 3, ["a short line"] * 20 + [long_line]):
-        tokenizer = train_tokenizer(texts, 40, keep_whitespace=keep_whitespace)
+        tokenizer = train_tokenizer(texts, 40, normalization=normalization)
         ids = tokenizer.encode("naïve épée")
         assert tokenizer.unk_id not in ids
         assert tokenizer.decode(ids) == "naïve épée"
@@ -221,12 +232,13 @@ def test_a_sentencepiece_failure_is_a_one_line_value_error(monkeypatch):
     )
 
 
+@pytest.mark.parametrize("normalization", ["identity", "verbatim"])
 @pytest.mark.parametrize("model_type", ["unigram", "bpe", "char"])
-def test_kept_whitespace_keeps_tabs_as_characters_of_their_own(model_type):
-    """The identity normalization of `keep_whitespace` keeps a tab (NFKC makes it a
-    space): the vocabulary must grow to hold it, as it does for every other character."""
+def test_identity_normalizations_keep_tabs_as_characters_of_their_own(model_type, normalization):
+    """The identity normalization keeps a tab (NFKC makes it a space): the vocabulary
+    must grow to hold it, as it does for every other character."""
     texts = ["a\tb c\td e", "f\tg h"]
-    tokenizer = train_tokenizer(texts, 6, model_type=model_type, keep_whitespace=True)
+    tokenizer = train_tokenizer(texts, 6, model_type=model_type, normalization=normalization)
     for text in texts:
         ids = tokenizer.encode(text)
         assert tokenizer.unk_id not in ids and tokenizer.decode(ids) == text
@@ -238,3 +250,25 @@ def test_a_tuple_of_texts_encodes_as_the_list_does(shared_tokenizer):
     texts = ("March 5, 2021", "2021年3月5日")
     expected = spm.SentencePieceProcessor(model_proto=shared_tokenizer.proto).encode(list(texts))
     assert shared_tokenizer.encode(texts) == shared_tokenizer.encode(list(texts)) == expected
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe", "char", "word"])
+def test_identity_normalization_gives_back_every_character_with_spaces_collapsed(model_type):
+    """What a model writes through this tokenizer can be the reference: full-width
+    punctuation and digits and ligatures come back as they went in (in-graph too, as the
+    training pipelines tokenize); only runs of spaces are collapsed."""
+    tokenizer = train_tokenizer(
+        FULL_WIDTH_TEXTS * 5, 40, model_type=model_type, normalization="identity"
+    )
+    for text in FULL_WIDTH_TEXTS + ["  ﬁve   o'clock "]:
+        ids = tokenizer.encode(text)
+        assert tokenizer.unk_id not in ids
+        assert tokenizer.decode(ids) == " ".join(text.split())
+    assert _graph_ids(tokenizer, FULL_WIDTH_TEXTS) == tokenizer.encode(FULL_WIDTH_TEXTS)
+
+
+def test_nfkc_normalization_stays_the_default_for_text_a_model_only_reads():
+    tokenizer = train_tokenizer(FULL_WIDTH_TEXTS * 5, 40)
+    for text in FULL_WIDTH_TEXTS:
+        expected = " ".join(unicodedata.normalize("NFKC", text).split())
+        assert tokenizer.decode(tokenizer.encode(text)) == expected

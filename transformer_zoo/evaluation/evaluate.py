@@ -10,9 +10,9 @@ ONNX files), so every engine is scored by the same code on the same inputs:
   either) → exact match, BLEU (sacreBLEU; its Chinese tokenizer when the targets are
   Chinese, named in `bleu_tokenize`), chrF, `wer` (share of sources matching none of
   their targets) and `per` (symbol edits to the closest target over its length: phones
-  where targets are space-separated, else characters), per category; and teacher-forced
-  token accuracy, `loss` (nats per token, no label smoothing) and perplexity of the
-  references;
+  where any target is space-separated, else characters, in every output and target
+  alike), per category; and teacher-forced token accuracy, `loss` (nats per token, no
+  label smoothing) and perplexity of the references;
 - decoder-only: greedy completion of every prompt (at most 64 tokens, within the
   context, however the prompts are batched) → exact match and BLEU of the completions
   when the examples have prompts; token accuracy and perplexity over the tokens the loss
@@ -41,10 +41,13 @@ from tqdm import tqdm
 from transformer_zoo.data.examples import TextStream
 from transformer_zoo.errors import with_article
 from transformer_zoo.evaluation.metrics import (
+    OVERALL,
     accuracy,
     bleu,
+    check_categories,
     chrf,
     exact_match,
+    matches,
     per_category,
     phone_error_rate,
     word_error_rate,
@@ -90,12 +93,13 @@ def evaluate(
             forcing (None: where standard error is a terminal).
 
     Returns:
-        A JSON-ready dict: `split`, `examples`, the family's scores (per category where
-        the examples have categories), `samples` (the first predictions), `errors` (a
-        few wrong predictions per category) and `seconds`.
+        A JSON-ready dict: `split`, `examples`, the family's scores (under "all" over
+        every example, and per category where examples have one), `samples` (the first
+        predictions), `errors` (a few wrong predictions, likewise) and `seconds`.
 
     Raises:
-        ValueError: an unknown or empty split, or a model of another family.
+        ValueError: an unknown or empty split, a model of another family, or an
+            example category named "all".
         DataError: a token stream shorter than one window of the model's context.
     """
     if split not in ("test", "valid"):
@@ -119,7 +123,8 @@ def evaluate(
         result["seconds"] = round(time.perf_counter() - started, 2)
         return result
     scored = _distinct_sources(examples) if task.family == "encoder-decoder" else examples
-    categories = [e.category or "all" for e in scored]
+    categories = [e.category for e in scored]  # "": none, scored under "all" only
+    check_categories(categories)  # before the decoding, not after
     inputs, references = _inputs_and_references(scored)
     predictions = predict(served, scored, search, progress)
     if task.family == "encoder-only":
@@ -202,7 +207,7 @@ def primary_score(result: dict) -> tuple[str, float]:
     text, else accuracy, else token accuracy (plain-text language models)."""
     for name in ("exact_match", "accuracy"):
         if name in result:
-            return name, result[name]["all"]
+            return name, result[name][OVERALL]
     return "token_accuracy", result["token_accuracy"]
 
 
@@ -259,7 +264,7 @@ def _token_scores(
     length = served.max_length
     windows = None
     if isinstance(examples[0], TextStream):
-        ids = [t for e in examples for t in served.tokenizer.encode(e.text)]
+        ids = np.concatenate([e.token_ids(served.tokenizer) for e in examples]).tolist()
         bos = served.tokenizer.bos_id
         starts = stream_starts(len(ids), length)[:windows_limit]
         rows = [stream_window(ids, s, length, bos_id=bos) for s in starts]
@@ -334,14 +339,18 @@ def _text_scores(predictions, references, categories) -> dict:
 
 
 def _errors(rows) -> dict[str, list[dict]]:
-    """The first few wrong predictions of each category."""
+    """The first few wrong predictions of each category and, as `per_category` has its
+    scores, of all examples ("all")."""
     errors: dict[str, list[dict]] = {}
     for given, reference, prediction, category in rows:
-        wrong = errors.setdefault(category, [])
-        right = exact_match([prediction], [reference]) == 1.0
-        if not right and len(wrong) < ERRORS_PER_CATEGORY:
-            wrong.append({"input": given, "reference": reference, "prediction": prediction})
-    return {category: wrong for category, wrong in errors.items() if wrong}
+        if matches(prediction, reference):
+            continue
+        error = {"input": given, "reference": reference, "prediction": prediction}
+        for group in [OVERALL, category] if category else [OVERALL]:
+            wrong = errors.setdefault(group, [])
+            if len(wrong) < ERRORS_PER_CATEGORY:
+                wrong.append(error)
+    return errors
 
 
 def evaluate_directory(
@@ -401,7 +410,7 @@ def headline(result: dict) -> dict:
     for name in HEADLINE:
         if name in result:
             value = result[name]
-            flat[name] = value["all"] if isinstance(value, dict) else value
+            flat[name] = value[OVERALL] if isinstance(value, dict) else value
     if "loss" in result:
         flat["val_loss"] = result["loss"]
     for name in ("perplexity", "token_accuracy", "tokens", "seconds"):

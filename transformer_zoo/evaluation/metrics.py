@@ -25,17 +25,24 @@ def _check_lengths(predictions: Sequence, references: Sequence) -> None:
 
 # Every metric takes, per prediction, one reference (a str) or several right ones (a list).
 Reference = str | Sequence[str]
+OVERALL = "all"  # `per_category`'s key for the score over all examples
 
 
 def exact_match(predictions: Sequence[str], references: Sequence[Reference]) -> float:
-    """Share of predictions equal to one of their references, whole string (surrounding
-    whitespace ignored)."""
+    """Share of predictions equal to one of their references, whole string, with
+    whitespace collapsed on both sides (`matches`): a tokenizer that collapses spaces, as
+    every line tokenizer here does, cannot write a double space, and BLEU and chrF do not
+    see it either."""
     _check_lengths(predictions, references)
-    hits = sum(
-        any(p.strip() == r.strip() for r in _alternatives(refs))
-        for p, refs in zip(predictions, references, strict=True)
-    )
+    hits = sum(matches(p, refs) for p, refs in zip(predictions, references, strict=True))
     return hits / len(references)
+
+
+def matches(prediction: str, reference: Reference) -> bool:
+    """Whether `prediction` equals one of `reference`'s alternatives once surrounding
+    whitespace is dropped and every run of whitespace inside is one space."""
+    given = " ".join(prediction.split())
+    return any(given == " ".join(r.split()) for r in _alternatives(reference))
 
 
 def reference_streams(references: Sequence[Reference]) -> list[list[str]]:
@@ -68,36 +75,44 @@ def _alternatives(reference: str | Sequence[str]) -> list[str]:
     return [reference] if isinstance(reference, str) else list(reference)
 
 
-def symbols(text: str) -> list[str]:
-    """The units an error rate counts: whitespace-separated symbols (phones, words) where
-    the text has spaces, else its characters."""
-    text = text.strip()
-    return text.split() if any(c.isspace() for c in text) else list(text)
+def space_separated(references: Sequence[Reference]) -> bool:
+    """Whether an error rate over `references` counts whitespace-separated symbols
+    (phones, words), as it does where any reference holds whitespace inside, or else
+    characters. Decided once per corpus and applied to every prediction and reference
+    alike: a one-phone pronunciation (`AY1`) is one phone, not three characters."""
+    return any(
+        any(c.isspace() for c in r.strip()) for refs in references for r in _alternatives(refs)
+    )
+
+
+def symbols(text: str, spaced: bool) -> list[str]:
+    """The units an error rate counts in `text`: its whitespace-separated symbols where
+    `spaced` (`space_separated`), else its characters (surrounding whitespace dropped)."""
+    return text.split() if spaced else list(text.strip())
 
 
 def word_error_rate(predictions: Sequence[str], references: Sequence[Reference]) -> float:
-    """Share of predictions equal to none of their references (surrounding and repeated
-    whitespace ignored): the word error rate of grapheme-to-phoneme, where each word is
-    one prediction and may have several right pronunciations."""
+    """Share of predictions equal to none of their references (`matches`: whitespace
+    collapsed): the word error rate of grapheme-to-phoneme, where each word is one
+    prediction and may have several right pronunciations; one minus `exact_match`."""
     _check_lengths(predictions, references)
-    wrong = 0
-    for prediction, reference in zip(predictions, references, strict=True):
-        given = " ".join(prediction.split())
-        wrong += all(given != " ".join(r.split()) for r in _alternatives(reference))
+    wrong = sum(not matches(p, refs) for p, refs in zip(predictions, references, strict=True))
     return wrong / len(references)
 
 
 def phone_error_rate(predictions: Sequence[str], references: Sequence[Reference]) -> float:
     """Corpus symbol error rate: for each prediction, the Levenshtein distance (rapidfuzz)
     in `symbols` to its closest reference, summed and divided by the summed lengths of
-    those closest references."""
+    those closest references. The symbols are phones where any reference is
+    space-separated, else characters (`space_separated`), the same for every string."""
     _check_lengths(predictions, references)
+    spaced = space_separated(references)
     edits = length = 0
     for prediction, reference in zip(predictions, references, strict=True):
-        given = symbols(prediction)
+        given = symbols(prediction, spaced)
         distance, size = min(
-            (Levenshtein.distance(given, symbols(r)), len(symbols(r)))
-            for r in _alternatives(reference)
+            (Levenshtein.distance(given, wanted), len(wanted))
+            for wanted in (symbols(r, spaced) for r in _alternatives(reference))
         )
         edits, length = edits + distance, length + size
     if not length:
@@ -118,19 +133,37 @@ def corpus_perplexity(total_negative_log_likelihood: float, token_count: int) ->
     return math.exp(total_negative_log_likelihood / token_count)
 
 
+def check_categories(categories: Sequence[str]) -> None:
+    """Raises `ValueError` where a category is named `OVERALL`, the name of the score
+    over all examples, which it would stand for."""
+    if OVERALL in categories:
+        raise ValueError(
+            f"An example's category is named {OVERALL!r}, the name of the score over all "
+            f"examples: rename that category. Received: category {OVERALL!r} at example "
+            f"{list(categories).index(OVERALL)}"
+        )
+
+
 def per_category(
     metric: Callable[[Sequence, Sequence], float],
     predictions: Sequence,
     references: Sequence,
     categories: Sequence[str],
 ) -> dict[str, float]:
-    """`metric` over all examples ("all") and over each category's examples."""
+    """`metric` over each category's examples and, last, over all examples (`OVERALL`,
+    "all"). An example of category "" has none: it counts in "all" only.
+
+    Raises:
+        ValueError: mismatched lengths, or a category named "all" (`check_categories`).
+    """
     _check_lengths(predictions, references)
     _check_lengths(categories, references)
+    check_categories(categories)
     groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
     for prediction, reference, category in zip(predictions, references, categories, strict=True):
-        groups[category][0].append(prediction)
-        groups[category][1].append(reference)
-    scores = {"all": metric(predictions, references)}
-    scores.update({c: metric(p, r) for c, (p, r) in sorted(groups.items())})
+        if category:
+            groups[category][0].append(prediction)
+            groups[category][1].append(reference)
+    scores = {c: metric(p, r) for c, (p, r) in sorted(groups.items())}
+    scores[OVERALL] = metric(predictions, references)
     return scores

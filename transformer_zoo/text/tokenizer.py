@@ -28,6 +28,19 @@ _DELIMITER = "\u2063"
 # long lines only failed to train at all: long texts train as chunks of at most this many
 # characters (4 bytes each at most in UTF-8), cut at a space where there is one.
 _CHUNK = 4096
+# SentencePiece's options for each `normalization` of `train_tokenizer`; its default rule,
+# nmt_nfkc, is NFKC with a few NMT clean-ups.
+_NORMALIZATION_OPTIONS = {
+    "nfkc": {},
+    "identity": dict(normalization_rule_name="identity"),
+    "verbatim": dict(
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        add_dummy_prefix=False,
+        user_defined_symbols=["\n"],
+    ),
+}
+NORMALIZATIONS = tuple(_NORMALIZATION_OPTIONS)
 
 
 class Tokenizer:
@@ -143,7 +156,7 @@ def train_tokenizer(
     character_coverage: float = 1.0,
     split_digits: bool = True,
     split_han: bool = True,
-    keep_whitespace: bool = False,
+    normalization: str = "nfkc",
 ) -> Tokenizer:
     """Trains a SentencePiece model on `texts` with the zoo's special ids.
 
@@ -160,9 +173,20 @@ def train_tokenizer(
         split_han: make every Han character its own piece, as BERT does for CJK text.
             Chinese marks no word boundaries, so a unigram model would otherwise spend
             the vocabulary on phrases such as 晚上九点四十, each a rare class of its own.
-        keep_whitespace: text as it is, for a token stream: no NFKC normalization, no
-            collapsing of spaces, no "▁" before the text, and a piece for the newline, so
-            that `decode(encode(text)) == text` for text of known characters.
+        normalization: what the tokenizer does to text before splitting it, and so which
+            text `decode` can give back:
+            - `"nfkc"` (default, SentencePiece's nmt_nfkc): NFKC, which makes full-width
+              forms, ligatures and other compatibility characters plain (`，` → `,`,
+              `２` → `2`, `ﬁ` → `fi`), and spaces collapsed (leading, trailing and
+              repeated ones dropped). For input text only: a model whose output it
+              decodes can never write those characters, even where they are the right
+              text (Chinese punctuation).
+            - `"identity"`: every character kept, spaces still collapsed, so that
+              `decode(encode(text))` is `text` but for its spaces, for text of known
+              characters: for the text a model writes (targets, completions).
+            - `"verbatim"`: text as it is, for a token stream: spaces not collapsed, no
+              "▁" before the text, and a piece for the newline, so that
+              `decode(encode(text)) == text` for text of known characters.
 
     Returns:
         The trained `Tokenizer`; `save` writes `tokenizer.model`.
@@ -173,6 +197,10 @@ def train_tokenizer(
         )
     if model_type not in MODEL_TYPES:
         raise ValueError(f"`model_type` must be one of {MODEL_TYPES}. Received: {model_type!r}")
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(
+            f"`normalization` must be one of {NORMALIZATIONS}. Received: {normalization!r}"
+        )
     if not 0.0 < character_coverage <= 1.0:
         raise ValueError(f"`character_coverage` must be in (0, 1]. Received: {character_coverage}")
     texts = [t for t in texts if t.strip()]
@@ -180,26 +208,20 @@ def train_tokenizer(
         raise ValueError("`texts` holds no non-empty sentence to train the tokenizer on.")
     if character_coverage == 1.0:
         # SentencePiece refuses a vocabulary smaller than the characters it must keep
-        # (counted after its normalization), plus the special pieces and "▁". NFKC makes
-        # a tab a space ("▁"); the identity normalization of `keep_whitespace` keeps it.
-        normalize = (lambda t: t) if keep_whitespace else partial(unicodedata.normalize, "NFKC")
+        # (counted after its normalization), plus the special pieces, "▁" and, verbatim,
+        # the newline. NFKC makes a tab a space ("▁"); the identity normalization keeps it.
+        nfkc = normalization == "nfkc"
+        normalize = partial(unicodedata.normalize, "NFKC") if nfkc else (lambda t: t)
         characters = set("".join(normalize(t) for t in texts))
-        spaces = {" "} if keep_whitespace else {" ", "\t"}
-        vocabulary_size = max(vocabulary_size, len(characters - spaces) + 6 + keep_whitespace)
+        spaces = {" ", "\t"} if nfkc else {" "}
+        pieces = len(characters - spaces) + 6 + (normalization == "verbatim")
+        vocabulary_size = max(vocabulary_size, pieces)
     # Only unigram and BPE merge characters (and take SentencePiece's delimiter).
     split_han = split_han and model_type in ("unigram", "bpe")
     if split_han:
         texts = [HAN.sub(f"{_DELIMITER}\\1{_DELIMITER}", t) for t in texts]
     texts = [chunk for t in texts for chunk in _chunks(t)]
     model = io.BytesIO()
-    whitespace = {}
-    if keep_whitespace:
-        whitespace = dict(
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=False,
-            add_dummy_prefix=False,
-            user_defined_symbols=["\n"],
-        )
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(texts),
@@ -213,7 +235,7 @@ def train_tokenizer(
             bos_id=BOS_ID,
             eos_id=EOS_ID,
             control_symbols=[MASK_PIECE],
-            **whitespace,
+            **_NORMALIZATION_OPTIONS[normalization],
             pretokenization_delimiter=_DELIMITER if split_han else "",
             hard_vocab_limit=False,
             max_sentence_length=4 * _CHUNK,  # bytes
