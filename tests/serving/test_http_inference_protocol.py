@@ -199,6 +199,57 @@ def test_triton_bad_requests_raise_the_servers_error(triton_client, server):
     assert triton_client.is_server_ready()
 
 
+TEXT = {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a"]}
+MALFORMED = [
+    ({"inputs": [TEXT], "parameters": [1]}, "`parameters` must be an object"),
+    ({"inputs": [{**TEXT, "parameters": 5}]}, "`parameters` must be an object"),
+    ({"inputs": [{**TEXT, "name": ["text"]}]}, "must be strings"),
+    ({"inputs": [{**TEXT, "datatype": ["BYTES"]}]}, "must be strings"),
+    ({"inputs": [TEXT, {**TEXT, "data": ["b"]}]}, "'text' is given twice"),
+    ({"inputs": [{**TEXT, "shape": [True]}]}, "`shape` must be a list of sizes"),
+    ({"inputs": [{**TEXT, "shape": [1, 2], "data": ["a", "b"]}]}, "shape [1, 2]"),
+    ({"inputs": [{**TEXT, "shape": []}]}, "shape []"),
+    ({"inputs": [TEXT], "outputs": [{"name": "text"}, {"name": "text"}]}, "twice"),
+    ({"inputs": [TEXT], "parameters": {"temperature": -1.0}}, "temperature"),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), MALFORMED)
+def test_malformed_infer_requests_are_400_never_500(server, triton_client, body, message):
+    """Each was a 500 (a list's `.get`, an unhashable name), silently the last of two
+    inputs, a 2-D or 0-D batch read as [N], or a negative temperature read as greedy."""
+    status, _, answer = server.request("POST", "/v2/models/gpt/infer", body)
+    assert status == 400 and message in answer["error"], answer
+    assert triton_client.is_server_ready()
+
+
+def test_triton_client_refusals_of_shape_and_temperature(triton_client):
+    batch = triton.InferInput("text", [1, 2], "BYTES")
+    batch.set_data_from_numpy(np.array([["a", "b"]], dtype=object))
+    with pytest.raises(triton.InferenceServerException, match=r"shape \[1, 2\]"):
+        triton_client.infer("gpt", [batch])
+    with pytest.raises(triton.InferenceServerException, match="temperature"):
+        triton_client.infer("gpt", [text_input(["a"])], parameters={"temperature": -0.5})
+    asked = [
+        triton.InferRequestedOutput("text", binary_data=True),
+        triton.InferRequestedOutput("finish_reason", binary_data=False),
+    ]
+    result = triton_client.infer(
+        "gpt", [text_input(["a"])], outputs=asked, parameters={"max_tokens": 2}
+    )
+    outputs = {o["name"]: o for o in result.get_response()["outputs"]}
+    assert (
+        "binary_data_size" in outputs["text"]["parameters"] and "data" in outputs["finish_reason"]
+    )
+    assert len(_texts(result)) == 1 and _texts(result, "finish_reason") == ["length"]
+
+
+def test_a_lone_surrogate_is_malformed_json_not_a_500(server):
+    body = b'{"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["\\ud800"]}]}'
+    status, _, answer = server.request("POST", "/v2/models/gpt/infer", body)
+    assert status == 400 and "not valid JSON" in answer["error"], answer
+
+
 def test_a_name_with_a_slash_has_every_v2_route(exports):
     """vLLM-style `org/model` names are reachable on /v2 too, their /ready, /infer and
     /versions/1/... included (a `{name}` route takes no slash: they were 404)."""

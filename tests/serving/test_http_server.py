@@ -238,6 +238,88 @@ def test_null_n_echo_and_stream_read_as_their_defaults(server, local):
     assert [c["text"] for c in answer["choices"]] == completions(local["gpt"], "dogs", 16)
 
 
+# What the openai client sends, refused at the field it names (pydantic named a union's
+# member, `prompt.str`; a check across fields named none).
+REFUSED_FIELDS = [
+    ("completions", {"prompt": ["the cat", [5, 6]]}, "prompt", "`prompt` must be a string"),
+    ("completions", {"prompt": [True, 5]}, "prompt", "`prompt` must be a string"),
+    ("completions", {"prompt": "a", "stop": [5]}, "stop", "`stop` must be a string"),
+    ("completions", {"prompt": "a", "best_of": 3}, "best_of", "does not implement best_of"),
+    ("completions", {"prompt": "a", "suffix": "!"}, "suffix", "does not implement suffix"),
+    ("completions", {"prompt": "a", "max_tokens": 0}, "max_tokens", "needs `echo: true`"),
+    ("completions", {"prompt": "a", "logprobs": 6}, "logprobs", "less than or equal to 5"),
+    ("completions", {"prompt": "a", "top_p": 0}, "top_p", "greater than 0"),
+    ("completions", {"prompt": "a", "temperature": -1}, "temperature", "greater than or"),
+    ("embeddings", {"input": [1.5]}, "input", "`input` must be a string or a list"),
+]
+
+
+@pytest.mark.parametrize(("endpoint", "fields", "param", "message"), REFUSED_FIELDS)
+def test_refusals_name_the_field_at_fault(client, endpoint, fields, param, message):
+    defaults = {"model": "gpt", "max_tokens": 2} if endpoint == "completions" else {}
+    request = {"model": "embedder", **defaults, **fields}
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        getattr(client, endpoint).create(**request)
+    error = refused.value.body
+    assert error["param"] == param and message in error["message"], error
+
+
+def test_neutral_values_of_unimplemented_fields_are_taken(client, local):
+    # What clients send by default, or to mean "nothing": an empty suffix appends nothing.
+    answer = client.completions.create(
+        model="gpt", prompt="dogs", max_tokens=4, temperature=0, suffix="", best_of=1,
+        presence_penalty=0, frequency_penalty=0, logit_bias={}, user="someone",
+    )  # fmt: skip
+    assert [c.text for c in answer.choices] == completions(local["gpt"], "dogs", 4)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/completions", b'{"model": "gpt", "prompt": "\\ud800"}'),
+        ("/v1/completions", b'{"model": "gpt", "prompt": "a", "stop": "\\udc00"}'),
+        ("/v1/embeddings", b'{"model": "embedder", "input": "a \\udc00"}'),
+        ("/v1/completions", b'{"model": "gpt", "prompt": "a", "temperature": NaN}'),
+        ("/v1/completions", b'{"model": "gpt", "prompt": "a", "temperature": Infinity}'),
+    ],
+)
+def test_json_that_python_reads_but_no_text_holds_is_malformed(server, client, path, body):
+    """A lone surrogate escape (the tokenizers failed on it: 500) and NaN or Infinity are
+    not JSON (RFC 8259): 400, and the server serves on."""
+    status, _, answer = server.request("POST", path, body, {"Content-Type": "application/json"})
+    assert status == 400 and "not valid JSON" in answer["error"]["message"], answer
+    assert client.completions.create(model="gpt", prompt="a", max_tokens=1).choices
+
+
+@pytest.mark.parametrize("kind", ["text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_that_says_it_is_not_json_is_refused(server, client, kind):
+    """A browser sends these cross-origin without a CORS preflight: reading them as JSON
+    let any web page start generations. No Content-Type, or a JSON one, is read."""
+    body = json.dumps({"model": "gpt", "prompt": "a", "max_tokens": 1}).encode()
+    status, _, answer = server.request("POST", "/v1/completions", body, {"Content-Type": kind})
+    assert status == 415 and answer["error"]["code"] == 415 and kind in answer["error"]["message"]
+    for headers in ({}, {"Content-Type": "application/json; charset=utf-8"}):
+        status, _, answer = server.request("POST", "/v1/completions", body, headers)
+        assert status == 200, answer
+    assert client.completions.create(model="gpt", prompt="a", max_tokens=1).choices
+
+
+def test_a_model_is_retrieved_by_name(server, client):
+    assert client.models.retrieve("gpt").id == "gpt"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("nope")
+    assert missing.value.body["param"] == "model"
+    status, _, answer = server.request("GET", "/v1/models/")
+    assert status == 200 and {m["id"] for m in answer["data"]} >= {"gpt", "embedder"}
+
+
+def test_a_wrong_method_is_405_with_allow_in_the_protocols_shape(server):
+    status, headers, answer = server.request("GET", "/v1/completions")
+    assert status == 405 and headers["allow"] == "POST" and answer["error"]["code"] == 405
+    status, headers, answer = server.request("POST", "/v2/health/live")
+    assert status == 405 and headers["allow"] == "GET" and "error" in answer
+
+
 def test_token_ids_for_embeddings_are_refused_by_name(client):
     for ids in ([5, 6, 7], [[5, 6, 7]]):
         with pytest.raises(openai.UnprocessableEntityError) as refused:

@@ -71,7 +71,9 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException):
-        return _error(request.url.path, RequestError(error.status_code, str(error.detail)))
+        # its headers too: a 405's `Allow`, which RFC 9110 requires, names the methods
+        error = RequestError(error.status_code, str(error.detail), headers=error.headers)
+        return _error(request.url.path, error)
 
     # --- health and metrics -------------------------------------------------------------
     @app.get("/health")

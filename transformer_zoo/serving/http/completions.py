@@ -5,6 +5,7 @@ by the OpenAI and the Open Inference Protocol routes."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -29,7 +30,14 @@ class RequestError(Exception):
 def strategy(temperature, top_p, top_k, seed) -> Greedy | Sampling:
     """vLLM's reading of the sampling fields: temperature 0 is greedy; top_p 1 and top_k
     -1 (or None) keep every token. Any integer seed, negative too, names one generator
-    (numpy's take none below 0): the seed modulo 2**64, so each int64 seed its own."""
+    (numpy's take none below 0): the seed modulo 2**64, so each int64 seed its own. A
+    negative or non-finite temperature is refused (400, naming it), not read as greedy."""
+    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
+        raise RequestError(
+            400,
+            f"`temperature` must be a finite number >= 0 (0: greedy). Received: {temperature!r}",
+            "temperature",
+        )
     if temperature is None or temperature > 0:
         try:
             return Sampling(
@@ -38,8 +46,9 @@ def strategy(temperature, top_p, top_k, seed) -> Greedy | Sampling:
                 top_p=None if top_p in (None, 1, 1.0) else float(top_p),
                 seed=None if seed is None else seed % SEEDS,
             )
-        except ValueError as error:
-            raise RequestError(400, str(error)) from None
+        except ValueError as error:  # its message names the field first: "`top_p` must ..."
+            param = next((f for f in ("top_p", "top_k", "seed") if f"`{f}`" in str(error)), None)
+            raise RequestError(400, str(error), param) from None
     return Greedy()
 
 

@@ -14,6 +14,8 @@ import struct
 
 import numpy as np
 
+from transformer_zoo.serving.http.handling import loads
+
 HEADER = "Inference-Header-Content-Length"
 DTYPES = {
     "BOOL": np.bool_,
@@ -41,18 +43,24 @@ def parse_request(body: bytes, header_length: str | None) -> tuple[dict, dict[st
     if not 0 <= split <= len(body):
         raise ProtocolError(f"{HEADER} is {split}, but the body has {len(body)} bytes.")
     try:
-        request = json.loads(body[:split])
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        request = loads(body[:split])
+    except ValueError as error:
         raise ProtocolError(f"The request is not valid JSON: {error}") from None
     if not isinstance(request, dict) or not isinstance(request.get("inputs"), list):
         raise ProtocolError("The request needs an `inputs` list.")
+    _check_parameters(request, "The request's")
     binary, offset, tensors = body[split:], 0, {}
     for item in request["inputs"]:
         if not isinstance(item, dict) or not {"name", "datatype", "shape"} <= set(item):
             raise ProtocolError("Each input needs `name`, `datatype` and `shape`.")
         name, datatype, shape = item["name"], item["datatype"], item["shape"]
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        if not isinstance(name, str) or not isinstance(datatype, str):
+            raise ProtocolError("An input's `name` and `datatype` must be strings.")
+        if name in tensors:
+            raise ProtocolError(f"Input {name!r} is given twice.")
+        if not isinstance(shape, list) or not all(_is_size(d) for d in shape):
             raise ProtocolError(f"Input {name!r}: `shape` must be a list of sizes.")
+        _check_parameters(item, f"Input {name!r}:")
         size = (item.get("parameters") or {}).get("binary_data_size")
         if size is not None:
             if not isinstance(size, int) or size < 0 or offset + size > len(binary):
@@ -66,6 +74,16 @@ def parse_request(body: bytes, header_length: str | None) -> tuple[dict, dict[st
     if offset != len(binary):
         raise ProtocolError(f"{len(binary) - offset} bytes of binary data belong to no input.")
     return request, tensors
+
+
+def _check_parameters(item: dict, whose: str) -> None:
+    """A request's or a tensor's `parameters`: an object, or absent (or null)."""
+    if not isinstance(item.get("parameters") or {}, dict):
+        raise ProtocolError(f"{whose} `parameters` must be an object.")
+
+
+def _is_size(dimension) -> bool:
+    return isinstance(dimension, int) and not isinstance(dimension, bool) and dimension >= 0
 
 
 def _count(shape) -> int:
@@ -174,6 +192,9 @@ def binary_outputs(request: dict, names: list[str]) -> tuple[list[str], set[str]
             raise ProtocolError(
                 f"Unknown output {output['name']!r}; this model gives {', '.join(names)}."
             )
+        if output["name"] in chosen:
+            raise ProtocolError(f"Output {output['name']!r} is asked for twice.")
+        _check_parameters(output, f"Output {output['name']!r}:")
         chosen.append(output["name"])
         if (output.get("parameters") or {}).get("binary_data", everything):
             binary.add(output["name"])

@@ -97,6 +97,9 @@ def add_inference_routes(
         texts = tensors["text"]
         if not isinstance(texts, list):
             raise RequestError(400, "The input `text` must be BYTES (strings).")
+        shape = next(i["shape"] for i in parsed["inputs"] if i["name"] == "text")
+        if len(shape) != 1:  # the metadata's [-1]: a batch of texts, as Triton checks
+            raise RequestError(400, f"The input `text` has shape {shape}; it takes [N] texts.")
         check_count(len(texts), "texts" if entry.family == "encoder-only" else "sequences")
         if not texts or (entry.family == "encoder-only" and any(not t.strip() for t in texts)):
             raise RequestError(400, "The input `text` is empty.")

@@ -45,6 +45,48 @@ def error_body(status: int, message: str, param: str | None = None) -> dict:
     }
 
 
+class FieldError(ValueError):
+    """A refusal of a check that spans fields (a model validator, which pydantic places
+    at no field), naming the field at fault as `param` for the error's `param`."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _one_of(value, name: str, kinds: str, *fits) -> object:
+    """`value` when one of `fits` holds, else a refusal naming the shapes it may take, so
+    that a union field is refused at its own name (pydantic's error names one of the
+    union's members, as `prompt.str`)."""
+    if any(fit(value) for fit in fits):
+        return value
+    raise ValueError(f"`{name}` must be {kinds}")
+
+
+def _none(value) -> bool:
+    return value is None
+
+
+def _text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _texts(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _ids(value) -> bool:
+    return isinstance(value, list) and all(_is_id(v) for v in value)
+
+
+def _id_lists(value) -> bool:
+    return isinstance(value, list) and all(_ids(v) for v in value)
+
+
 # OpenAI takes 4 stop strings, vLLM any number; evaluation harnesses send a task's
 # stop sequences and the end-of-text string, often more than 4.
 MAX_STOPS = 16
@@ -92,6 +134,17 @@ class CompletionRequest(BaseModel):
     def _null_is_default(cls, value, info: ValidationInfo):
         return cls.model_fields[info.field_name].default if value is None else value
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_shape(cls, prompt):
+        kinds = "a string, a list of strings, a list of token ids or a list of such lists"
+        return _one_of(prompt, "prompt", kinds, _text, _texts, _ids, _id_lists)
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_shape(cls, stop):
+        return _one_of(stop, "stop", "a string or a list of strings", _none, _text, _texts)
+
     @field_validator("stop")
     @classmethod
     def _stops(cls, stop):
@@ -107,15 +160,17 @@ class CompletionRequest(BaseModel):
             "presence_penalty": bool(self.presence_penalty),
             "frequency_penalty": bool(self.frequency_penalty),
             "logit_bias": bool(self.logit_bias),
-            "suffix": self.suffix is not None,
+            "suffix": bool(self.suffix),
         }
         named = [name for name, used in unsupported.items() if used]
         if named:
-            raise ValueError(f"this server does not implement {', '.join(named)}")
+            raise FieldError(f"this server does not implement {', '.join(named)}", named[0])
         if self.stream_options is not None and not self.stream:
-            raise ValueError("`stream_options` needs `stream: true`")
+            raise FieldError("`stream_options` needs `stream: true`", "stream_options")
         if self.max_tokens == 0 and not self.echo:
-            raise ValueError("max_tokens 0 (scoring the prompt alone) needs `echo: true`")
+            raise FieldError(
+                "max_tokens 0 (scoring the prompt alone) needs `echo: true`", "max_tokens"
+            )
         return self
 
 
@@ -139,7 +194,7 @@ class EmbeddingRequest(BaseModel):
                 "token ids are not supported for embeddings: send text (a string or a list "
                 "of strings)"
             )
-        return value
+        return _one_of(value, "input", "a string or a list of strings", _text, _texts)
 
     @field_validator("dimensions")
     @classmethod

@@ -49,16 +49,22 @@ def add_openai_routes(
 ) -> None:
     """Adds the `/v1` routes over `registry`'s models."""
 
+    def model_object(name: str, created: int) -> dict:
+        return {"id": name, "object": "model", "created": created, "owned_by": "transformer-zoo"}
+
     @app.get("/v1/models")
     async def list_models():
         created = int(time.time())
         return {
             "object": "list",
-            "data": [
-                {"id": name, "object": "model", "created": created, "owned_by": "transformer-zoo"}
-                for name in loaded(registry).entries
-            ],
+            "data": [model_object(name, created) for name in loaded(registry).entries],
         }
+
+    @app.get("/v1/models/{name:path}")  # the client's `models.retrieve(name)`
+    async def retrieve_model(name: str):
+        if not name:  # `/v1/models/`: the list, as without the slash
+            return await list_models()
+        return model_object(find_model(registry, name).name, int(time.time()))
 
     @app.post("/v1/completions")
     async def completions(request: Request):
