@@ -13,7 +13,7 @@ needs (the last as a `LlamaTokenizer`, which encodes with the SentencePiece mode
 and adds our begin and end tokens). `import-hf` reads GPT-2's and BERT's tokenizers only, so
 it reads back the export of a run imported from such a checkpoint, not that of a run trained
 here. `config.json` names the run exported (`RUN_ENTRY`): an export of another run is not
-written over (`run_export.check_export_target`).
+written over (`directory.check_export_target`).
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import shutil
 
 from transformer_zoo.export import FORMATS, HF_FORMAT
-from transformer_zoo.export.hf import exported_run
+from transformer_zoo.export.directory import check_export_target
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
@@ -16,14 +15,7 @@ from transformer_zoo.export.quantize import (
     require_task,
 )
 from transformer_zoo.models.saving import load_run_model
-from transformer_zoo.run_directory import (
-    MODEL_FILE,
-    RunError,
-    check_run_files,
-    load_run_config,
-    run_differences,
-    run_identity,
-)
+from transformer_zoo.run_directory import MODEL_FILE, check_run_files, load_run_config
 
 
 def export_run(
@@ -95,9 +87,6 @@ def export_run(
         report["saved_model"] = export_saved_model(
             model, out_dir, config=config, tokenizer_dir=run_dir
         )
-    for weights in WEIGHT_TYPES:  # the stale copies of a previous export go first
-        if os.path.isdir(os.path.join(out_dir, weights)) and (quantize or "onnx" in formats):
-            shutil.rmtree(os.path.join(out_dir, weights))
     float32_scores = None  # scored once, for the first weight type
     for weights in quantize:
         report[weights] = quantize_onnx(
@@ -125,60 +114,3 @@ def _export_hf(run_dir: str, out_dir: str, formats, quantize) -> dict:
     check_export_target(run_dir, out_dir, config, hf=True)
     check_run_files(run_dir, config, MODEL_FILE)
     return {HF_FORMAT: export_hf(load_run_model(run_dir), out_dir, config, run_dir)}
-
-
-# The files a `--format hf` directory holds (transformers' layout).
-HF_FILES = {
-    "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-    "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
-    "vocab.txt", "tokenizer.model",
-}  # fmt: skip
-
-
-def check_export_target(run_dir: str, out_dir: str, config, hf: bool = False) -> None:
-    """Refuses an `out_dir` an export would damage or mix up, before the model loads: a
-    file, the run directory or another run's (its `model.keras`), an export of another
-    run, or a directory of other files. An export of this same run (to add a format or
-    export again) and a new or empty directory are fine; with `hf`, the same for a
-    Hugging Face export (its config.json names its run: `hf.RUN_ENTRY`).
-
-    Raises:
-        ValueError: the `out_dir` at fault, named.
-    """
-    if not out_dir:
-        raise ValueError("`out_dir` is empty: name the directory to export to.")
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise ValueError(f"The export directory {out_dir} is a file: choose a directory.")
-    if os.path.abspath(run_dir) == os.path.abspath(out_dir):
-        raise ValueError(f"`out_dir` must differ from the run directory. Received: {out_dir}")
-    names = set(os.listdir(out_dir)) if os.path.isdir(out_dir) else set()
-    if not names:
-        return
-    refuse = f"The export directory {out_dir} "
-    if MODEL_FILE in names:
-        raise ValueError(
-            refuse + f"holds a run ({MODEL_FILE}): exporting there would overwrite it; "
-            "choose another directory."
-        )
-    if hf:
-        previous = exported_run(out_dir) if names <= HF_FILES else None
-        if previous is None:
-            raise ValueError(
-                refuse + "is not empty and holds no Hugging Face export of ours (one that "
-                "names its run: other files, a checkpoint, or an export of an older "
-                "version): choose a new or empty directory."
-            )
-    else:
-        try:
-            previous = run_identity(load_run_config(out_dir))
-        except RunError:
-            raise ValueError(
-                refuse + "is not empty and holds no export of ours (a Hugging Face export, "
-                "or other files): choose a new or empty directory."
-            ) from None
-    changed = run_differences(run_identity(config), previous)
-    if changed:
-        raise ValueError(
-            refuse + f"holds an export of another run ({', '.join(changed)} differ): "
-            "exporting there would mix the two; choose another directory or delete it."
-        )

@@ -3,9 +3,11 @@
 tf2onnx writes graphs with ops onnxruntime cannot run without failing (DESIGN.md
 pitfalls), so an export is only done once onnxruntime (or the reloaded SavedModel) has
 run it on random inputs: two batch sizes × two lengths, and for cached graphs an empty
-(P = 0) and a filled (P > 0) cache, with left-padded masks and matching positions.
-Outputs at the positions an `attention_mask` marks as padding are not compared: no real
-token reads them, and the fused encoder does not compute them (`fused.Packing`).
+(P = 0) and a filled (P > 0) cache, with left-padded masks and matching positions; a
+model whose `max_length` is shorter gets the lengths clamped to it (`length_cases`).
+Sequence outputs (`SEQUENCE_OUTPUTS`) at the positions an `attention_mask` marks as
+padding are not compared: no real token reads them, and the fused encoder does not
+compute them (`fused.Packing`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ LENGTHS = (2, 7)
 PAST_LENGTHS = (0, 5)
 SOURCE_LENGTH = 6  # encoder length under the decoder graph's cross caches
 ATOL = 1e-4
+# The outputs laid out (B, S, ...) over the positions of `attention_mask`, when 3-D (a
+# classifier's `logits` are (B, num_classes)).
+SEQUENCE_OUTPUTS = ("last_hidden_state", "logits")
 
 
 class ExportError(RuntimeError):
@@ -74,11 +79,29 @@ def random_feeds(
     return feeds
 
 
+def length_cases(cached: bool, max_length: int) -> list[tuple[int, int]]:
+    """The (length, past) pairs checked: `LENGTHS` × `PAST_LENGTHS` (cached graphs) with
+    past + length clamped to `max_length`, a filled cache keeping one token of room, so a
+    short model is checked up to its full length (and with P > 0 from a max_length of 2).
+
+    Example:
+    >>> length_cases(True, 4), length_cases(False, 4)
+    ([(2, 0), (1, 3), (4, 0)], [(2, 0), (4, 0)])
+    """
+    cases = []
+    for length, past in itertools.product(LENGTHS, PAST_LENGTHS if cached else (0,)):
+        past = min(past, max_length - 1)
+        case = (min(length, max_length - past), past)
+        if case not in cases:
+            cases.append(case)
+    return cases
+
+
 def feed_cases(graph: Graph, dims: ModelDimensions, seed: int = 0):
     """The (description, feeds) pairs an export is checked on."""
     rng = np.random.default_rng(seed)
-    pasts = PAST_LENGTHS if graph.cached else (0,)
-    for batch, length, past in itertools.product(BATCH_SIZES, LENGTHS, pasts):
+    lengths = length_cases(graph.cached, dims.max_length)
+    for batch, (length, past) in itertools.product(BATCH_SIZES, lengths):
         description = f"batch={batch}, length={length}" + (f", past={past}" if graph.cached else "")
         yield description, random_feeds(graph, dims, batch, length, past, rng)
 
@@ -122,7 +145,7 @@ def compare_graph(
                     f"{label}: output {name!r} has shape {value.shape}, expected "
                     f"{reference.shape} ({description})."
                 )
-            real = real_positions(feeds, value.shape)
+            real = real_positions(feeds, name, value.shape)
             if real is not None:
                 value, reference = value[real], reference[real]
             diff = float(np.max(np.abs(value - reference), initial=0.0))
@@ -135,10 +158,13 @@ def compare_graph(
     return worst
 
 
-def real_positions(feeds: dict[str, np.ndarray], shape: tuple) -> np.ndarray | None:
-    """The (B, S) bool mask of the real tokens when an output is laid out (B, S, ...) over
-    the `attention_mask` fed; None otherwise (every value is compared)."""
+def real_positions(feeds: dict[str, np.ndarray], name: str, shape: tuple) -> np.ndarray | None:
+    """The (B, S) bool mask of the real tokens when the output `name` of `shape` is a
+    sequence output (`SEQUENCE_OUTPUTS`) laid out over the `attention_mask` fed; None
+    otherwise (every value is compared, whatever its shape happens to be)."""
     mask = feeds.get("attention_mask")
-    if mask is None or tuple(shape[:2]) != mask.shape:
+    if name not in SEQUENCE_OUTPUTS or len(shape) != 3 or mask is None:
+        return None
+    if tuple(shape[:2]) != mask.shape:  # a cached step's logits: (B, T), mask (B, P + T)
         return None
     return mask.astype(bool)

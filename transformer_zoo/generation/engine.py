@@ -11,7 +11,9 @@ All three run the graphs of `generation.graphs` with Optimum's input and output 
 so the engine feeds them alike. Rows of different lengths are left-aligned
 (`alignment`), the self-attention cache grows by one column per step (P = 0 at the
 prompt), and for an encoder-decoder the encoder runs once per source and returns the
-cross-attention keys and values that every step reuses.
+cross-attention keys and values that every step reuses. Sources are right-aligned first,
+as tokenizers pad them: the encoder numbers its positions from the first column, so a
+left-padded source would read as another sentence.
 
 numpy only: the TensorFlow-free serving runtime uses this engine too.
 """
@@ -24,7 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from transformer_zoo.errors import InputError
-from transformer_zoo.generation.alignment import left_align, positions
+from transformer_zoo.generation.alignment import left_align, positions, right_align
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search import SearchResult
 from transformer_zoo.run_directory import ModelDimensions
@@ -87,7 +89,7 @@ class CachedEngine:
     Inputs of `start`: decoder-only `{"token_ids", "padding_mask"}`; encoder-decoder
     `{"encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
     "decoder_padding_mask"}`, where the decoder ids are the start tokens (e.g. BOS).
-    Missing masks are `ids != 0`.
+    Missing masks are `ids != 0`. Padding may be on either side, for sources too.
     """
 
     def __init__(self, runner: Runner, dims: ModelDimensions, family: str):
@@ -178,6 +180,7 @@ class CachedEngine:
                     "The encoder and decoder inputs need the same batch size. Received: "
                     f"{len(source)} and {len(tokens)} rows."
                 )
+            source, source_mask = right_align(source, source_mask.astype(bool))
             source_mask = source_mask.astype(np.int64)
             feeds = {"input_ids": source, "attention_mask": source_mask}
             encoded = self.runner.run("encoder", feeds, numpy_outputs=("last_hidden_state",))

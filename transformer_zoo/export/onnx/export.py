@@ -12,8 +12,8 @@ Two kinds of graph, with the same inputs and outputs (`generation.graphs`):
   per LayerNorm, which tf2onnx expands into 13 nodes) and `rewrites`.
 
 Either is checked by `onnx.checker`, loaded in onnxruntime and compared with the
-TensorFlow function (`validation`); any failure raises `ExportError` and leaves no
-half-written model file behind.
+TensorFlow function (`validation`); any failure raises `ExportError` and leaves the
+directory as it was (`directory.StagedExport`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,19 @@ import time
 import onnx
 
 from transformer_zoo.errors import ModelDirectoryError
-from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
+from transformer_zoo.export.directory import (
+    StagedExport,
+    float32_model,
+    make_config,
+    weights_digest,
+    write_tokenizers,
+)
 from transformer_zoo.export.onnx import fused, layer_norm, rewrites
 from transformer_zoo.export.onnx.genai_config import write_genai_config
 from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
-from transformer_zoo.files import atomic_path
 from transformer_zoo.generation.graphs import Graph, step_graphs
 from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS, make_session
-from transformer_zoo.models.family import dimensions_of, float32_copy
+from transformer_zoo.models.family import dimensions_of
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
@@ -165,7 +170,9 @@ def export_onnx(
             or `EncoderOnlyMaskedLM`; one built under a mixed precision policy is
             exported (and validated) as its float32 copy, as training saves it.
         out_dir: the directory to write (created if needed): the `.onnx` files,
-            `config.json`, the tokenizer files, and `genai_config.json` for decoder-only.
+            `config.json`, the tokenizer files, and `genai_config.json` for decoder-only;
+            new, empty, or an export of the same run (`check_export_target`), whose files
+            this export's replace (and a SavedModel of other weights is removed).
         tokenizer: the (source) `Tokenizer` or `WordPieceTokenizer`, written next to the
             model; None exports a model that serves token ids only.
         target_tokenizer: an encoder-decoder's separate target `Tokenizer`.
@@ -189,38 +196,37 @@ def export_onnx(
 
     Raises:
         ExportError: a graph failed to convert, load or match the model.
+        ValueError: `out_dir` holds an export of another run or other files.
     """
     if graphs not in GRAPH_KINDS:
         raise ValueError(f"`graphs` must be one of {GRAPH_KINDS}. Received: graphs={graphs!r}")
     if opset not in (17, 18):
         raise ValueError(f"`opset` must be 17 or 18. Received: opset={opset}")
     out_dir = os.fspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    if model.compute_dtype != "float32":  # built under a mixed precision policy
-        log.info("exporting a float32 copy of the %s model", model.compute_dtype)
-        model = float32_copy(model)
+    model = float32_model(model)
     config = make_config(model, config, tokenizer, target_tokenizer, label_names)
+    staged = StagedExport(out_dir, config, tokenizer_dir)  # refuses another run's export
     dims = dimensions_of(model)
     report, entries = {}, {}
-    written = {}
-    if graphs == "fused":
-        started = time.perf_counter()
-        log.info("writing the fused graphs (opset %d + com.microsoft)", opset)
-        written = fused.fused_graphs(model, opset, config.normalizes_embeddings)
-        seconds = round(time.perf_counter() - started, 2)
-    for graph in step_graphs(model, config.normalizes_embeddings):
+    with staged:
+        written = {}
         if graphs == "fused":
-            proto = written[graph.name]
-            info = {"seconds": seconds, "nodes": len(proto.graph.node)}
-        else:
-            log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
-            proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
-        path = os.path.join(out_dir, graph.file)
-        with atomic_path(path) as temporary:  # a file that fails validation is not kept
-            onnx.save(proto, temporary)
+            started = time.perf_counter()
+            log.info("writing the fused graphs (opset %d + com.microsoft)", opset)
+            written = fused.fused_graphs(model, opset, config.normalizes_embeddings)
+            seconds = round(time.perf_counter() - started, 2)
+        for graph in step_graphs(model, config.normalizes_embeddings):
+            if graphs == "fused":
+                proto = written[graph.name]
+                info = {"seconds": seconds, "nodes": len(proto.graph.node)}
+            else:
+                log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
+                proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
+            path = staged.path(graph.file)
+            onnx.save(proto, path)
             if validate:
                 try:
-                    info["max_abs_diff"] = validate_onnx_file(temporary, graph, dims, atol)
+                    info["max_abs_diff"] = validate_onnx_file(path, graph, dims, atol)
                 except ExportError as error:
                     if graphs == "plain":
                         raise
@@ -228,25 +234,27 @@ def export_onnx(
                         f"{error} The plain graphs (graphs='plain', `export --plain`) are "
                         "converted from the model's own TensorFlow graph instead."
                     ) from error
-        info["bytes"] = os.path.getsize(path)
-        report[graph.file] = info
-        log.info(
-            "%s: %d nodes, %.1f MB, largest difference from the model %s",
-            graph.file,
-            info["nodes"],
-            info["bytes"] / 1e6,
-            f"{info['max_abs_diff']:.1e}" if "max_abs_diff" in info else "not checked",
+            info["bytes"] = os.path.getsize(path)
+            report[graph.file] = info
+            log.info(
+                "%s: %d nodes, %.1f MB, largest difference from the model %s",
+                graph.file,
+                info["nodes"],
+                info["bytes"] / 1e6,
+                f"{info['max_abs_diff']:.1e}" if "max_abs_diff" in info else "not checked",
+            )
+            entries[graph.name] = {
+                "file": graph.file,
+                "inputs": [i.name for i in proto.graph.input],  # the fused: + logits_to_keep
+                "outputs": graph.outputs,
+            }
+        has_tokenizer = write_tokenizers(
+            staged.staging, config, tokenizer, target_tokenizer, tokenizer_dir
         )
-        entries[graph.name] = {
-            "file": graph.file,
-            "inputs": [i.name for i in proto.graph.input],  # the fused: + logits_to_keep
-            "outputs": graph.outputs,
-        }
-    has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)
-    entry = {"opset": opset, "graph_kind": graphs, "graphs": entries}
-    if graphs == "plain":
-        entry.update(fused_layer_norm=fuse_layer_norm, simplified=simplify)
-    update_export_config(out_dir, config, "onnx", entry, dims, has_tokenizer)
-    if config.family == "decoder-only":
-        write_genai_config(out_dir, dims, config.special_ids, intra_op_num_threads)
+        if config.family == "decoder-only":
+            write_genai_config(staged.staging, dims, config.special_ids, intra_op_num_threads)
+        entry = {"opset": opset, "graph_kind": graphs, "graphs": entries}
+        if graphs == "plain":
+            entry.update(fused_layer_norm=fuse_layer_norm, simplified=simplify)
+        staged.write_config("onnx", entry, dims, has_tokenizer, weights_digest(model))
     return report

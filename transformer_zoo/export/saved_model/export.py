@@ -8,7 +8,8 @@ Signatures (inputs int64, names as in the ONNX graphs):
   `pooler_output`/`logits`).
 - `generate` (generative families): `input_ids`, `attention_mask` (right or left padded)
   and `max_new_tokens` (int32 scalar) → `tokens` (B, N): in-graph greedy decoding with
-  the KV cache (`in_graph_greedy`); an encoder-decoder's target starts from BOS.
+  the KV cache (`in_graph_greedy`); an encoder-decoder's source is right-aligned (as
+  `CachedEngine` does) and its target starts from BOS.
 - `decoder_step` (and `encoder` for an encoder-decoder): the cached graphs of
   `generation.graphs.step_graphs`, with the ONNX files' inputs and outputs, so that the same
   engine (`CachedEngine`) decodes with any strategy on the SavedModel too.
@@ -25,11 +26,16 @@ import keras
 import tensorflow as tf
 import tensorflow.experimental.numpy as tnp
 
-from transformer_zoo.export.directory import make_config, update_export_config, write_tokenizers
+from transformer_zoo.export.directory import (
+    StagedExport,
+    float32_model,
+    make_config,
+    weights_digest,
+    write_tokenizers,
+)
 from transformer_zoo.export.saved_model.in_graph_greedy import cached_greedy, check_budget
 from transformer_zoo.export.validation import ATOL, compare_graph
-from transformer_zoo.files import atomic_path
-from transformer_zoo.generation.alignment import left_align, positions
+from transformer_zoo.generation.alignment import left_align, positions, right_align
 from transformer_zoo.generation.graphs import INT, step_graphs
 from transformer_zoo.models.family import dimensions_of
 from transformer_zoo.run_directory import RunConfig
@@ -90,11 +96,11 @@ def _generative_signatures(model, family, special_ids) -> dict:
 
     @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask"), budget])
     def generate(input_ids, attention_mask, max_new_tokens):
-        source_mask = tf.cast(attention_mask, tf.bool)
+        source, source_mask = right_align(input_ids, tf.cast(attention_mask, tf.bool), tnp)
         with tf.control_dependencies(check_budget(1, max_new_tokens, model.max_length)):
-            memory = model.encode(input_ids, source_mask)
+            memory = model.encode(source, source_mask)
         cache = model.initial_cache(memory, source_mask)
-        batch = tf.shape(input_ids)[0]
+        batch = tf.shape(source)[0]
         start = tf.fill([batch, 1], tf.constant(bos, INT))
         mask = tf.ones([batch, 1], tf.bool)
         where = tf.zeros([batch, 1], INT)
@@ -120,8 +126,11 @@ def export_saved_model(
     tokenizer files and `config.json`.
 
     Args:
-        model: a model of any family (as for `export_onnx`).
-        out_dir: the export directory; an ONNX export may share it.
+        model: a model of any family (as for `export_onnx`: one built under a mixed
+            precision policy is exported as its float32 copy).
+        out_dir: the export directory; an ONNX export of the same weights may share it
+            (one of other weights is removed; one of another run is refused, as for
+            `export_onnx`).
         tokenizer, target_tokenizer, config, tokenizer_dir, label_names: as for `export_onnx`.
         validate: reload the SavedModel and compare its graph signatures with the model.
         atol: the largest absolute difference validation accepts.
@@ -130,8 +139,9 @@ def export_saved_model(
         A report: the signatures written and the largest difference from the model.
     """
     out_dir = os.fspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
+    model = float32_model(model)
     config = make_config(model, config, tokenizer, target_tokenizer, label_names)
+    staged = StagedExport(out_dir, config, tokenizer_dir)  # refuses another run's export
     dims = dimensions_of(model)
     graphs = step_graphs(model, config.normalizes_embeddings)
     names = GRAPH_SIGNATURES[config.family]
@@ -144,13 +154,14 @@ def export_saved_model(
     archive.track(model)
     for name, function in signatures.items():
         archive.add_endpoint(name, function)
-    with atomic_path(os.path.join(out_dir, SAVED_MODEL_DIR)) as staging:
+    with staged:
+        path = staged.path(SAVED_MODEL_DIR)
         log.info("saved_model: writing %d signatures", len(signatures))
-        archive.write_out(staging, verbose=False)
+        archive.write_out(path, verbose=False)
         worst = 0.0
         if validate:
             log.info("saved_model: reloading it to compare with the model")
-            loaded = tf.saved_model.load(staging)
+            loaded = tf.saved_model.load(path)
             for graph in graphs:
                 function = loaded.signatures[names[graph.name]]
 
@@ -160,12 +171,14 @@ def export_saved_model(
 
                 label = f"SavedModel signature {names[graph.name]!r}"
                 worst = max(worst, compare_graph(graph, dims, run, label, atol))
-    has_tokenizer = write_tokenizers(out_dir, config, tokenizer, target_tokenizer, tokenizer_dir)
-    entry = {
-        "directory": SAVED_MODEL_DIR,
-        "signatures": sorted(signatures),
-        "graphs": {graph: name for graph, name in names.items()},
-    }
-    update_export_config(out_dir, config, "saved_model", entry, dims, has_tokenizer)
+        has_tokenizer = write_tokenizers(
+            staged.staging, config, tokenizer, target_tokenizer, tokenizer_dir
+        )
+        entry = {
+            "directory": SAVED_MODEL_DIR,
+            "signatures": sorted(signatures),
+            "graphs": {graph: name for graph, name in names.items()},
+        }
+        staged.write_config("saved_model", entry, dims, has_tokenizer, weights_digest(model))
     log.info("saved_model: largest difference from the model %.1e", worst)
     return {"signatures": sorted(signatures), "max_abs_diff": worst}
