@@ -32,7 +32,7 @@ def register(commands) -> None:
         ("embed", "sentence embeddings (encoder-only)", _embed),
         ("classify", "classify texts (encoder-only classifier)", _classify),
     ):
-        parser = commands.add_parser(name, help=help_)
+        parser = commands.add_parser(name, help=help_, description=_DESCRIPTIONS[name])
         _serving_arguments(parser)
         if name in ("generate", "translate"):
             _search_arguments(parser, name)
@@ -52,12 +52,50 @@ def register(commands) -> None:
         parser.set_defaults(handler=handler)
 
 
+_INPUTS = (
+    "Inputs are the arguments, or the lines of --input FILE or stdin (UTF-8, one per line; "
+    "output line i answers input i). Bad input is one line on stderr, exit code 2."
+)
+_DESCRIPTIONS = {
+    "generate": "Continue each prompt with a decoder-only model; print the text it adds. "
+    + _INPUTS
+    + " A blank line is answered by an empty line without running the model; a prompt "
+    "that leaves no room for --max-new-tokens in the model's context is an error.",
+    "translate": "Translate each input with an encoder-decoder model. "
+    + _INPUTS
+    + " A blank line is answered by an empty line without running the model; a source "
+    "longer than the model's maximum is an error.",
+    "embed": "Sentence embeddings of an encoder-only model: the mean of the tokens' "
+    "vectors, L2-normalised (unless an imported model's pooling says otherwise). "
+    + _INPUTS
+    + " Inputs longer than the model's maximum are cut to it (a warning says how many).",
+    "classify": "The label and score of each input (or tab-separated pair, --pairs) with "
+    "an encoder-only classifier. "
+    + _INPUTS
+    + " Inputs longer than the model's maximum are cut to it (a warning says how many).",
+}
+
+
 def _serving_arguments(parser) -> None:
     parser.add_argument("texts", nargs="*", help="inputs (default: --input or stdin)")
-    parser.add_argument("--model", required=True, help="an exported or a run directory")
-    parser.add_argument("--engine", choices=ENGINES, default="onnx")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="an exported directory (engines onnx, saved_model) or a run directory (keras)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="onnx",
+        help="onnx (default: onnxruntime, no TensorFlow), saved_model or keras (TensorFlow)",
+    )
     parser.add_argument("--input", help="a file with one input per line ('-': stdin)")
-    parser.add_argument("--format", choices=("text", "jsonl"), default="text")
+    parser.add_argument(
+        "--format",
+        choices=("text", "jsonl"),
+        default="text",
+        help="text (default): one output per line; jsonl: one JSON object per input",
+    )
     parser.add_argument(
         "--threads",
         type=positive_int,
@@ -73,7 +111,15 @@ def _serving_arguments(parser) -> None:
 
 def _search_arguments(parser, name: str) -> None:
     default = 32 if name == "generate" else None
-    parser.add_argument("--max-new-tokens", type=positive_int, default=default)
+    parser.add_argument(
+        "--max-new-tokens",
+        type=positive_int,
+        default=default,
+        help="the most tokens to generate per input; the prompt and they must fit the "
+        "model's context (default 32)"
+        if name == "generate"
+        else "the most target tokens per input (default: the training target length)",
+    )
     add_search_arguments(parser)
 
 
@@ -164,13 +210,48 @@ def _serve(args, call, skip_blank: bool = False, blank=None):
     return inputs, outputs
 
 
-def _print_texts(args, inputs, outputs, key: str) -> int:
-    for text, output in zip(inputs, outputs, strict=True):
-        if args.format == "jsonl":
-            print(json.dumps({"input": text, key: output}, ensure_ascii=False))
-        else:
-            print(output)
+def _write_lines(lines) -> int:
+    """Writes each of `lines` (strings without their newline) to stdout, each in one
+    write, so that an interrupted command leaves no half-written line. A reader that
+    stops reading (`| head -1`) ends the command quietly with exit code 141 (128 +
+    SIGPIPE, as the shell's own tools end), not with a traceback."""
+    try:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that this flush
+        # does not fail too (the recipe of Python's `signal` documentation).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout without a file descriptor
+            pass
+        finally:
+            os.close(devnull)
+        return 141
     return 0
+
+
+def _print_texts(args, inputs, outputs, key: str) -> int:
+    if args.format == "jsonl":
+        return _write_lines(
+            json.dumps({"input": text, key: output}, ensure_ascii=False)
+            for text, output in zip(inputs, outputs, strict=True)
+        )
+    broken = [i + 1 for i, output in enumerate(outputs) if _LINE_BREAK in output]
+    if broken:  # output line i would no longer answer input line i
+        shown = ", ".join(map(str, broken[:5])) + (", ..." if len(broken) > 5 else "")
+        print(
+            f"transformer-zoo {args.command}: warning: the outputs of {len(broken)} "
+            f"input(s) ({shown}) hold line breaks, so they span several lines here; "
+            "--format jsonl keeps one output per line",
+            file=sys.stderr,
+        )
+    return _write_lines(outputs)
+
+
+_LINE_BREAK = "\n"
 
 
 def _generate(args) -> int:
@@ -214,16 +295,12 @@ def _embed(args) -> int:
             file=sys.stderr,
         )
         return 0
-    for text, vector in zip(inputs, vectors, strict=True):
-        if args.format == "jsonl":
-            print(
-                json.dumps(
-                    {"input": text, "embedding": [float(v) for v in vector]}, ensure_ascii=False
-                )
-            )
-        else:
-            print(" ".join(f"{v:.6g}" for v in vector))
-    return 0
+    if args.format == "jsonl":
+        return _write_lines(
+            json.dumps({"input": text, "embedding": vector.tolist()}, ensure_ascii=False)
+            for text, vector in zip(inputs, vectors, strict=True)
+        )
+    return _write_lines(" ".join(f"{v:.6g}" for v in vector) for vector in vectors)
 
 
 def _classify(args) -> int:
@@ -238,9 +315,9 @@ def _classify(args) -> int:
         return model.classify(list(first), list(second), batch_size=args.batch_size)
 
     inputs, results = _serve(args, call)
-    for text, result in zip(inputs, results, strict=True):
-        if args.format == "jsonl":
-            print(json.dumps({"input": text, **result}, ensure_ascii=False))
-        else:
-            print(f"{result['label']}\t{result['score']:.4f}")
-    return 0
+    if args.format == "jsonl":
+        return _write_lines(
+            json.dumps({"input": text, **result}, ensure_ascii=False)
+            for text, result in zip(inputs, results, strict=True)
+        )
+    return _write_lines(f"{result['label']}\t{result['score']:.4f}" for result in results)

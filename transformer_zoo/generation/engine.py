@@ -28,7 +28,7 @@ import numpy as np
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.alignment import left_align, positions, right_align
 from transformer_zoo.generation.inputs import token_array
-from transformer_zoo.generation.search import SearchResult
+from transformer_zoo.generation.search import SearchResult, check_max_new_tokens
 from transformer_zoo.run_directory import ModelDimensions
 
 GENERATIVE_FAMILIES = ("decoder-only", "encoder-decoder")
@@ -67,13 +67,11 @@ class CachedState:
 
 def check_room(used: int, max_new_tokens, context: int, what: str = "prompt") -> None:
     """Raises `InputError` unless `used` tokens plus `max_new_tokens` fit `context`."""
-    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
-        raise InputError(
-            f"`max_new_tokens` must be a positive integer. Received: {max_new_tokens!r}"
-        )
+    check_max_new_tokens(max_new_tokens)
     if used >= context or used + max_new_tokens > context:
+        tokens = "token" if used == 1 else "tokens"
         raise InputError(
-            f"The {what} ({used} tokens) plus max_new_tokens={max_new_tokens} does not fit "
+            f"The {what} ({used} {tokens}) plus max_new_tokens={max_new_tokens} does not fit "
             f"the model's context of {context} tokens (its max_length)."
         )
 

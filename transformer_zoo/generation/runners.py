@@ -15,7 +15,7 @@ import os
 from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.generation import ENGINES
 from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS, OnnxRunner
-from transformer_zoo.run_directory import ModelDimensions, RunConfig
+from transformer_zoo.run_directory import MODEL_FILE, ModelDimensions, RunConfig
 
 
 def open_runner(
@@ -36,13 +36,21 @@ def open_runner(
     """
     if engine not in ENGINES:
         raise ValueError(f"`engine` must be one of {ENGINES}. Received: engine={engine!r}")
+    has_model_file = os.path.isfile(os.path.join(directory, MODEL_FILE))
     if engine == "keras":
+        exported = [name for name in ENGINES if name != "keras" and config.export.get(name)]
+        if not has_model_file and exported:  # an export given for its run directory
+            raise ModelDirectoryError(
+                f"{directory!r} lacks {MODEL_FILE}: it is an export, which the "
+                f"{' or '.join(exported)} engine serves; the keras engine reads a run directory."
+            )
         return _keras_runner(directory, config)
     entry = config.export.get(engine)
     if not entry or not config.export.get("model"):
+        keras_hint = f", or serve its {MODEL_FILE} with the keras engine" if has_model_file else ""
         raise ModelDirectoryError(
             f"{directory!r} holds no {engine} export (config.json has no export.{engine} "
-            f"entry); run `transformer-zoo export --format {engine}` first."
+            f"entry); run `transformer-zoo export --format {engine}` first{keras_hint}."
         )
     dims = ModelDimensions.from_dict(config.export["model"])
     if engine == "onnx":

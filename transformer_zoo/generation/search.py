@@ -34,6 +34,8 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from transformer_zoo.errors import InputError
+
 
 class Engine(Protocol):
     def start(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, Any]: ...
@@ -274,7 +276,7 @@ def greedy_search(
     """Pick the most likely token at every step; in one call where the engine
     `decodes_greedily` (the same tokens; see the module docstring)."""
     if getattr(engine, "decodes_greedily", False):
-        _check_max_new_tokens(max_new_tokens)
+        check_max_new_tokens(max_new_tokens)
         return engine.greedy(inputs, max_new_tokens, eos_id, pad_id)
     return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, Greedy().draw)
 
@@ -318,7 +320,7 @@ def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None
 def _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose) -> SearchResult:
     """The loop shared by greedy search and sampling: one token per row per step;
     `choose` maps (B, V) logits to (B,) tokens."""
-    _check_max_new_tokens(max_new_tokens)
+    check_max_new_tokens(max_new_tokens)
     logits, state = engine.start(inputs)
     batch = logits.shape[0]
     done = np.zeros(batch, dtype=bool)
@@ -354,7 +356,7 @@ def beam_search(
     compared by `sum_logprob / length ** length_penalty` (length = generated tokens
     including EOS): > 0 favours longer outputs. With `num_beams=1` this is greedy search.
     """
-    _check_max_new_tokens(max_new_tokens)
+    check_max_new_tokens(max_new_tokens)
     config = BeamSearch() if config is None else config
     length_penalty = config.length_penalty
     k = int(config.num_beams)
@@ -427,8 +429,10 @@ def beam_search(
     return SearchResult(out_tokens, np.array([score for score, _ in best]))
 
 
-def _check_max_new_tokens(max_new_tokens) -> None:
-    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
-        raise ValueError(
-            f"`max_new_tokens` must be a positive integer. Received: max_new_tokens={max_new_tokens}"
+def check_max_new_tokens(max_new_tokens) -> None:
+    """Raises `InputError` (a ValueError) unless `max_new_tokens` is a positive integer;
+    a bool is not one (`True` would decode one token)."""
+    if not _is_integer(max_new_tokens) or max_new_tokens < 1:
+        raise InputError(
+            f"`max_new_tokens` must be a positive integer. Received: {max_new_tokens!r}"
         )

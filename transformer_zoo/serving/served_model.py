@@ -20,7 +20,11 @@ from transformer_zoo.errors import InputError, with_article
 from transformer_zoo.generation import GENERATION_BATCH_SIZE
 from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
-from transformer_zoo.generation.search import SearchConfig, SearchResult
+from transformer_zoo.generation.search import (
+    SearchConfig,
+    SearchResult,
+    check_max_new_tokens,
+)
 from transformer_zoo.generation.search import generate as run_search
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
 from transformer_zoo.serving.detokenize import continuation_text
@@ -96,8 +100,14 @@ class ServedModel:
         prompts of similar length (`_in_batches`)."""
         self._need("decoder-only", "generate")
         ids = self.prompt_ids(prompts)
-        # Every prompt is checked before any batch runs.
-        check_room(max(map(len, ids)), max_new_tokens, self.dims.max_length, "prompt")
+        # Every prompt is checked before any batch runs; the first that leaves too little
+        # room is named (the command line's "line N: ...").
+        check_max_new_tokens(max_new_tokens)
+        for index, row in enumerate(ids):
+            try:
+                check_room(len(row), max_new_tokens, self.dims.max_length, "prompt")
+            except InputError as error:
+                raise InputError(str(error), index) from None
         return self._in_batches(
             ids, batch_size, lambda rows: self.generate_ids(rows, max_new_tokens, search=search)
         )
@@ -240,6 +250,8 @@ class ServedModel:
         self._need("encoder-only", "embed")
         texts = _texts(texts)
         _check_batch_size(batch_size)
+        if normalize is not None and not isinstance(normalize, (bool, np.bool_)):
+            raise InputError(f"`normalize` must be True, False or None. Received: {normalize!r}")
         pooled_in_graph = self.config.normalizes_embeddings  # what `sentence_embedding` is
         normalize = pooled_in_graph if normalize is None else normalize
         encoded = self._tokenize(texts, None)
@@ -283,12 +295,14 @@ class ServedModel:
             raise InputError(f"This model's task is {self.config.task!r}, not classification.")
         texts = _texts(texts)
         _check_batch_size(batch_size)
-        if text_pairs is not None and len(text_pairs) != len(texts):
-            raise InputError(
-                f"`text_pairs` needs one entry per text: {len(text_pairs)} for {len(texts)}."
-            )
+        if text_pairs is not None:  # a string is one pair, as one text is one text
+            text_pairs = _texts(text_pairs, "text_pairs")
+            if len(text_pairs) != len(texts):
+                raise InputError(
+                    f"`text_pairs` needs one entry per text: {len(text_pairs)} for {len(texts)}."
+                )
         labels = self.config.label_names
-        encoded = self._tokenize(texts, None if text_pairs is None else list(text_pairs))
+        encoded = self._tokenize(texts, text_pairs)
         logits = np.empty((len(texts), len(labels)), np.float32)
         for rows, _, outputs in self._encoder_batches(encoded, batch_size, ("logits",)):
             logits[rows] = outputs["logits"]
@@ -384,17 +398,35 @@ def mean_pool(sequence: np.ndarray, mask: np.ndarray, normalize: bool = True) ->
     return pooled
 
 
-def _texts(texts) -> list[str]:
+def _texts(texts, name: str = "texts") -> list[str]:
+    """`texts` (a string is one text) as a list of strings, each valid Unicode.
+
+    Raises:
+        InputError: no text, a text that is not a string (named by its index), or one
+            that holds a lone surrogate: what Python makes of a command-line argument's
+            bytes that are not UTF-8, which no tokenizer can read.
+    """
     if isinstance(texts, str):
         texts = [texts]
     texts = list(texts)
     if not texts:
         raise InputError("No input text was given.")
-    bad = [t for t in texts if not isinstance(t, str)]
-    if bad:
-        raise InputError(
-            f"Inputs must be strings. Received: {type(bad[0]).__name__} {bad[0]!r:.40}"
-        )
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InputError(
+                f"`{name}` must hold strings. Received: {type(text).__name__} {text!r:.40}",
+                index,
+            )
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:
+                character = text[error.start]
+                raise InputError(
+                    f"the text is not valid UTF-8: it holds {character!r} at character "
+                    f"{error.start + 1}, a lone surrogate (an undecodable byte)",
+                    index,
+                ) from None
     return texts
 
 
@@ -420,5 +452,9 @@ def _warn_truncated(lengths: list[int], limit: int) -> None:
 
 
 def _check_batch_size(batch_size) -> None:
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if (
+        not isinstance(batch_size, (int, np.integer))
+        or isinstance(batch_size, bool)
+        or batch_size < 1
+    ):
         raise InputError(f"`batch_size` must be a positive integer. Received: {batch_size!r}")

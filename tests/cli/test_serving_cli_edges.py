@@ -1,0 +1,131 @@
+"""What a new user of `transformer-zoo generate|translate|embed|classify` hits at the
+edges: a reader that stops early (`| head -1`), Ctrl-C while the results are written,
+outputs that hold line breaks, a prompt that leaves no room, an argument that is not
+UTF-8, the wrong directory for the engine, and the help text."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import cli_error
+from transformer_zoo.cli import main
+from transformer_zoo.serving import load_onnx
+from transformer_zoo.serving.served_model import ServedModel
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(wordpiece_artifacts, tmp_path):
+    """`embed ... | head -1` ended in a BrokenPipeError traceback and exit code 1."""
+    (tmp_path / "in.txt").write_text("the cat sat\n" * 3000, encoding="utf-8")
+    command = [sys.executable, "-m", "transformer_zoo.cli", "embed"]
+    command += ["--model", str(wordpiece_artifacts.export_dir), "--input", str(tmp_path / "in.txt")]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ}
+    )
+    first = process.stdout.readline()  # 3,000 lines are far more than a pipe holds
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141, err  # 128 + SIGPIPE, as `yes | head -1`
+    assert len(first.split()) == 32 and err == ""
+
+
+class _InterruptedStdout:
+    """A stdout on which Ctrl-C arrives during the second write."""
+
+    def __init__(self):
+        self.written = ""
+        self.writes = 0
+
+    def write(self, text):
+        self.writes += 1
+        if self.writes == 2:
+            raise KeyboardInterrupt
+        self.written += text
+
+    def flush(self):
+        pass
+
+
+def test_ctrl_c_while_writing_leaves_only_whole_lines(family_artifacts, monkeypatch, capsys):
+    """`print` wrote a line and its newline in two writes: Ctrl-C between them left half
+    a line, which the next output would have continued."""
+    stdout = _InterruptedStdout()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    argv = ["classify", "dogs", "the cat", "--model", family_artifacts("encoder-only").export_dir]
+    assert main([str(a) for a in argv]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    label = load_onnx(family_artifacts("encoder-only").export_dir).classify(["dogs"])[0]
+    assert stdout.written == f"{label['label']}\t{label['score']:.4f}\n"
+
+
+def test_outputs_that_hold_line_breaks_are_said_to(family_artifacts, monkeypatch, capsys):
+    """A completion holding a line break (GPT-2's vocabulary has them) took two lines of
+    the text output, so output line i no longer answered input line i, silently."""
+    real = ServedModel.generate
+
+    def with_line_break(self, prompts, *args, **kwargs):
+        texts = real(self, prompts, *args, **kwargs)
+        return [texts[0] + "\nmore", *texts[1:]]
+
+    monkeypatch.setattr(ServedModel, "generate", with_line_break)
+    export = family_artifacts("decoder-only").export_dir
+    argv = ["generate", "the cat", "dogs", "--model", export, "--max-new-tokens", "3"]
+    assert main([str(a) for a in argv]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 3
+    assert "the outputs of 1 input(s) (1) hold line breaks" in err and "--format jsonl" in err
+    assert main([str(a) for a in argv] + ["--format", "jsonl"]) == 0
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["input"] for r in rows] == ["the cat", "dogs"] and err == ""
+    assert rows[0]["generated"].endswith("\nmore")
+
+
+def test_the_line_whose_prompt_leaves_no_room_is_named(family_artifacts, tmp_path, capsys):
+    """The error said a prompt did not fit with --max-new-tokens, not which one."""
+    export = family_artifacts("decoder-only").export_dir
+    lines = ["dogs", "the cat sat on the mat " * 2, "the cat"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    served = load_onnx(export)
+    lengths = [len(ids) for ids in served.prompt_ids(lines)]
+    room = served.dims.max_length - max(lengths[0], lengths[2])  # too little for line 2 only
+    assert lengths[1] + room > served.dims.max_length
+    argv = ["generate", "--model", export, "--input", tmp_path / "in.txt"]
+    line = cli_error(capsys, [*argv, "--max-new-tokens", room])
+    assert f"line 2: The prompt ({lengths[1]} tokens) plus max_new_tokens={room}" in line
+
+
+@pytest.mark.parametrize("command", ["generate", "embed"])
+def test_an_argument_that_is_not_utf8_is_named(family_artifacts, capsys, command):
+    """Python reads an argument's undecodable bytes as lone surrogates, which reached the
+    tokenizer: a RuntimeError traceback, exit code 1."""
+    family = "decoder-only" if command == "generate" else "encoder-only"
+    export = family_artifacts(family).export_dir
+    line = cli_error(capsys, [command, "dogs", "the \udcff cat", "--model", export])
+    assert "input 2: the text is not valid UTF-8" in line
+
+
+def test_the_wrong_directory_for_the_engine_says_which_engine_fits(family_artifacts, capsys):
+    art = family_artifacts("decoder-only")
+    line = cli_error(capsys, ["generate", "x", "--model", art.run_dir])
+    assert "holds no onnx export" in line and "with the keras engine" in line
+    line = cli_error(capsys, ["generate", "x", "--model", art.export_dir, "--engine", "keras"])
+    assert "lacks model.keras: it is an export" in line and "reads a run directory" in line
+
+
+def test_the_help_says_what_each_command_does_with_its_inputs(capsys):
+    texts = {}
+    for command in ("generate", "translate", "embed", "classify"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        texts[command] = " ".join(capsys.readouterr().out.split())
+    assert "the prompt and they must fit the model's context (default 32)" in texts["generate"]
+    assert "(default: the training target length)" in texts["translate"]
+    for command in ("generate", "translate"):
+        assert "A blank line is answered by an empty line" in texts[command]
+    assert "L2-normalised" in texts["embed"] and "are cut to it" in texts["classify"]
+    assert "or a run directory (keras)" in texts["embed"]

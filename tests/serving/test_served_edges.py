@@ -1,0 +1,81 @@
+"""What a new user of `ServedModel` tries at the edges of its inputs: text pairs given as
+a string, inputs that are not strings or not valid Unicode, bools given for counts, and
+which prompt of a batch leaves no room for `max_new_tokens`. Each misuse is one
+`InputError` naming the input at fault; each accepted form gives what the plain form gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from transformer_zoo.serving import InputError, load_onnx
+
+FAMILIES = ("decoder-only", "encoder-decoder", "encoder-only")
+
+
+@pytest.fixture(scope="module")
+def served(family_artifacts):
+    return {family: load_onnx(family_artifacts(family).export_dir) for family in FAMILIES}
+
+
+def _run(model, texts):
+    """The family's text call on `texts`."""
+    if model.family == "decoder-only":
+        return model.generate(texts, 2)
+    if model.family == "encoder-decoder":
+        return model.translate(texts, 2)
+    return model.embed(texts)
+
+
+def test_a_text_pair_given_as_a_string_is_one_pair(served):
+    """As one text is one text: `classify("a", "b")` read the pair's characters as four
+    pairs ("needs one entry per text: 4 for 1")."""
+    model = served["encoder-only"]
+    (single,) = model.classify("the cat", "dogs")
+    (listed,) = model.classify(["the cat"], ["dogs"])
+    assert single["label"] == listed["label"]
+    np.testing.assert_allclose(
+        list(single["probabilities"].values()), list(listed["probabilities"].values())
+    )
+
+
+def test_a_pair_that_is_not_a_string_is_named_not_dropped(served):
+    """A None second text was read as no pair: the text classified alone, silently."""
+    with pytest.raises(InputError, match="`text_pairs` must hold strings") as caught:
+        served["encoder-only"].classify(["the cat", "dogs"], ["a fox", None])
+    assert caught.value.index == 1
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_text_that_is_not_valid_unicode_is_named(served, family):
+    """A lone surrogate (what Python makes of an argument's non-UTF-8 byte) reached the
+    tokenizer, whose error was a RuntimeError or TypeError of its C++ binding."""
+    with pytest.raises(InputError, match="not valid UTF-8") as caught:
+        _run(served[family], ["the cat", "dogs \udcff"])
+    assert caught.value.index == 1
+    _run(served[family], ["the cat", "dogs 😀 猫 e\u0301"])  # real characters are fine
+
+
+def test_bools_are_not_counts(served):
+    """`max_new_tokens=True` decoded one token, `batch_size=True` ran batches of one and
+    `normalize="no"` normalised: each is refused now."""
+    with pytest.raises(InputError, match="max_new_tokens"):
+        served["decoder-only"].generate(["the cat"], True)
+    with pytest.raises(InputError, match="max_new_tokens"):
+        served["encoder-decoder"].translate(["the cat"], True)
+    with pytest.raises(InputError, match="batch_size"):
+        served["encoder-only"].embed(["the cat"], batch_size=True)
+    with pytest.raises(InputError, match="normalize"):
+        served["encoder-only"].embed(["the cat"], normalize="no")
+
+
+def test_the_first_prompt_that_leaves_no_room_is_named(served):
+    """The error named no prompt, so the command line could not say which line."""
+    model = served["decoder-only"]
+    texts = ["dogs", "the cat sat on the mat " * 2, "the cat", "a quick brown fox " * 2]
+    lengths = [len(ids) for ids in model.prompt_ids(texts)]
+    room = model.dims.max_length - sorted(lengths)[1]  # fits the two shortest only
+    first = next(i for i, n in enumerate(lengths) if n + room > model.dims.max_length)
+    with pytest.raises(InputError, match="does not fit the model's context") as caught:
+        model.generate(texts, room)
+    assert caught.value.index == first
