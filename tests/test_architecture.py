@@ -13,13 +13,22 @@ PRIVATE_KERAS_ALLOWED = {
     ("train/distribution.py", "_build_lazily"),
     ("train/distribution.py", "_scalar_mean_reduction"),
 }
-TENSORFLOW_FREE = ("errors.py", "files.py", "run_directory.py", "text", "serving", "evaluation")
+TENSORFLOW_FREE = (
+    "errors.py",
+    "files.py",
+    "run_directory.py",
+    "architectures.py",
+    "text",
+    "serving",
+    "evaluation",
+)
 TENSORFLOW_FREE_MODULES = (
     "generation/search.py",
     "generation/engine.py",
     "generation/alignment.py",
     "generation/inputs.py",
     "generation/onnx_runner.py",
+    "generation/onnx_greedy.py",
     "generation/runners.py",
     "train/config.py",
     "data/examples.py",

@@ -1,4 +1,4 @@
-"""Exporters to SavedModel and ONNX. `runtime/` serves ONNX files without TensorFlow.
+"""Exporters to SavedModel and ONNX (and Hugging Face's layout, `hf`).
 
 Nothing here imports TensorFlow at package import time; the exporters below load it on
 first use. Serving the files is `transformer_zoo.serving`'s (no TensorFlow).

@@ -9,7 +9,8 @@
 - `reference.UncachedEngine`: full recomputation, the reference tests hold the engine to;
 - `generate(model, ...)`: the Keras model through `KerasRunner` and the engine.
 
-Importing this package (or `search`, `engine`, `alignment`, `inputs`, `onnx_runner`)
+Importing this package (or `search`, `engine`, `alignment`, `inputs`, `onnx_runner`,
+`onnx_greedy`, `runners`)
 does not import TensorFlow, so the TensorFlow-free serving runtime builds on it; the
 Keras names below load TensorFlow on first use.
 """

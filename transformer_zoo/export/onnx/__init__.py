@@ -1,2 +1,3 @@
-"""ONNX export: tf2onnx conversion of the step graphs (`export`), our graph rewrites
+"""ONNX export: the fused graphs of onnxruntime's contrib operators (`fused`, the default),
+tf2onnx conversion of the step graphs (`export`, `--plain`), our graph rewrites
 (`rewrites`, `layer_norm`) and onnxruntime-genai's config (`genai_config`)."""
