@@ -121,6 +121,13 @@ def _search_arguments(parser, name: str) -> None:
         else "the most target tokens per input (default: the training target length)",
     )
     add_search_arguments(parser)
+    parser.add_argument(
+        "--stop",
+        action="append",
+        metavar="STRING",
+        help="end an output before this string (not printed) and stop generating it there; "
+        "repeatable, the first to occur ends it (beam: the output is cut afterwards)",
+    )
 
 
 def _read_inputs(args) -> list[str]:
@@ -254,11 +261,22 @@ def _print_texts(args, inputs, outputs, key: str) -> int:
 _LINE_BREAK = "\n"
 
 
+def _stops(args) -> list[str]:
+    """The `--stop` strings, checked before the model loads."""
+    from transformer_zoo.serving.stops import stop_strings
+
+    try:
+        return stop_strings(args.stop, "--stop")
+    except InputError as error:
+        raise UsageError.from_error(error) from None
+
+
 def _generate(args) -> int:
     search = search_from_arguments(args)
+    stops = _stops(args)
     inputs, outputs = _serve(
         args,
-        lambda m, xs: m.generate(xs, args.max_new_tokens, search, args.batch_size),
+        lambda m, xs: m.generate(xs, args.max_new_tokens, search, args.batch_size, stops),
         skip_blank=True,
         blank="",
     )
@@ -267,9 +285,10 @@ def _generate(args) -> int:
 
 def _translate(args) -> int:
     search = search_from_arguments(args)
+    stops = _stops(args)
     inputs, outputs = _serve(
         args,
-        lambda m, xs: m.translate(xs, args.max_new_tokens, search, args.batch_size),
+        lambda m, xs: m.translate(xs, args.max_new_tokens, search, args.batch_size, stops),
         skip_blank=True,
         blank="",
     )

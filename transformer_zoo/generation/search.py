@@ -22,6 +22,11 @@ An engine implements the `Engine` protocol:
   `greedy_search` then uses instead of stepping.
 
 The state is opaque to the search code (device tensors, caches, masks).
+
+A row can also end before EOS: greedy search and sampling take `stopping`, a function of
+each step's `(tokens (B,), live (B,) bool)` (live: the rows that generated a token other
+than EOS at this step) that returns the (B,) rows that end after it (`serving.stops`: a stop string
+is complete). Greedy search then steps, even where the engine `decodes_greedily`.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -45,12 +51,18 @@ class Engine(Protocol):
     def reorder(self, state: Any, indices: np.ndarray) -> Any: ...
 
 
+# (tokens (B,), live (B,) bool) -> (B,) bool: the rows that end after this step's tokens
+# (live: the rows whose token is neither padding nor EOS).
+Stopping = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
 @dataclass
 class SearchResult:
     """Generated continuations.
 
     Attributes:
-        tokens: (B, N) int64 new tokens, N <= max_new_tokens; `pad_id` after a row's EOS.
+        tokens: (B, N) int64 new tokens, N <= max_new_tokens; `pad_id` after a row's EOS
+            (or after the token at which `stopping` ended it).
         scores: (B,) sum of the log-probabilities of each row's tokens up to and including
             its EOS (for beam search: divided by length ** length_penalty).
     """
@@ -113,8 +125,10 @@ class Greedy:
         likely."""
         return np.asarray(logits).argmax(-1)
 
-    def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
-        return greedy_search(engine, inputs, max_new_tokens, eos_id, pad_id)
+    def run(
+        self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0, stopping=None
+    ):
+        return greedy_search(engine, inputs, max_new_tokens, eos_id, pad_id, stopping)
 
 
 @dataclass(frozen=True)
@@ -166,8 +180,10 @@ class Sampling:
         draws = rng.random((probs.shape[0], 1))
         return np.minimum((cdf < draws).sum(-1), probs.shape[-1] - 1)
 
-    def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
-        return sample(engine, inputs, max_new_tokens, self, eos_id, pad_id)
+    def run(
+        self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0, stopping=None
+    ):
+        return sample(engine, inputs, max_new_tokens, self, eos_id, pad_id, stopping)
 
 
 @dataclass(frozen=True)
@@ -246,6 +262,7 @@ def generate(
     search: SearchConfig | None = None,
     eos_id: int | None = None,
     pad_id: int = 0,
+    stopping: Stopping | None = None,
 ) -> SearchResult:
     """Decode with the strategy `search` (default `Greedy()`).
 
@@ -256,6 +273,9 @@ def generate(
         search: `Greedy()`, `Sampling(...)` or `BeamSearch(...)`.
         eos_id: a row stops after generating it; None runs to `max_new_tokens`.
         pad_id: written after a row's EOS.
+        stopping: greedy search and sampling: ends rows before EOS (`Stopping`). Beam
+            search takes none: its beams are reordered at every step, so a caller cuts
+            its finished text instead (`ServedModel`'s stop strings).
     """
     search = Greedy() if search is None else search
     if not isinstance(search, (Greedy, Sampling, BeamSearch)):
@@ -263,7 +283,11 @@ def generate(
             "`search` must be Greedy(), Sampling(...) or BeamSearch(...). "
             f"Received: search={search!r}"
         )
-    return search.run(engine, inputs, max_new_tokens, eos_id, pad_id)
+    if stopping is None:
+        return search.run(engine, inputs, max_new_tokens, eos_id, pad_id)
+    if isinstance(search, BeamSearch):
+        raise ValueError("Beam search takes no `stopping`: cut its output afterwards.")
+    return search.run(engine, inputs, max_new_tokens, eos_id, pad_id, stopping)
 
 
 def greedy_search(
@@ -272,13 +296,15 @@ def greedy_search(
     max_new_tokens: int,
     eos_id: int | None = None,
     pad_id: int = 0,
+    stopping: Stopping | None = None,
 ) -> SearchResult:
     """Pick the most likely token at every step; in one call where the engine
-    `decodes_greedily` (the same tokens; see the module docstring)."""
-    if getattr(engine, "decodes_greedily", False):
+    `decodes_greedily` (the same tokens; see the module docstring), unless `stopping`
+    may end rows early (a function the engine's runtime cannot call)."""
+    if getattr(engine, "decodes_greedily", False) and stopping is None:
         check_max_new_tokens(max_new_tokens)
         return engine.greedy(inputs, max_new_tokens, eos_id, pad_id)
-    return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, Greedy().draw)
+    return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, Greedy().draw, stopping)
 
 
 def sample(
@@ -288,6 +314,7 @@ def sample(
     config: Sampling | None = None,
     eos_id: int | None = None,
     pad_id: int = 0,
+    stopping: Stopping | None = None,
 ) -> SearchResult:
     """Sampling (see `Sampling`). Stateless: every call makes its own
     `numpy.random.Generator` from the seed. Scores are log-probabilities under the
@@ -295,7 +322,13 @@ def sample(
     config = Sampling() if config is None else config
     rng = np.random.default_rng(config.seed)
     return _decode_rows(
-        engine, inputs, max_new_tokens, eos_id, pad_id, lambda logits: config.draw(logits, rng)
+        engine,
+        inputs,
+        max_new_tokens,
+        eos_id,
+        pad_id,
+        lambda logits: config.draw(logits, rng),
+        stopping,
     )
 
 
@@ -317,9 +350,13 @@ def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None
     return np.where(mask, probs, 0.0)
 
 
-def _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose) -> SearchResult:
+def _decode_rows(
+    engine, inputs, max_new_tokens, eos_id, pad_id, choose, stopping=None
+) -> SearchResult:
     """The loop shared by greedy search and sampling: one token per row per step;
-    `choose` maps (B, V) logits to (B,) tokens."""
+    `choose` maps (B, V) logits to (B,) tokens. A row ends after its EOS, or after the
+    token at which `stopping` says so (every row draws at every step all the same, so a
+    seeded sampling's other rows draw what they would have drawn)."""
     check_max_new_tokens(max_new_tokens)
     logits, state = engine.start(inputs)
     batch = logits.shape[0]
@@ -330,8 +367,11 @@ def _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose) -> Sear
         chosen = np.where(done, pad_id, choose(logits)).astype(np.int64)  # (B,)
         scores += np.where(done, 0.0, token_log_probs(logits, chosen))
         tokens.append(chosen)
+        live = ~done
         if eos_id is not None:
             done |= chosen == eos_id
+        if stopping is not None:
+            done |= live & np.asarray(stopping(chosen, live & ~done), dtype=bool)
         if done.all() or t == max_new_tokens - 1:
             break
         logits, state = engine.step(chosen, state)

@@ -21,14 +21,17 @@ from transformer_zoo.generation import GENERATION_BATCH_SIZE
 from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search import (
+    BeamSearch,
     SearchConfig,
     SearchResult,
+    Stopping,
     check_max_new_tokens,
 )
 from transformer_zoo.generation.search import generate as run_search
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
 from transformer_zoo.serving.detokenize import continuation_text
 from transformer_zoo.serving.length_batches import length_batches, sorted_batches
+from transformer_zoo.serving.stops import StopText, first_stop, stop_strings
 from transformer_zoo.text import pair_ids, prompt_ids, source_ids
 from transformer_zoo.text.formats import encoder_rows
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
@@ -76,16 +79,19 @@ class ServedModel:
         max_new_tokens: int = 32,
         padding_mask=None,
         search: SearchConfig | None = None,
+        stopping: Stopping | None = None,
     ) -> SearchResult:
         """Continue prompts given as ids: a (B, S) integer array (0 = padding) or id lists,
-        with `search` (`Greedy()` by default, `Sampling(...)`, `BeamSearch(...)`)."""
+        with `search` (`Greedy()` by default, `Sampling(...)`, `BeamSearch(...)`);
+        `stopping` (greedy and sampling) ends rows before EOS (`search.Stopping`: what
+        `generate`'s `stop` strings use)."""
         self._need("decoder-only", "generate")
         ids, mask = token_array(
             token_ids, "token_ids", self.dims.vocabulary_size, None, padding_mask
         )
         check_room(int(mask.sum(1).max()), max_new_tokens, self.dims.max_length, "prompt")
         inputs = {"token_ids": ids, "padding_mask": mask}
-        return self._search(inputs, max_new_tokens, search)
+        return self._search(inputs, max_new_tokens, search, stopping)
 
     def generate(
         self,
@@ -93,12 +99,22 @@ class ServedModel:
         max_new_tokens: int = 32,
         search: SearchConfig | None = None,
         batch_size: int = GENERATION_BATCH_SIZE,
+        stop: str | Sequence[str] | None = None,
     ) -> list[str]:
         """Continue text prompts; returns the text each completion adds to its prompt
         (`" March"`, with the space between: `prompt + completion` reads as the whole
-        sequence, as OpenAI's and vLLM's completions do). Up to `batch_size` prompts run as one batch; more run in batches of that many
-        prompts of similar length (`_in_batches`)."""
+        sequence, as OpenAI's and vLLM's completions do). Up to `batch_size` prompts run
+        as one batch; more run in batches of that many prompts of similar length
+        (`_in_batches`).
+
+        `stop`: a string or up to `stops.MAX_STOPS` of them (as the HTTP server's
+        `stop`). A completion ends before the first stop string in its text (which is
+        not returned, as OpenAI's and vLLM's), and with greedy search or sampling its
+        generation ends at the token that completes it. Beam search decodes to EOS (or
+        `max_new_tokens`) and its text is cut afterwards (its beams are reordered at
+        every step: a beam's stop string is no row's end)."""
         self._need("decoder-only", "generate")
+        stops = stop_strings(stop)
         ids = self.prompt_ids(prompts)
         # Every prompt is checked before any batch runs; the first that leaves too little
         # room is named (the command line's "line N: ...").
@@ -109,7 +125,11 @@ class ServedModel:
             except InputError as error:
                 raise InputError(str(error), index) from None
         return self._in_batches(
-            ids, batch_size, lambda rows: self.generate_ids(rows, max_new_tokens, search=search)
+            ids,
+            batch_size,
+            lambda rows, stopping: self.generate_ids(rows, max_new_tokens, None, search, stopping),
+            search,
+            stops,
         )
 
     def translate_ids(
@@ -117,13 +137,16 @@ class ServedModel:
         source_token_ids,
         max_new_tokens: int | None = None,
         search: SearchConfig | None = None,
+        stopping: Stopping | None = None,
     ) -> SearchResult:
-        """Translate sources given as ids; the target starts from BOS."""
+        """Translate sources given as ids; the target starts from BOS. `stopping` as in
+        `generate_ids`."""
         self._need("encoder-decoder", "translate")
         if max_new_tokens is None:
             max_new_tokens = self.default_new_tokens()
         check_room(1, max_new_tokens, self.dims.max_length, "target start")
-        return self._search(self.start_inputs(source_token_ids), max_new_tokens, search)
+        inputs = self.start_inputs(source_token_ids)
+        return self._search(inputs, max_new_tokens, search, stopping)
 
     def translate(
         self,
@@ -131,23 +154,37 @@ class ServedModel:
         max_new_tokens: int | None = None,
         search: SearchConfig | None = None,
         batch_size: int = GENERATION_BATCH_SIZE,
+        stop: str | Sequence[str] | None = None,
     ) -> list[str]:
-        """Translate texts; returns one translation per source, batched as `generate`."""
+        """Translate texts; returns one translation per source, batched and ended by
+        `stop` strings as `generate`."""
         self._need("encoder-decoder", "translate")
+        stops = stop_strings(stop)
         ids = self.prompt_ids(sources)
         if max_new_tokens is None:
             max_new_tokens = self.default_new_tokens()
         check_room(1, max_new_tokens, self.dims.max_length, "target start")
         return self._in_batches(
-            ids, batch_size, lambda rows: self.translate_ids(rows, max_new_tokens, search=search)
+            ids,
+            batch_size,
+            lambda rows, stopping: self.translate_ids(rows, max_new_tokens, search, stopping),
+            search,
+            stops,
         )
 
-    def _in_batches(self, ids: list[list[int]], batch_size: int, run) -> list[str]:
-        """The output text of each id list, in input order, from `run(id lists)` (a
-        `SearchResult`) called on batches of at most `batch_size`: all of them at once
-        when they fit (in input order, so a seeded sampling draws as it always did), else
-        batches of similar lengths, sorted so that each pads little. A row's greedy or
-        beam output does not depend on its batch; a seeded sampling's does."""
+    def _in_batches(
+        self, ids: list[list[int]], batch_size: int, run, search=None, stops=()
+    ) -> list[str]:
+        """The output text of each id list, in input order, from `run(id lists,
+        stopping)` (a `SearchResult`) called on batches of at most `batch_size`: all of
+        them at once when they fit (in input order, so a seeded sampling draws as it
+        always did), else batches of similar lengths, sorted so that each pads little. A
+        row's greedy or beam output does not depend on its batch; a seeded sampling's
+        does.
+
+        With `stops`, each row's text is followed as its tokens come (`StopText`) and the
+        row ends when a stop string is complete (`stopping`); beam search's finished
+        text is cut instead."""
         _check_batch_size(batch_size)
         if len(ids) <= batch_size:
             batches = [list(range(len(ids)))]
@@ -155,10 +192,26 @@ class ServedModel:
             batches = sorted_batches([len(row) for row in ids], batch_size)
         texts = [""] * len(ids)
         for rows in batches:
-            result = run([ids[i] for i in rows])
-            for i, tokens in zip(rows, result.tokens, strict=True):
+            followed: list[StopText] = []  # each row's text as the search goes
+            stopping = None
+            if stops and not isinstance(search, BeamSearch):
+                followed = [self._stop_text(ids[i], stops) for i in rows]
+                stopping = _stopping(followed)
+            result = run([ids[i] for i in rows], stopping)
+            for j, (i, tokens) in enumerate(zip(rows, result.tokens, strict=True)):
                 texts[i] = self._completion_text(ids[i], tokens)
+                at = first_stop(texts[i], stops) if stops else None
+                if at is not None:  # where the row stopped (beam search: cut afterwards)
+                    texts[i] = texts[i][:at]
+                elif followed and followed[j].stopped:  # the tokens' texts held it, the
+                    texts[i] = followed[j].text  # whole decoded text not (never seen yet)
         return texts
+
+    def _stop_text(self, start_ids: list[int], stops: list[str]) -> StopText:
+        """A row's text as its tokens come, after the prompt it continues (a
+        decoder-only model's) or from nothing (a translation's)."""
+        context = start_ids if self.family == "decoder-only" else []
+        return StopText(self.target_tokenizer, context, stops)
 
     def _completion_text(self, start_ids, tokens) -> str:
         """A decoder-only completion as it continues its prompt's text; a translation's
@@ -216,10 +269,10 @@ class ServedModel:
         """The text of generated ids (up to the first EOS), in the output tokenizer."""
         return self.target_tokenizer.decode(ids)
 
-    def _search(self, inputs, max_new_tokens, search) -> SearchResult:
+    def _search(self, inputs, max_new_tokens, search, stopping=None) -> SearchResult:
         special = self.config.special_ids
         eos, pad = special.get("eos"), special.get("pad", 0)
-        return run_search(self.engine, inputs, max_new_tokens, search, eos, pad)
+        return run_search(self.engine, inputs, max_new_tokens, search, eos, pad, stopping)
 
     # --- encoder-only -----------------------------------------------------------------
     def encode(self, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None) -> dict:
@@ -366,6 +419,18 @@ class ServedModel:
 
 
 POOLING_OUTPUTS = ("sentence_embedding", "last_hidden_state")
+
+
+def _stopping(rows: list[StopText]) -> Stopping:
+    """The `search.Stopping` of a batch's rows: a row ends when its token completes a
+    stop string (its `StopText` reads each token a live row generates)."""
+
+    def stopping(tokens: np.ndarray, live: np.ndarray) -> np.ndarray:
+        return np.array(
+            [bool(live[j]) and row.add(int(tokens[j])) for j, row in enumerate(rows)], bool
+        )
+
+    return stopping
 
 
 def class_scores(logits: np.ndarray, problem_type: str | None) -> np.ndarray:

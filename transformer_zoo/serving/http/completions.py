@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.search import Greedy, Sampling
-from transformer_zoo.serving.detokenize import token_text
 from transformer_zoo.serving.http.scheduler import Failed, Finished, GenerationRow, Prompt, Token
+from transformer_zoo.serving.stops import StopText
 
 SEEDS = 2**64  # a request's int64 seed, negative too, maps to a generator seed mod 2**64
 
@@ -127,10 +127,9 @@ def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int 
 
 @dataclass
 class Choice:
-    """One row's output so far, as text. Each token's text is what it adds to the text
-    before it (`token_text`): a decoder-only model's completion continues its prompt (a
-    first token `▁March` adds " March"), a translation starts afresh. Text is released
-    only when no stop string can still begin in it.
+    """One row's output so far, as text (`stops.StopText`: what each token adds, ended
+    before the first stop string). Text is released only when no stop string can still
+    begin in it.
 
     Attributes:
         prompt_ids: the row's prompt (or source) ids.
@@ -144,48 +143,43 @@ class Choice:
     echo_from: int | None = None
     prompt: Prompt | None = None
     tokens: list[Token] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)  # what each token added to `text`
-    text: str = ""
     sent: int = 0  # characters of `text` already streamed
     finish_reason: str | None = None
     error: BaseException | None = None
     closed: bool = False  # its last stream chunk has been sent
 
     def __post_init__(self):
-        self.tokenizer = self.served.target_tokenizer
         continues = self.served.family == "decoder-only"
-        self.context = list(self.prompt_ids) if continues else []  # the ids `text` follows
-        self.sequence = list(self.context)  # the context, then the generated ids
+        context = list(self.prompt_ids) if continues else []  # the ids `text` follows
+        self.row = StopText(self.served.target_tokenizer, context, self.stops)
+        self.context = self.row.context
         shown = () if self.echo_from is None else range(self.echo_from, len(self.context))
         self.prompt_texts = [self._text(self.context[:j], self.context[j]) for j in shown]
         self.prefix = "".join(self.prompt_texts)  # `echo`: the prompt's text
 
+    @property
+    def text(self) -> str:
+        return self.row.text
+
+    @property
+    def texts(self) -> list[str]:  # what each token added to `text`
+        return self.row.texts
+
+    @property
+    def sequence(self) -> list[int]:  # the context, then the generated ids
+        return self.row.sequence
+
     def add(self, token: Token) -> bool:
         """Adds a token; True when it completed a stop string (the row should end)."""
-        piece = self._text(self.sequence, token.token_id)
-        self.sequence.append(token.token_id)
         self.tokens.append(token)
-        self.texts.append(piece)
-        self.text += piece
-        for stop in self.stops:
-            at = self.text.find(stop)
-            if at >= 0:
-                self.text = self.text[:at]
-                self.finish_reason = "stop"
-                return True
+        if self.row.add(token.token_id):
+            self.finish_reason = "stop"
+            return True
         return False
 
     def releasable(self) -> int:
         """How many characters of `text` can be sent now."""
-        if self.finish_reason is not None:
-            return len(self.text)
-        end = len(self.text)
-        for stop in self.stops:  # a stop string that may still be completing
-            for size in range(min(len(stop) - 1, end), 0, -1):
-                if self.text[:end].endswith(stop[:size]):
-                    end -= size
-                    break
-        return max(end, self.sent)
+        return max(self.row.releasable(self.finish_reason is not None), self.sent)
 
     def delta(self) -> str:
         end = self.releasable()
@@ -235,7 +229,7 @@ class Choice:
         return alternatives
 
     def _text(self, before: list[int], token_id: int) -> str:
-        return token_text(self.tokenizer, before, token_id)
+        return self.row.piece(before, token_id)
 
 
 class Generation:

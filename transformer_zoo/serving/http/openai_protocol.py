@@ -19,6 +19,8 @@ from pydantic import (
     model_validator,
 )
 
+from transformer_zoo.serving.stops import MAX_STOPS  # shared with ServedModel's `stop`
+
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -85,11 +87,6 @@ def _ids(value) -> bool:
 
 def _id_lists(value) -> bool:
     return isinstance(value, list) and all(_ids(v) for v in value)
-
-
-# OpenAI takes 4 stop strings, vLLM any number; evaluation harnesses send a task's
-# stop sequences and the end-of-text string, often more than 4.
-MAX_STOPS = 16
 
 
 class StreamOptions(BaseModel):

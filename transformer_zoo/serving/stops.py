@@ -1,0 +1,128 @@
+"""Stop strings: a row's text ends before the first of them, and its generation ends as
+soon as one is complete (OpenAI's and vLLM's `stop`, transformers' `stop_strings`).
+
+One implementation for every caller: `ServedModel.generate` and `translate` (and so the
+command line's `--stop`) and the HTTP server's completions. Numpy-free and TensorFlow-free.
+
+- `stop_strings(stop)`: a `stop` argument checked and as a list (at most `MAX_STOPS`).
+- `first_stop(text, stops)`: where the text ends, if a stop string occurs in it.
+- `held_back(text, stops)`: how many characters at the end may still begin one (what a
+  stream holds back).
+- `StopText`: one row's text as its tokens arrive (`token_text`), cut at the first stop
+  string; `add(token_id)` says when the row should end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from transformer_zoo.errors import InputError
+from transformer_zoo.serving.detokenize import token_text
+
+# OpenAI takes 4 stop strings, vLLM any number; evaluation harnesses send a task's
+# stop sequences and the end-of-text string, often more than 4.
+MAX_STOPS = 16
+
+
+def stop_strings(stop, name: str = "stop") -> list[str]:
+    """`stop` (None, a string, or a list of strings) as a list of stop strings.
+
+    Raises:
+        InputError: not a string or a list of strings, an empty string, one that holds a
+            lone surrogate (an undecodable command-line byte: no generated text holds
+            it), or more than `MAX_STOPS` of them.
+    """
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, (list, tuple)) or not all(isinstance(s, str) for s in stops):
+        raise InputError(f"`{name}` must be a string or a list of strings. Received: {stop!r:.60}")
+    limit = f"`{name}` takes up to {MAX_STOPS} non-empty strings"
+    if len(stops) > MAX_STOPS:
+        raise InputError(f"{limit}. Received: {len(stops)}")
+    if not all(stops):
+        raise InputError(f"{limit}. Received: an empty string (number {stops.index('') + 1})")
+    for s in stops:
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"`{name}` holds {s!r}, not valid UTF-8 (a lone surrogate)") from None
+    return list(stops)
+
+
+def first_stop(text: str, stops: Sequence[str], start: int = 0) -> int | None:
+    """Where `text` ends at its first stop string (the earliest that begins at or after
+    `start`): the index the stop string begins at, or None where none occurs."""
+    found = [at for at in (text.find(stop, start) for stop in stops) if at >= 0]
+    return min(found) if found else None
+
+
+def held_back(text: str, stops: Sequence[str]) -> int:
+    """How many characters at the end of `text` may still begin a stop string: the
+    longest end of `text` that is a proper beginning of one (0: all of it can be sent)."""
+    held = 0
+    for stop in stops:
+        for size in range(min(len(stop) - 1, len(text)), held, -1):
+            if text.endswith(stop[:size]):
+                held = size
+                break
+    return held
+
+
+class StopText:
+    """One row's generated text as its tokens arrive, ended by its first stop string.
+
+    Each token's text is what it adds to the text before it (`token_text`): a
+    decoder-only completion continues its prompt (a first token `▁March` adds " March"),
+    a translation starts afresh (`context` empty). A stop string is looked for only in
+    the generated text, not in the prompt; it may span tokens.
+
+    Args:
+        tokenizer: the model's output tokenizer.
+        context: the ids the generated text follows (a decoder-only model's prompt; none
+            for a translation).
+        stops: the stop strings (`stop_strings`).
+
+    Attributes:
+        texts: what each token added (the text of the token that completed a stop
+            string whole, so that they still join to what was generated).
+        text: the generated text, ended before the first stop string once one is
+            complete.
+        sequence: `context`, then the generated ids (up to and including the token that
+            completed a stop string).
+        stopped: a stop string is complete: the row should end.
+    """
+
+    def __init__(self, tokenizer, context: Sequence[int], stops: Sequence[str]):
+        self.tokenizer = tokenizer
+        self.context = [int(i) for i in context]
+        self.stops = list(stops)
+        self.sequence = list(self.context)
+        self.texts: list[str] = []
+        self.text = ""
+        self.stopped = False
+
+    def piece(self, before: Sequence[int], token_id: int) -> str:
+        """The text `token_id` adds after the ids `before` it (`token_text`)."""
+        return token_text(self.tokenizer, before, token_id)
+
+    def add(self, token_id: int) -> bool:
+        """Adds a token; True when it completed a stop string (the row should end)."""
+        piece = self.piece(self.sequence, token_id)
+        self.sequence.append(int(token_id))
+        self.texts.append(piece)
+        # A stop string complete only now ends within the new piece.
+        start = max(len(self.text) - max(map(len, self.stops), default=0) + 1, 0)
+        self.text += piece
+        at = first_stop(self.text, self.stops, start)
+        if at is not None:
+            self.text = self.text[:at]
+            self.stopped = True
+        return self.stopped
+
+    def releasable(self, finished: bool = False) -> int:
+        """How many characters of `text` can be shown now: all of it once the row has
+        ended (`finished`, or a stop string), else all but what may begin a stop string."""
+        if finished or self.stopped:
+            return len(self.text)
+        return len(self.text) - held_back(self.text, self.stops)
