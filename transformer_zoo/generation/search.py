@@ -72,7 +72,8 @@ class SearchResult:
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise log-softmax in float64 (the sampler, beam search and evaluation's teacher-forced scores)."""
+    """Row-wise log-softmax in float64 (the sampler, beam search and evaluation's
+    teacher-forced scores)."""
     logits = np.asarray(logits, dtype=np.float64)
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
