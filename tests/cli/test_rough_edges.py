@@ -21,6 +21,7 @@ def _run(capsys, *argv):
     return code, out, err
 
 
+@pytest.mark.slow  # a fresh process importing TensorFlow and a run: 25 s
 def test_attention_command_works_in_a_fresh_process(trained_runs, tmp_path):
     """It crashed with "Could not locate class 'EncoderDecoder'": nothing had imported the
     model classes in a process that only ran this command."""

@@ -11,7 +11,6 @@ from transformer_zoo import cli
 from transformer_zoo.export.run_export import export_run
 from transformer_zoo.models.hf.run import import_hf_run
 from transformer_zoo.run_directory import load_run_config
-from transformer_zoo.visualize.attention import draw_run_attention
 
 
 def _snapshot(directory):
@@ -56,16 +55,6 @@ def test_the_command_names_the_directory_in_one_line(family_artifacts, tmp_path,
     code = cli.main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "a-file")])
     err = capsys.readouterr().err
     assert code == 2 and f"{tmp_path / 'a-file'} is a file" in err and "Traceback" not in err
-
-
-def test_attention_pictures_of_an_imported_marian_run(tmp_path):
-    run = tmp_path / "marian"
-    import_hf_run(CHECKPOINTS["marian"], run)
-    result = draw_run_attention(str(run), "Speak, speak.", str(tmp_path / "pictures"))
-    assert (tmp_path / "pictures" / "attention.png").stat().st_size > 0
-    assert result["causal_mask"].endswith("causal_mask.png")
-    with pytest.raises(ValueError, match="is a file"):
-        draw_run_attention(str(run), "Speak.", str(tmp_path / "pictures" / "attention.png"))
 
 
 def test_evaluate_refuses_an_export_of_another_run(family_artifacts, tmp_path):

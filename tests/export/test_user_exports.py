@@ -43,7 +43,8 @@ def _staging_left(tmp_path):
 
 
 @pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder", "encoder-only"])
-@pytest.mark.parametrize("max_length", [4, 8])
+# 8 leaves room for more of the lengths: 30 s more, in the slow set.
+@pytest.mark.parametrize("max_length", [4, pytest.param(8, marks=pytest.mark.slow)])
 def test_a_model_shorter_than_the_validation_lengths_exports_and_serves(
     tmp_path, family, max_length
 ):
@@ -79,7 +80,9 @@ def test_a_model_shorter_than_the_validation_lengths_exports_and_serves(
             np.testing.assert_array_equal(engine.translate_ids(source, new).tokens, expected)
 
 
-@pytest.mark.parametrize("exporter", [export_onnx, export_saved_model])
+@pytest.mark.parametrize(
+    "exporter", [export_onnx, pytest.param(export_saved_model, marks=pytest.mark.slow)]
+)
 def test_an_export_that_fails_half_way_leaves_the_previous_one_whole(
     tmp_path, monkeypatch, exporter
 ):
@@ -132,7 +135,9 @@ def test_an_export_of_other_weights_replaces_the_stale_format(tmp_path):
     assert {"onnx", "saved_model"} <= set(load_run_config(tmp_path).export)
 
 
-@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+@pytest.mark.parametrize(
+    "policy", ["mixed_bfloat16", pytest.param("mixed_float16", marks=pytest.mark.slow)]
+)
 def test_a_mixed_precision_model_exports_a_float32_saved_model(tmp_path, policy):
     keras.config.set_dtype_policy(policy)  # as a user training in mixed precision would
     model = _model("decoder-only")

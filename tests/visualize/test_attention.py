@@ -2,6 +2,7 @@
 the same source mask, the same budget, the same tokens."""
 
 import numpy as np
+import pytest
 
 import transformer_zoo.visualize.attention as attention
 from tests.models.test_hf_checkpoints import CHECKPOINTS
@@ -44,3 +45,5 @@ def test_an_imported_marian_run_is_drawn_as_translate_decodes_it(tmp_path, monke
     assert len(drawn["target"]) == len(tokens)
     np.testing.assert_allclose(drawn["weights"], expected, atol=1e-5)
     assert drawn["weights"][:, :, -1].min() > 0  # every head looks at `</s>` a little
+    with pytest.raises(ValueError, match="is a file"):
+        attention.draw_run_attention(str(run), text, str(tmp_path / "pictures" / "attention.png"))
