@@ -100,7 +100,9 @@ def quantize_onnx(
         and the seconds each model took to serve the examples.
 
     Raises:
-        ModelDirectoryError: `onnx_dir` is not an ONNX export, or `out_dir` is not empty.
+        ModelDirectoryError: `onnx_dir` is not an ONNX export, or `out_dir` is not empty,
+            or there is no test split to measure on.
+        ValueError: a bad argument, or int4 weights for a plain export.
         QuantizationError: the quantized score fell by more than `max_accuracy_drop`.
         ExportError: onnxruntime cannot quantize or load the graphs.
     """
@@ -115,15 +117,19 @@ def quantize_onnx(
         raise ModelDirectoryError(f"{onnx_dir!r} is already quantized ({entry['quantization']}).")
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise ModelDirectoryError(f"`out_dir` must be new or empty. Received: {out_dir}")
-    if max_accuracy_drop is not None and not 0 <= max_accuracy_drop <= 1:
+    check_graph_kind(entry, weights)
+    if max_accuracy_drop is not None and (
+        isinstance(max_accuracy_drop, bool)
+        or not isinstance(max_accuracy_drop, int | float)
+        or not 0 <= max_accuracy_drop <= 1
+    ):
         raise ValueError(
             f"`max_accuracy_drop` must be in [0, 1] or None. Received: {max_accuracy_drop!r}"
         )
-    if not isinstance(examples, int) or examples < 1:
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
         raise ValueError(f"`examples` must be a positive integer. Received: {examples!r}")
     if max_accuracy_drop is not None and task is None:
-        require_task(config)
-        task = run_task(config)
+        task = require_task(config)
 
     with atomic_path(out_dir) as staging:  # nothing is written unless the copy passes
         os.makedirs(staging)
@@ -176,13 +182,40 @@ def quantize_onnx(
     return report
 
 
-def require_task(config: RunConfig) -> None:
-    """Raises `ModelDirectoryError` unless `config` names the task to measure on."""
+def require_task(config: RunConfig):
+    """The task `config` names to measure on (`run_task`), read now so that `export
+    --quantize` fails before it exports rather than after.
+
+    Raises:
+        ModelDirectoryError: `config` names no task, or its test split is empty.
+        DataError: the task's data is unreadable.
+    """
     if not config.data:
         raise ModelDirectoryError(
             "This model names no task (config.json has no `data`), so the quantized accuracy "
             "cannot be measured; pass a task, or max_accuracy_drop=None "
             "(`--max-accuracy-drop none`) to quantize unmeasured."
+        )
+    task = run_task(config)
+    if not task.test:
+        raise ModelDirectoryError(
+            f"The test split of {config.data} is empty, so the quantized accuracy cannot be "
+            "measured; pass a task, or max_accuracy_drop=None (`--max-accuracy-drop none`) "
+            "to quantize unmeasured."
+        )
+    return task
+
+
+def check_graph_kind(entry: dict, weights: str) -> None:
+    """Raises `ValueError` for int4 weights in a plain export (`graph_kind` "plain":
+    standard ONNX operators only): `MatMulNBits` is onnxruntime's com.microsoft operator.
+    (int8's `quantize_dynamic` writes standard operators: MatMulInteger,
+    DynamicQuantizeLinear, DequantizeLinear.)"""
+    if weights == "int4" and entry.get("graph_kind") == "plain":
+        raise ValueError(
+            "int4 weights are onnxruntime's com.microsoft MatMulNBits operator, which a plain "
+            "export (standard ONNX operators only) must not hold: quantize it to int8, or "
+            "export without --plain for int4."
         )
 
 

@@ -11,6 +11,7 @@ from transformer_zoo.export.quantize import (
     DEFAULT_MAX_ACCURACY_DROP,
     FLOAT32_SCORES,
     WEIGHT_TYPES,
+    check_graph_kind,
     quantize_onnx,
     require_task,
 )
@@ -72,6 +73,8 @@ def export_run(
             "`quantize` needs the ONNX format: add 'onnx' to `formats` (on the command line, "
             "--format onnx or all)."
         )
+    for weights in quantize:  # int4 in a plain export: refused before the export
+        check_graph_kind({"graph_kind": options.get("graphs", "fused")}, weights)
     config = load_run_config(run_dir)
     check_export_target(run_dir, out_dir, config)
     if quantize and max_accuracy_drop is not None:

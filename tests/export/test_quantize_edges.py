@@ -1,0 +1,97 @@
+"""Edge cases of `quantize_onnx` and `transformer-zoo export --quantize`: each bad request
+is refused in one line before anything is written."""
+
+import os
+import shutil
+
+import onnx
+import pytest
+
+from transformer_zoo.cli import main
+from transformer_zoo.data import Task
+from transformer_zoo.data.examples import ClassificationExample
+from transformer_zoo.export import quantize_onnx
+from transformer_zoo.export.run_export import export_run
+from transformer_zoo.run_directory import load_run_config, save_run_config
+from transformer_zoo.serving import ModelDirectoryError
+
+
+def test_a_plain_export_is_not_given_int4_weights(family_artifacts, plain_export, tmp_path, capsys):
+    """int4 (`MatMulNBits`, com.microsoft) was written into a `--plain` export, whose graphs
+    promise standard ONNX operators only; int8 keeps to them."""
+    export_dir, _ = plain_export("encoder-only")
+    assert load_run_config(export_dir).export["onnx"]["graph_kind"] == "plain"
+    with pytest.raises(ValueError, match="MatMulNBits.*--plain"):
+        quantize_onnx(export_dir, tmp_path / "q4", max_accuracy_drop=None, weights="int4")
+    assert os.listdir(tmp_path) == []
+    quantize_onnx(export_dir, tmp_path / "q8", max_accuracy_drop=None, weights="int8")
+    domains = {n.domain for n in onnx.load(tmp_path / "q8" / "model.onnx").graph.node}
+    assert domains <= {"", "ai.onnx"}  # standard operators only
+
+    run_dir = family_artifacts("encoder-only").run_dir
+    capsys.readouterr()  # what building the fixtures printed
+    argv = ["export", run_dir, "--format", "onnx", "--plain", "--out", tmp_path / "e"]
+    code = main([str(a) for a in argv] + ["--quantize", "int4", "--max-accuracy-drop", "none"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "MatMulNBits" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "e").exists()  # refused before the float32 export
+    with pytest.raises(ValueError, match="MatMulNBits"):  # from Python too
+        export_run(run_dir, tmp_path / "e", graphs="plain", quantize="int4")
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("drop", [True, "0.1", float("nan"), -0.5])
+def test_max_accuracy_drop_must_be_a_fraction(family_artifacts, tmp_path, drop):
+    """`True` passed as 1 (accept any drop) and a string raised a bare TypeError."""
+    art = family_artifacts("encoder-only")
+    with pytest.raises(ValueError, match="`max_accuracy_drop` must be in"):
+        quantize_onnx(art.export_dir, tmp_path / "q", max_accuracy_drop=drop)
+    with pytest.raises(ValueError, match="`examples` must be"):
+        quantize_onnx(art.export_dir, tmp_path / "q", max_accuracy_drop=None, examples=True)
+    assert os.listdir(tmp_path) == []
+
+
+def _run_on(art, tmp_path, test_file) -> str:
+    """A copy of the encoder-only run whose data is a small file, its test split `test_file`."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(art.run_dir, run_dir)
+    data = tmp_path / "data.tsv"
+    data.write_text("1\tthe cat sat\n0\ta dog ran\n1\tthe cat ran\n0\ta dog sat\n")
+    config = load_run_config(run_dir)
+    config.data, config.seed = str(data), 0
+    config.extra["train"] = {"test": str(test_file)}
+    save_run_config(run_dir, config)
+    return str(run_dir)
+
+
+def test_an_unscorable_test_split_is_refused_before_the_export(
+    family_artifacts, tmp_path, capsys, monkeypatch
+):
+    """`export --quantize` checked only that the run names data: with a test split it
+    cannot read, it wrote the float32 export, then failed (exit 2) when scoring."""
+    art = family_artifacts("encoder-only")
+    empty = tmp_path / "test.tsv"
+    empty.write_text("")
+    run_dir = _run_on(art, tmp_path, empty)
+    capsys.readouterr()  # what building the fixtures printed
+    argv = ["export", run_dir, "--format", "onnx", "--out", tmp_path / "e", "--quantize", "int8"]
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "holds no examples" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "e").exists()
+
+    # A task read with no test examples (a data set cut too small) is named as such.
+    task = Task("x", "encoder-only", [ClassificationExample("1", "the cat")], [], [])
+    monkeypatch.setattr("transformer_zoo.export.quantize.run_task", lambda config: task)
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and "test split of" in err and "--max-accuracy-drop none" in err
+    assert not (tmp_path / "e").exists()
+    export_dir = tmp_path / "export"
+    shutil.copytree(art.export_dir, export_dir)
+    config = load_run_config(export_dir)
+    config.data = load_run_config(run_dir).data  # an export that names a task
+    save_run_config(export_dir, config)
+    with pytest.raises(ModelDirectoryError, match="test split of .* is empty"):
+        quantize_onnx(export_dir, tmp_path / "q")
+    assert not (tmp_path / "q").exists()
