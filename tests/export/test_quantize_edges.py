@@ -95,3 +95,30 @@ def test_an_unscorable_test_split_is_refused_before_the_export(
     with pytest.raises(ModelDirectoryError, match="test split of .* is empty"):
         quantize_onnx(export_dir, tmp_path / "q")
     assert not (tmp_path / "q").exists()
+
+
+def test_a_refused_copy_names_the_copies_that_were_written(
+    family_artifacts, tmp_path, capsys, monkeypatch
+):
+    """With `--quantize int8 int4`, an int4 copy refused after the int8 one was written
+    said "Nothing was written" and named the float32 export alone."""
+    from transformer_zoo.export import QuantizationError
+    from transformer_zoo.export import run_export as module
+
+    real = module.quantize_onnx
+
+    def int4_refused(source, destination, **kwargs):
+        if kwargs["weights"] == "int4":
+            raise QuantizationError("int4 exact_match is 0.1 against 0.9: a drop of 0.8.")
+        return real(source, destination, **kwargs)
+
+    run_dir = family_artifacts("encoder-only").run_dir
+    capsys.readouterr()  # what building the fixtures printed
+    out_dir = tmp_path / "e"
+    argv = ["export", run_dir, "--format", "onnx", "--out", out_dir, "--quantize", "int8", "int4"]
+    monkeypatch.setattr(module, "quantize_onnx", int4_refused)
+    code = main([str(a) for a in argv] + ["--max-accuracy-drop", "none"])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert code == 1 and (out_dir / "int8" / "model.onnx").is_file()
+    assert not (out_dir / "int4").exists()
+    assert f"the int8 copy in {out_dir / 'int8'}" in err and "int4" not in err.split(")")[-1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from transformer_zoo.cli.parsing import UsageError, fraction_or_none, positive_int
@@ -115,9 +116,11 @@ def _export(args: argparse.Namespace) -> int:
     except (RunError, ValueError) as error:
         raise UsageError.from_error(error) from None
     except QuantizationError as error:
+        kept = [w for w in args.quantize if os.path.isdir(os.path.join(args.out, w))]
+        also = "".join(f", the {w} copy in {os.path.join(args.out, w)}" for w in kept)
         print(
             f"transformer-zoo export: quantized copy refused ({error}) The float32 export is "
-            f"in {args.out}.",
+            f"in {args.out}{also}.",
             file=sys.stderr,
         )
         return 1

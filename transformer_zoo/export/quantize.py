@@ -176,7 +176,7 @@ def quantize_onnx(
                     f"{weights} {report['metric']} is {report[weights]:.4f} against "
                     f"{report['float32']:.4f} in float32 on {report['examples']} test "
                     f"examples: a drop of {report['drop']:.4f} > max_accuracy_drop="
-                    f"{max_accuracy_drop}. Nothing was written."
+                    f"{max_accuracy_drop}. The {weights} copy was not written."
                 )
         write_json(os.path.join(staging, REPORT_FILE), report)
     return report
