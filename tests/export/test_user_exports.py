@@ -183,22 +183,31 @@ def test_validation_compares_class_logits_shaped_like_the_mask():
     assert compare_graph(graph, dims, lambda f: changed("last_hidden_state", f), "same") == 0
 
 
+RIGHT_PADDED = np.array([[5, 9, 12, 30, 7], [7, 33, 0, 0, 0], [11, 20, 31, 0, 0]])
+LEFT_PADDED = np.array([[5, 9, 12, 30, 7], [0, 0, 0, 7, 33], [0, 11, 20, 0, 31]])
+
+
+def _translations(model, source):
+    inputs = {"encoder_token_ids": source, "encoder_padding_mask": source != 0}
+    return generate(model, inputs, 6, eos_id=EOS, decoder_start_id=BOS)
+
+
 def test_a_left_padded_source_translates_as_the_unpadded_one(tmp_path):
     model = _model("encoder-decoder", seed=2)  # tokens (not only scores) move with the source
-    right = np.array([[5, 9, 12, 30, 7], [7, 33, 0, 0, 0], [11, 20, 31, 0, 0]])
-    left = np.array([[5, 9, 12, 30, 7], [0, 0, 0, 7, 33], [0, 11, 20, 0, 31]])
-
-    def translate(source):
-        inputs = {"encoder_token_ids": source, "encoder_padding_mask": source != 0}
-        return generate(model, inputs, 6, eos_id=EOS, decoder_start_id=BOS)
-
-    expected, got = translate(right), translate(left)
+    expected, got = _translations(model, RIGHT_PADDED), _translations(model, LEFT_PADDED)
     np.testing.assert_array_equal(got.tokens, expected.tokens)
     np.testing.assert_allclose(got.scores, expected.scores, atol=1e-5)
-    expected = expected.tokens
     export_onnx(model, tmp_path)
+    served = load_onnx(tmp_path).translate_ids(LEFT_PADDED, 6).tokens
+    np.testing.assert_array_equal(served, expected.tokens)
+
+
+@pytest.mark.slow  # a SavedModel export: 8 s
+def test_the_saved_models_generate_signature_right_aligns_sources(tmp_path):
+    model = _model("encoder-decoder", seed=2)
+    expected = _translations(model, RIGHT_PADDED).tokens
+    left = LEFT_PADDED
     export_saved_model(model, tmp_path)
-    np.testing.assert_array_equal(load_onnx(tmp_path).translate_ids(left, 6).tokens, expected)
     in_graph = load_served_model(tmp_path, "saved_model").runner.loaded.signatures["generate"](
         input_ids=left, attention_mask=(left != 0).astype(np.int64), max_new_tokens=tf.constant(6)
     )["tokens"]

@@ -45,6 +45,7 @@ def test_a_window_is_scored_as_transformers_scores_it(imported):
     np.testing.assert_allclose(scores["loss"], -picked.mean(), rtol=1e-4)
 
 
+@pytest.mark.slow  # an import, a training run and its evaluation: 11 s
 def test_an_imported_gpt2_fine_tunes_on_a_text(imported, tmp_path):
     ref, _ = reference("gpt2")
     corpus = tmp_path / "corpus.txt"
