@@ -16,7 +16,8 @@ from transformer_zoo.serving import load_onnx, load_served_model
 
 sparse_loss = keras.losses.SparseCategoricalCrossentropy
 
-SHAPES = [(1, 3), (4, 9)]  # (batch, length)
+# (batch, length); the larger shape runs in the slow set, to keep the default under 5 minutes.
+SHAPES = [(1, 3), pytest.param(4, 9, marks=pytest.mark.slow)]
 
 
 def _ids(rng, batch, length, vocabulary, first=2):

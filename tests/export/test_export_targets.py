@@ -41,6 +41,7 @@ def test_an_export_refuses_to_overwrite_another_run_or_its_export(family_artifac
         assert (_snapshot(out) if out.is_dir() else a_file.read_bytes()) == before
 
 
+@pytest.mark.slow  # test_user_exports checks the same weights keep both formats
 def test_an_export_of_the_same_run_is_written_again(family_artifacts, tmp_path):
     decoder = family_artifacts("decoder-only")
     out = tmp_path / "export"

@@ -88,7 +88,9 @@ def _assert_same(actual, expected):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("ema", [False, True], ids=["raw", "ema"])
+@pytest.mark.parametrize(
+    "ema", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["raw", "ema"]
+)
 def test_an_interrupted_run_stops_early_as_the_uninterrupted_one(tmp_path, ema):
     """Interrupted after its best epoch, a resumed run forgot it: it trained every planned
     epoch and kept its last (worse) one."""

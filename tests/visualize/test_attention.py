@@ -11,6 +11,7 @@ from transformer_zoo.models.hf.run import import_hf_run
 from transformer_zoo.serving import load_served_model
 
 
+@pytest.mark.slow  # an import and three decodes of Marian: 11 s
 def test_an_imported_marian_run_is_drawn_as_translate_decodes_it(tmp_path, monkeypatch):
     """Marian's `</s>` is id 0: an `ids != 0` mask hid it from the picture and the
     picture's own translation; and the picture stopped at 48 tokens where `translate`
