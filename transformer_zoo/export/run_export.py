@@ -77,8 +77,9 @@ def export_run(
         check_graph_kind({"graph_kind": options.get("graphs", "fused")}, weights)
     config = load_run_config(run_dir)
     check_export_target(run_dir, out_dir, config)
+    task = None
     if quantize and max_accuracy_drop is not None:
-        require_task(config)  # before the export, not after it
+        task = require_task(config)  # read before the export, not after it, and once
     check_run_files(run_dir, config, MODEL_FILE)
     model = load_run_model(run_dir)
     report = {}
@@ -95,6 +96,7 @@ def export_run(
         report[weights] = quantize_onnx(
             out_dir,
             os.path.join(out_dir, weights),  # out_dir/int8, out_dir/int4
+            task=task,
             max_accuracy_drop=max_accuracy_drop,
             examples=quantize_examples,
             weights=weights,

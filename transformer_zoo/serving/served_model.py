@@ -25,7 +25,6 @@ from transformer_zoo.generation.search import (
     SearchConfig,
     SearchResult,
     Stopping,
-    check_max_new_tokens,
 )
 from transformer_zoo.generation.search import generate as run_search
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
@@ -118,7 +117,6 @@ class ServedModel:
         ids = self.prompt_ids(prompts)
         # Every prompt is checked before any batch runs; the first that leaves too little
         # room is named (the command line's "line N: ...").
-        check_max_new_tokens(max_new_tokens)
         for index, row in enumerate(ids):
             try:
                 check_room(len(row), max_new_tokens, self.dims.max_length, "prompt")
