@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# GPU check: mixed-precision and XLA training throughput of DecoderOnly, plus a
-# MirroredStrategy smoke run when more than one GPU is visible. Under 5 minutes on one
-# NVIDIA GPU. On a machine without one it says "no GPU found" and runs a small CPU version.
+# GPU check: mixed-precision and XLA training throughput of DecoderOnly (float32,
+# mixed_bfloat16 and mixed_float16; XLA off and on where the backend has both). Under 2
+# minutes on one NVIDIA GPU. On a machine without one it says "no GPU found" and runs a
+# small CPU version. It runs on the backend KERAS_BACKEND names (TensorFlow by default;
+# KERAS_BACKEND=jax on a GPU machine with JAX and no TensorFlow).
 #
 # Usage: benchmarks/gpu_check.sh [OUT_JSON]   (default benchmarks/results/gpu_check.json)
 set -euo pipefail

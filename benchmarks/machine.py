@@ -48,3 +48,25 @@ def cpu_name() -> str:
     except OSError:
         pass
     return "unknown CPU"
+
+
+def gpu_devices() -> tuple[list[str], str | None]:
+    """The GPUs that Keras's current backend sees, and the first one's name."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        found = [d for d in jax.devices() if d.platform == "gpu"]
+        return [str(d) for d in found], (found[0].device_kind if found else None)
+    if backend == "torch":
+        import torch
+
+        count = torch.cuda.device_count()
+        return [f"cuda:{i}" for i in range(count)], (torch.cuda.get_device_name(0) if count else None)  # fmt: skip
+    import tensorflow as tf
+
+    found = tf.config.list_physical_devices("GPU")
+    name = tf.config.experimental.get_device_details(found[0]).get("device_name") if found else None  # fmt: skip
+    return [g.name for g in found], name
