@@ -152,7 +152,9 @@ def _serve(args) -> int:
 
         listening.close()  # Ray's proxy binds the port itself
         directories = {name: os.path.abspath(d) for name, d in directories.items()}
-        return ray_serve.run(directories, args.host, args.port, settings, args.replicas)
+        return ray_serve.run(
+            directories, args.host, args.port, settings, args.replicas, args.log_level
+        )
     return serve(directories, args.host, args.port, settings, args.log_level, listening)
 
 
