@@ -44,3 +44,19 @@ def test_onnxruntime_genai_runs_the_quantized_exports(family_artifacts, tmp_path
     theirs = genai_greedy(tmp_path / weights, prompt, new_tokens)
     ours = load_onnx(tmp_path / weights).generate_ids([prompt], new_tokens).tokens[0]
     np.testing.assert_array_equal(theirs, ours)
+
+
+def test_onnxruntime_genai_samples_when_asked(family_artifacts):
+    """`do_sample` with the config's own search defaults samples (different seeds, different
+    tokens), as our sampling does; a `top_k` of 1 there made it greedy whatever the seed."""
+    model = og.Model(str(family_artifacts("decoder-only").export_dir))
+    prompt, runs = [2, 7, 9, 11, 5], set()
+    for seed in range(4):
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=len(prompt) + 12, do_sample=True, random_seed=seed)
+        generator = og.Generator(model, params)
+        generator.append_tokens(np.array([prompt], np.int32))
+        while not generator.is_done():
+            generator.generate_next_token()
+        runs.add(tuple(np.asarray(generator.get_sequence(0))[len(prompt) :]))
+    assert len(runs) > 1

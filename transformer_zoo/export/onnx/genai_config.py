@@ -62,7 +62,9 @@ def genai_config(dims: ModelDimensions, special_ids: dict, intra_op_num_threads:
             "min_length": 0,
             "past_present_share_buffer": False,
             "temperature": 1.0,
-            "top_k": 1,
+            # Sampling (`do_sample` true) over the whole distribution, as our `Sampling`
+            # does by default; 1 would make it greedy whatever the seed.
+            "top_k": dims.vocabulary_size,
             "top_p": 1.0,
             "repetition_penalty": 1.0,
             "length_penalty": 1.0,
