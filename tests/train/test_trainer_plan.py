@@ -77,6 +77,10 @@ def test_the_plan_line_says_what_a_short_run_and_an_init_run_do():
         ({"overrides": {"dropout": 0.1}, "dropout": 0.2}, "`dropout` is given twice"),
         ({"weight_decay": -1.0}, "`weight_decay` must be a number ≥ 0"),
         ({"label_smoothing": 1.0}, "`label_smoothing` must be in [0, 1)"),
+        (
+            {"family": "encoder-only", "label_smoothing": 0.1},
+            "`label_smoothing` applies to the generative families",
+        ),
     ],
 )
 def test_the_new_settings_are_checked_in_one_line(settings, message):
@@ -204,3 +208,19 @@ def test_the_warmup_reported_is_the_warmup_the_optimizer_runs():
     assert rates[1] < rates[2] > rates[3]
     paper = TrainConfig("encoder-decoder", steps=1, optimizer="paper-adam")
     assert plan_steps(paper, batches=235, steps_per_execution=10).warmup_steps == 100
+
+
+def test_masked_lm_pretrains_on_every_example_of_a_users_file():
+    """Only the built-in data's near-miss pairs ("incorrect") are left out of pretraining;
+    a user's file labelled correct/incorrect (CoLA-like) pretrains on all its texts."""
+    from types import SimpleNamespace
+
+    from transformer_zoo.data.examples import ClassificationExample
+    from transformer_zoo.data.task import Task
+    from transformer_zoo.train.pretraining import pretraining_texts
+
+    rows = [ClassificationExample(label, f"text {i}") for i, label in enumerate(["correct", "incorrect"] * 3)]  # fmt: skip
+    users = SimpleNamespace(task=Task("labels.tsv", "encoder-only", rows, [], []))
+    builtin = SimpleNamespace(task=Task("builtin:dates-zh", "encoder-only", rows, [], []))
+    assert len(pretraining_texts(users)) == 6
+    assert [text for text, _ in pretraining_texts(builtin)] == ["text 0", "text 2", "text 4"]

@@ -117,7 +117,11 @@ def register(commands) -> None:
         "the language model, fine-tuned on a plain-text --data (GPT-2 on your text)",
     )
     train.add_argument("--out", help="the run directory (default runs/FAMILY-PRESET)")
-    train.add_argument("--epochs", type=int, help="passes over the data (builtin: 4, files: 10)")
+    train.add_argument(
+        "--epochs",
+        type=int,
+        help="passes over the data (builtin: 4; files: enough for about 1,000 steps, at most 500)",
+    )
     train.add_argument(
         "--steps",
         type=positive_int,

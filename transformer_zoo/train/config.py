@@ -345,6 +345,12 @@ def _validate_score(cfg: TrainConfig) -> None:
 def _validate_data_options(cfg: TrainConfig) -> None:
     """The settings of what is read and how: windows, columns, init, overrides."""
     builtin = cfg.data.startswith("builtin:") if isinstance(cfg.data, str) else False
+    if cfg.label_smoothing is not None and cfg.family == "encoder-only":
+        raise ValueError(
+            "`label_smoothing` applies to the generative families' token loss; an "
+            "encoder-only classifier trains with plain cross-entropy. Received: "
+            f"label_smoothing={cfg.label_smoothing!r}"
+        )
     if cfg.windows is not None:
         _choice("windows", cfg.windows, WINDOWS)
         if cfg.family != "decoder-only" or builtin:

@@ -22,10 +22,14 @@ PRETRAIN_RATE = 1e-3  # AdamW peak, cosine to 0 (benchmarks/dates_zh_baseline.py
 
 
 def pretraining_texts(setup: FamilySetup) -> list:
-    """The (text, text2) pairs to pretrain on: the correct pairs of a task that labels
-    pairs "correct"/"incorrect" (near misses would teach wrong pairings), else all."""
+    """The (text, text2) pairs to pretrain on: on the built-in data, whose pairs are
+    labelled "correct"/"incorrect", the correct ones (near misses would teach wrong
+    pairings); on a user's file, every training example, whatever its labels."""
+    everything = [(e.text, e.text2) for e in setup.task.train]
+    if not str(setup.task.data).startswith("builtin:"):
+        return everything
     pairs = [(e.text, e.text2) for e in setup.task.train if e.label == "correct"]
-    return pairs or [(e.text, e.text2) for e in setup.task.train]
+    return pairs or everything
 
 
 def pretrain_masked_lm(
