@@ -319,7 +319,8 @@ def test_a_text_shorter_than_one_window_is_refused_before_anything_is_written(
 def test_a_stream_run_evaluates_from_another_directory_and_names_a_short_test_file(
     tmp_path, capsys, monkeypatch
 ):
-    """Relative --data paths were stored as given: `evaluate RUN` failed elsewhere."""
+    """Relative --data paths were stored as given: `evaluate RUN` failed elsewhere. A data
+    file changed since training is refused, not split anew."""
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
     (tmp_path / "work" / "corpus.txt").write_text("the cat sat on the mat. " * 40, "utf-8")
@@ -341,6 +342,12 @@ def test_a_stream_run_evaluates_from_another_directory_and_names_a_short_test_fi
         "model's context (a longer text, or a model trained with a shorter context, --set "
         "max_length=N, is needed)"
     )
+    # The splits come from the file's contents: changed, they would hold other examples.
+    with open(tmp_path / "work" / "corpus.txt", "a", encoding="utf-8") as corpus:
+        corpus.write("a new line. ")
+    line = cli_error(capsys, ["evaluate", "work/run"])
+    assert "corpus.txt (the data file) has changed since this run trained on it" in line
+    assert main(["evaluate", "work/run", "--test", "work/corpus.txt"]) == 0  # a file to score
 
 
 def test_a_tokenizer_that_cannot_be_trained_is_one_line(tmp_path, capsys, monkeypatch):

@@ -15,6 +15,9 @@ last 10% validate (nanoGPT's split), and the test split is the validation text u
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import os
 import random
 import re
 import unicodedata
@@ -276,6 +279,53 @@ def _refuse_split_files(data: str) -> None:
     raise ValueError(f"{data} has its own splits: --valid and --test take files of yours.")
 
 
+# A run's data files, fingerprinted when it trains (`extra.data_digests`): its splits are
+# drawn from their contents, so a file changed since then would give other splits.
+DIGESTED = ("data", "valid", "test")
+
+
+def data_digests(data: str | None, valid: str | None = None, test: str | None = None) -> dict:
+    """`{setting: SHA-256 of the file}` for the run's data files (none for built-in data)."""
+    files = {"data": data, "valid": valid, "test": test}
+    return {
+        name: _file_digest(path)
+        for name, path in files.items()
+        if path and not str(path).startswith("builtin:") and os.path.isfile(path)
+    }
+
+
+def _file_digest(path: str) -> str:
+    stat = os.stat(path)
+    return _digest(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _digest(path: str, size: int, mtime_ns: int) -> str:  # size, mtime: the cache's key
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_data_digests(config) -> None:
+    """Raises `RunError` when a data file of the run differs from the one it trained on
+    (runs trained before the digests were recorded are not checked)."""
+    recorded = config.extra.get("data_digests") or {}
+    settings = config.extra.get("train") or {}
+    paths = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
+    for name, digest in recorded.items():
+        path = paths.get(name)
+        if path and os.path.isfile(path) and _file_digest(path) != digest:
+            flag = "the data file" if name == "data" else f"the --{name} file"
+            raise RunError(
+                f"{path} ({flag}) has changed since this run trained on it, so the splits "
+                "drawn from it would hold other examples, some of them trained on: restore "
+                "the file (to score another file: evaluate --test FILE; to train on this "
+                "one: a new --out)"
+            )
+
+
 def run_task(config, test: str | None = None) -> Task:
     """The task a run was trained on, as its `RunConfig` names it: data, its splits,
     columns and windows, seed and the `train` example limit; with `test`, a task of that
@@ -308,6 +358,7 @@ def run_task(config, test: str | None = None) -> Task:
         labels = tuple(config.label_names or ())
         examples = read_split(test, config.family, settings.get("columns"), labels or None, stream)
         return Task(config.data or test, config.family, [], [], examples, labels)
+    check_data_digests(config)
     task = load_task(
         config.data,
         config.family,

@@ -25,7 +25,7 @@ import keras
 
 from transformer_zoo import run_directory as rd
 from transformer_zoo.data.task import SPLIT_NAMES
-from transformer_zoo.data.tasks import limit_task, load_task
+from transformer_zoo.data.tasks import check_data_digests, data_digests, limit_task, load_task
 from transformer_zoo.evaluation.evaluate import evaluate
 from transformer_zoo.files import atomic_path, read_json, remove_stale_staging, write_json
 from transformer_zoo.generation.keras_runner import KerasRunner
@@ -225,6 +225,8 @@ def prepare(config: TrainConfig) -> Prepared:
         state = rd.FRESH
     tokenizers = None
     resumes = state in (rd.RESUME, TRAINED)
+    if resumes:
+        check_data_digests(rd.load_run_config(out))  # the splits it trained on, unchanged
     if os.path.isfile(os.path.join(out, "tokenizer.model")) and (resumes or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
     setup = FamilySetup.create(
@@ -264,6 +266,9 @@ def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfi
     }
     if setup.task.shared_targets is not None:
         extra["shared_test_targets"] = setup.task.shared_targets
+    digests = data_digests(config.data, config.valid, config.test)
+    if digests:
+        extra["data_digests"] = digests
     kept = {}  # a run from `init` keeps its tokenizer files (`_write_start` copies them)
     if config.init is not None:
         kept = {"tokenizer": load_run_config(config.init).tokenizer}
