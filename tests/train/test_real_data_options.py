@@ -237,3 +237,31 @@ def test_init_refuses_a_run_of_another_family_and_a_new_tokenizer(
 def test_evaluate_with_an_export_needs_its_directory(tmp_path, capsys):
     line = _error(capsys, ["evaluate", str(tmp_path), "--engine", "onnx"])
     assert "--engine onnx scores an export: give its directory with --model" in line
+
+
+def test_init_warns_when_the_training_text_is_unknown_to_its_tokenizer(
+    wordpiece_artifacts, tmp_path, caplog
+):
+    """Fine-tuning text in a script the initial model's tokenizer lacks became `<unk>`
+    throughout, silently."""
+    from transformer_zoo.train.family_setup import FamilySetup
+    from transformer_zoo.train.trainer import _warn_unknown
+
+    texts = {
+        "known.tsv": ["the cat sat on the mat .", "a quick fox , the dogs ."],
+        "unknown.tsv": ["这是一个普通的句子", "the cat 坐在垫子上"],
+    }
+    warned = {}
+    for name, lines in texts.items():
+        rows = [f"{('neg', 'pos')[i % 2]}\t{lines[i % 2]} {'.' * i}" for i in range(20)]
+        (tmp_path / name).write_text("\n".join(rows) + "\n", encoding="utf-8")
+        setup = FamilySetup.create(
+            load_task(str(tmp_path / name), "encoder-only"), "tiny",
+            init=str(wordpiece_artifacts.run_dir),
+        )  # fmt: skip
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="transformer_zoo.train.trainer"):
+            _warn_unknown(setup, "runs/minilm")
+        warned[name] = caplog.text
+    assert warned["known.tsv"] == ""
+    assert "are unknown to the tokenizer of --init runs/minilm" in warned["unknown.tsv"]

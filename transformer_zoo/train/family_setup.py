@@ -283,6 +283,24 @@ class FamilySetup:
                 count += len(inputs) > max_length
         return count
 
+    def unknown_tokens(self, limit: int | None = None) -> tuple[int, int]:
+        """How many tokens of the first `limit` training examples' model inputs are the
+        tokenizer's `<unk>`, and how many tokens those inputs have: (0, 0) for a token
+        stream, an encoder-decoder task or a tokenizer without `<unk>`."""
+        unk = self.tokenizer.special_ids.get("unk")
+        if unk is None or self.task.stream or self.family == "encoder-decoder":
+            return 0, 0
+        examples = self.task.train[:limit]
+        if self.family == "encoder-only":
+            texts, pairs = [e.text for e in examples], [e.text2 for e in examples]
+            rows = [ids for ids, _ in encoder_rows(self.tokenizer, texts, pairs)]
+        else:
+            rows = [
+                language_model_example(self.tokenizer, e.prompt, e.completion, 10**9)[0]
+                for e in examples
+            ]
+        return sum(int(i == unk) for row in rows for i in row), sum(len(row) for row in rows)
+
     @staticmethod
     def backbone(model: keras.Model) -> keras.Model:
         """The model that holds the Transformer (a classifier's backbone)."""

@@ -376,6 +376,8 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         plan = plan_steps(config, batches, execution)
         print(plan.describe(config, setup.backbone(model).dropout), flush=True)
         _warn_cut(setup, setup.backbone(model).max_length)
+        if config.init is not None:
+            _warn_unknown(setup, config.init)
         train_data = train_data.repeat()  # epochs of plan.steps_per_epoch steps each
         total_steps = plan.total_steps
         with strategy.scope():
@@ -510,6 +512,27 @@ def _warn_cut(setup: FamilySetup, max_length: int) -> None:
             valid,
             test,
             max_length,
+        )
+
+
+UNKNOWN_SHARE = 0.01  # of the training tokens: past it, `_warn_unknown` says so
+UNKNOWN_SAMPLE = 2000  # training examples read for it
+
+
+def _warn_unknown(setup: FamilySetup, init: str) -> None:
+    """One line when more than `UNKNOWN_SHARE` of the training text's tokens (the first
+    `UNKNOWN_SAMPLE` examples') are unknown to the tokenizer that `--init` brings: a model
+    pretrained on other text (another script or language) sees them all as one `<unk>`."""
+    unknown, total = setup.unknown_tokens(UNKNOWN_SAMPLE)
+    if unknown > UNKNOWN_SHARE * total:
+        log.warning(
+            "%.1f%% of the training text's tokens (%d of %d) are unknown to the tokenizer "
+            "of --init %s: the model reads each as the one <unk> token (was it pretrained "
+            "on another language or script?)",
+            100 * unknown / total,
+            unknown,
+            total,
+            init,
         )
 
 
