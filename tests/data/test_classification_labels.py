@@ -26,6 +26,19 @@ def test_a_label_first_header_line_is_refused_with_the_columns_that_read_it(tmp_
     assert task.label_names == ("neg", "pos")
 
 
+def test_a_stray_tab_that_makes_one_text_a_pair_is_refused_at_its_line(tmp_path):
+    """It loaded as text="the story", text2="was dreadful": single and pair rows mixed."""
+    rows = [*ROWS[:5], "neg\tthe story\twas dreadful", *ROWS[5:]]
+    with pytest.raises(DataError) as error:
+        read_classification_tsv(_write(tmp_path, rows))
+    assert str(error.value).startswith(
+        f"{tmp_path / 'train.tsv'}:6: this line has 3 fields (label, text, text2), where most "
+        "lines have 2 fields (label, text): a stray tab?"
+    )
+    pairs = [f"{label}\tone\ttwo {i}" for i, label in enumerate(["a", "b"] * 10)]
+    assert len(read_classification_tsv(_write(tmp_path, pairs, "pairs.tsv"))) == 20
+
+
 def test_a_first_line_of_a_label_that_repeats_is_no_header(tmp_path):
     assert len(read_classification_tsv(_write(tmp_path, ROWS))) == 40
     tiny = _write(tmp_path, ["pos\tgood", "neg\tbad"], "tiny.tsv")  # too few rows to tell

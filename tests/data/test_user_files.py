@@ -42,10 +42,15 @@ def test_translation_tsv_reads_source_and_target(tmp_path):
 
 
 def test_classification_tsv_reads_single_texts_and_pairs(tmp_path):
-    path = _write(tmp_path, "pos\tgreat film\nneg\tnoon\t中午十二点\n")
-    assert read_classification_tsv(path) == [
+    singles = _write(tmp_path, "pos\tgreat film\nneg\tdull\n")
+    assert read_classification_tsv(singles) == [
         ClassificationExample("pos", "great film"),
-        ClassificationExample("neg", "noon", "中午十二点"),
+        ClassificationExample("neg", "dull"),
+    ]
+    pairs = _write(tmp_path, "yes\tnoon\t中午十二点\nno\tnoon\t午夜\n")
+    assert read_classification_tsv(pairs) == [
+        ClassificationExample("yes", "noon", "中午十二点"),
+        ClassificationExample("no", "noon", "午夜"),
     ]
 
 

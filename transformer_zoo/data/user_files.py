@@ -258,6 +258,7 @@ def read_classification_tsv(
     counts = (len(columns),) if columns else (2, 3)
     known = None if labels is None else set(labels)
     first: list[int] = []  # the line number of the first row
+    shapes: dict[bool, int] = {}  # pair or not: the first line of each
 
     def parse(number, fields):
         fields = _fields(path, number, fields, counts, layout)
@@ -266,6 +267,7 @@ def read_classification_tsv(
         if not first:
             first.append(number)
         example = ClassificationExample(*fields)
+        shapes.setdefault(example.text2 is not None, number)
         if known is not None and example.label not in known:
             message = (
                 f"label {example.label!r} does not occur in the training data (labels: "
@@ -277,6 +279,16 @@ def read_classification_tsv(
         return example
 
     examples = _read(path, parse, columns)
+    if len(shapes) == 2:  # a stray tab makes one text a pair; a file holds one kind
+        pairs = sum(e.text2 is not None for e in examples)
+        odd = pairs < len(examples) - pairs  # the rarer kind is the odd one
+        kinds = {True: "3 fields (label, text, text2)", False: "2 fields (label, text)"}
+        raise DataError(
+            path,
+            f"this line has {kinds[odd]}, where most lines have {kinds[not odd]}: a stray "
+            "tab? A file holds single texts or text pairs, not both",
+            shapes[odd],
+        )
     if labels is None and columns is None and _is_header(examples):
         head = examples[0]
         names = ",".join([head.text, *([head.text2] if head.text2 else []), head.label])
