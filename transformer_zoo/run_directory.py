@@ -310,6 +310,13 @@ def load_run_config(directory: str | os.PathLike) -> RunConfig:
             data = json.load(file)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise RunError(f"Cannot read {path}: {error}") from None
+    if isinstance(data, dict) and "family" not in data and "model_type" in data:
+        raise RunError(
+            f"{os.fspath(directory)} holds a Hugging Face model (transformers' {CONFIG_FILE}, "
+            f"model_type {data['model_type']!r}), not a run or an ONNX export of ours: give "
+            "the run directory, or what `export --format onnx` wrote (`import-hf` reads "
+            "this one)"
+        )
     try:
         return RunConfig.from_dict(data)
     except RunError as error:

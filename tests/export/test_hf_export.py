@@ -93,6 +93,17 @@ def test_what_hf_cannot_hold_is_refused_in_one_line(family_artifacts, tmp_path, 
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+def test_an_hf_export_given_where_ours_is_expected_is_named(tmp_path, capsys):
+    """`evaluate --model HF_EXPORT` said "Unknown config keys ['architectures', ...]"."""
+    checkpoint = write_checkpoint(tmp_path / "ckpt", config=CONFIG)
+    import_hf_run(checkpoint, tmp_path / "run")
+    export_run(tmp_path / "run", tmp_path / "hf", formats=("hf",))
+    argv = ["evaluate", str(tmp_path / "run"), "--engine", "onnx", "--model", str(tmp_path / "hf")]
+    line = cli_error(capsys, argv)
+    assert f"{tmp_path / 'hf'} holds a Hugging Face model (transformers' config.json" in line
+    assert "what `export --format onnx` wrote" in line
+
+
 def test_a_swish_encoder_exports_as_silu_and_reads_back(tmp_path):
     """BERT's `hidden_act` "silu" (transformers' name of swish) both ways."""
     checkpoint = write_checkpoint(tmp_path / "ckpt", config={**CONFIG, "hidden_act": "silu"})
