@@ -35,6 +35,19 @@ def test_bad_flags_give_one_line_and_exit_code_2(capsys, argv, message):
     assert message in _error(capsys, argv)
 
 
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["embed", "--model", "m", "--pairs"], "transformer-zoo embed: error: unrecognized arguments: --pairs"),
+        ([*TRAIN, "--no-such-flag"], "transformer-zoo train: error: unrecognized arguments: --no-such-flag"),
+        (["--bogus", "describe", "tiny"], "transformer-zoo: error: unrecognized arguments: --bogus"),
+    ],
+)  # fmt: skip
+def test_an_unknown_flag_is_told_by_the_command_it_was_given_to(capsys, argv, line):
+    """The top-level parser said `transformer-zoo: error:` for a command's unknown flag."""
+    assert _error(capsys, argv) == line
+
+
 def test_unknown_preset_gives_one_line(capsys, tmp_path):
     line = _error(capsys, [*TRAIN, "--preset", "huge", "--out", str(tmp_path / "r")])
     assert "invalid choice: 'huge'" in line and "tiny_encoder_decoder" in line

@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.register(commands)  # serve
     import_hf.register(commands)  # import-hf
     demo.register(commands)  # demo, attention
+    parser.command_parsers = commands.choices  # {name: its parser}, for `main`'s errors
     return parser
 
 
@@ -109,7 +110,12 @@ def _show_warnings(command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the parser whose part of the line holds them, with its usage
+        before = argv[: argv.index(args.command)] if args.command in argv else []
+        owner = parser if set(unknown) & set(before) else parser.command_parsers[args.command]
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     _show_warnings(args.command)
     if not args.verbose and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
         _import_tensorflow_quietly()
