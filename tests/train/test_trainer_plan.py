@@ -224,3 +224,18 @@ def test_masked_lm_pretrains_on_every_example_of_a_users_file():
     builtin = SimpleNamespace(task=Task("builtin:dates-zh", "encoder-only", rows, [], []))
     assert len(pretraining_texts(users)) == 6
     assert [text for text, _ in pretraining_texts(builtin)] == ["text 0", "text 2", "text 4"]
+
+
+@pytest.mark.parametrize(("steps_per_execution", "shown"), [(1, [3, 6, 9, 12, 15, 18, 21, 24, 25]), (5, [5, 10, 15, 20, 25])])  # fmt: skip
+def test_pretraining_without_a_terminal_prints_a_line_every_tenth(
+    capsys, steps_per_execution, shown
+):
+    """Keras's per-epoch line came once, after all of the (one epoch of) pretraining."""
+    from transformer_zoo.train.pretraining import ProgressLines
+
+    lines = ProgressLines(25, started=0.0)
+    for end in range(steps_per_execution - 1, 25, steps_per_execution):
+        lines.on_train_batch_end(end, {"loss": 2.5, "masked_accuracy": 0.25})
+    printed = capsys.readouterr().out.splitlines()
+    assert [int(line.split()[2].split("/")[0]) for line in printed] == shown
+    assert printed[-1].startswith("  pretraining step 25/25: loss 2.5000, masked accuracy 0.2500,")

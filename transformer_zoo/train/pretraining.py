@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import warnings
 
+import keras
 import tensorflow as tf
 
 from transformer_zoo.data.masked_lm import masked_lm_dataset
@@ -30,6 +31,27 @@ def pretraining_texts(setup: FamilySetup) -> list:
         return everything
     pairs = [(e.text, e.text2) for e in setup.task.train if e.label == "correct"]
     return pairs or everything
+
+
+class ProgressLines(keras.callbacks.Callback):
+    """A line about every tenth of `total` steps: the step, the loss and masked accuracy
+    of the last execution, and the seconds since `started`."""
+
+    def __init__(self, total: int, started: float, parts: int = 10):
+        super().__init__()
+        self.total, self.started, self.every = total, started, max(1, -(-total // parts))
+        self.shown = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        done, logs = batch + 1, logs or {}
+        if done // self.every > self.shown // self.every or done == self.total:
+            self.shown = done
+            accuracy = logs.get("masked_accuracy", float("nan"))
+            print(
+                f"  pretraining step {done}/{self.total}: loss {logs.get('loss', float('nan')):.4f}, "
+                f"masked accuracy {accuracy:.4f}, {time.perf_counter() - self.started:.0f} s",
+                flush=True,
+            )
 
 
 def pretrain_masked_lm(
@@ -86,8 +108,17 @@ def pretrain_masked_lm(
         warnings.filterwarnings("ignore", message=".*`shuffle=True` was passed")
         # The pooler serves the classifier only; masked-LM gives it no gradient.
         warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
+        # Without a terminal (verbose 2), Keras would print one line, at the end: a line
+        # per tenth of the steps instead says how far it is.
+        lines = [ProgressLines(steps, started)] if verbose == 2 else []
         with fit_scope(model, strategy):
-            history = model.fit(data.repeat(), steps_per_epoch=steps, epochs=1, verbose=verbose)
+            history = model.fit(
+                data.repeat(),
+                steps_per_epoch=steps,
+                epochs=1,
+                verbose=verbose if verbose != 2 else 0,
+                callbacks=lines,
+            )
     return {
         "steps": steps,
         "seconds": round(time.perf_counter() - started, 1),
