@@ -69,3 +69,23 @@ def test_masked_lm_needs_a_mask_piece_and_a_sane_rate(texts, shared_tokenizer, m
     monkeypatch.setattr(type(shared_tokenizer), "mask_id", property(lambda self: None))
     with pytest.raises(ValueError, match="<mask>"):
         masked_lm_dataset(texts, shared_tokenizer)
+
+
+def test_an_imported_wordpiece_tokenizer_packs_as_serving_and_never_masks_cls_or_sep():
+    """It failed (`'WordPieceTokenizer' object has no attribute 'proto'`), and the fixed
+    special ids 0/2/3 would have let `[CLS]` and `[SEP]` be picked."""
+    from tests.artifacts import WORDPIECE_VOCABULARY
+    from transformer_zoo.text.formats import encoder_rows
+    from transformer_zoo.text.wordpiece import WordPieceTokenizer
+
+    tokenizer = WordPieceTokenizer(WORDPIECE_VOCABULARY, max_length=16)
+    texts = [("the cat sat on the mat", "a quick fox"), "the dogs sat"] * 200
+    never = {tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id}
+    rows = {tuple(ids) for ids, _ in encoder_rows(tokenizer, ["the cat sat on the mat", "the dogs sat"], ["a quick fox", None])}  # fmt: skip
+    picked = 0
+    for inputs, labels, _ in _batches(masked_lm_dataset(texts, tokenizer, 32, max_length=16)):
+        original = np.where(labels != 0, labels, inputs["token_ids"])
+        assert {tuple(row[row != 0]) for row in original} <= rows  # serving's packing
+        assert not np.isin(labels[labels != 0], list(never)).any()
+        picked += (labels != 0).sum()
+    assert picked > 0

@@ -18,6 +18,7 @@ def mask_tokens(
     mask_id: int,
     vocabulary_size: int,
     mask_rate: float = 0.15,
+    special_ids: Sequence[int] = (PAD_ID, BOS_ID, EOS_ID),
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """BERT's corruption: pick `mask_rate` of the ordinary tokens; of those, 80% become
     `<mask>`, 10% a random ordinary token, 10% stay.
@@ -28,12 +29,14 @@ def mask_tokens(
         mask_id: the `<mask>` id.
         vocabulary_size: V; random replacements are drawn from ids above `mask_id`.
         mask_rate: the share of ordinary tokens to predict.
+        special_ids: ids never picked besides `mask_id`: padding and the tokenizer's
+            begin/end ids (`[CLS]`/`[SEP]` for WordPiece).
 
     Returns:
         The corrupted (B, T) ids and (B, T) labels: the original id where a token was
         picked, else 0 (not trained on).
     """
-    special = [PAD_ID, BOS_ID, EOS_ID, mask_id]
+    special = [*special_ids, mask_id]
     ordinary = tf.reduce_all(tf.not_equal(token_ids[..., None], special), axis=-1)
     shape = tf.shape(token_ids)
     pick, how = (tf.random.stateless_uniform(shape, seed + offset) for offset in (0, 1))
@@ -86,6 +89,9 @@ def masked_lm_dataset(
         raise ValueError(f"`mask_rate` must be in (0, 1). Received: mask_rate={mask_rate}")
     if len(texts) == 0:
         raise ValueError("`texts` is empty: a pipeline needs at least one example.")
+    # Never picked: padding and the begin/end ids (`[CLS]`/`[SEP]` for WordPiece).
+    ends = ("pad", "bos", "eos", "cls", "sep")
+    special = sorted({PAD_ID, *(i for k, i in tokenizer.special_ids.items() if k in ends)})
     data = batch_by_length(
         packed_pairs(texts, tokenizer, max_length),
         lambda e: tf.shape(e["token_ids"])[0],
@@ -105,6 +111,7 @@ def masked_lm_dataset(
             tokenizer.mask_id,
             tokenizer.vocabulary_size,
             mask_rate,
+            special,
         )
         inputs = {
             "token_ids": corrupted,

@@ -19,7 +19,7 @@ import tensorflow as tf
 from transformer_zoo.data.bucketing import batch_by_length, tokenize_columns
 from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TranslationPair
 from transformer_zoo.text import Tokenizer
-from transformer_zoo.text.formats import encoder_rows, pair_budget, stream_window
+from transformer_zoo.text.formats import encoder_rows, stream_window
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -228,35 +228,42 @@ def stream_dataset(
     return data.prefetch(AUTOTUNE)
 
 
-def packed_pairs(texts: Sequence, tokenizer: Tokenizer, max_length: int) -> tf.data.Dataset:
-    """`{"token_ids", "segment_ids"}` per text or text pair, as `formats.pair_ids` packs them.
+def packed_pairs(
+    texts: Sequence, tokenizer, max_length: int, labels: Sequence[int] | None = None
+) -> tf.data.Dataset:
+    """`{"token_ids", "segment_ids"[, "label"]}` per text or text pair, packed as serving
+    packs them (`text.formats.encoder_rows`: `[bos] … [eos]` for a SentencePiece
+    `Tokenizer`, `[CLS] … [SEP]` for a `WordPieceTokenizer`), at most `max_length` long.
 
     Args:
         texts: `(text, text2 or None)` tuples or plain strings.
         tokenizer: the shared tokenizer.
         max_length: the longest packed sequence.
+        labels: a label id per text, if any.
     """
     pairs = [(t, None) if isinstance(t, str) else tuple(t) for t in texts]
-    data = tokenize_columns(
-        {"a": [a for a, _ in pairs], "b": [b or "" for _, b in pairs]},
-        {"a": tokenizer, "b": tokenizer},
+    rows = encoder_rows(tokenizer, [a for a, _ in pairs], [b for _, b in pairs], max_length)
+    lengths = [len(ids) for ids, _ in rows]
+    # The rows end to end, each example a slice of them.
+    flat_ids = tf.constant([t for ids, _ in rows for t in ids], tf.int32)
+    flat_segments = tf.constant([t for _, segments in rows for t in segments], tf.int32)
+    starts = [0]
+    for length in lengths[:-1]:
+        starts.append(starts[-1] + length)
+    columns = [tf.constant(starts, tf.int32), tf.constant(lengths, tf.int32)]
+    if labels is not None:
+        columns.append(tf.constant(list(labels), tf.int32))
+
+    def example(start, length, *label):
+        found = {
+            "token_ids": flat_ids[start : start + length],
+            "segment_ids": flat_segments[start : start + length],
+        }
+        return {**found, "label": label[0]} if label else found
+
+    return tf.data.Dataset.from_tensor_slices(tuple(columns)).map(
+        example, num_parallel_calls=AUTOTUNE
     )
-    has_pair = tf.data.Dataset.from_tensor_slices([b is not None for _, b in pairs])
-
-    def pack(ids, pair):
-        second = tf.cast(pair, tf.int32)  # one more <eos> for a pair
-        keep_a, keep_b = pair_budget(
-            _length(ids["a"]), _length(ids["b"]), max_length - 2 - second, tf.minimum, tf.maximum
-        )
-        token_ids = tf.concat(
-            [[BOS_ID], ids["a"][:keep_a], [EOS_ID], ids["b"][:keep_b], tf.fill([second], EOS_ID)], 0
-        )
-        segment_ids = tf.concat(
-            [tf.zeros([keep_a + 2], tf.int32), tf.ones([keep_b + second], tf.int32)], 0
-        )
-        return {"token_ids": token_ids, "segment_ids": segment_ids}
-
-    return tf.data.Dataset.zip(data, has_pair).map(pack, num_parallel_calls=AUTOTUNE)
 
 
 def classification_dataset(
@@ -283,32 +290,8 @@ def classification_dataset(
     unknown = sorted({e.label for e in examples} - set(index))
     if unknown:
         raise ValueError(f"Labels {unknown} are not in `label_names`={list(label_names)}.")
-    rows = encoder_rows(
-        tokenizer, [e.text for e in examples], [e.text2 for e in examples], max_length
-    )
-    lengths = [len(ids) for ids, _ in rows]
-    # The rows end to end, each example a slice of them.
-    flat_ids = tf.constant([t for ids, _ in rows for t in ids], tf.int32)
-    flat_segments = tf.constant([t for _, segments in rows for t in segments], tf.int32)
-    starts = [0]
-    for length in lengths[:-1]:
-        starts.append(starts[-1] + length)
-    labels = [index[e.label] for e in examples]
-
-    def example(start, length, label):
-        return {
-            "token_ids": flat_ids[start : start + length],
-            "segment_ids": flat_segments[start : start + length],
-            "label": label,
-        }
-
-    data = tf.data.Dataset.from_tensor_slices(
-        (
-            tf.constant(starts, tf.int32),
-            tf.constant(lengths, tf.int32),
-            tf.constant(labels, tf.int32),
-        )
-    ).map(example, num_parallel_calls=AUTOTUNE)
+    texts = [(e.text, e.text2) for e in examples]
+    data = packed_pairs(texts, tokenizer, max_length, [index[e.label] for e in examples])
 
     def to_keras(batch):
         ids = batch["token_ids"]
