@@ -98,6 +98,7 @@ def test_an_hf_export_given_where_ours_is_expected_is_named(tmp_path, capsys):
     checkpoint = write_checkpoint(tmp_path / "ckpt", config=CONFIG)
     import_hf_run(checkpoint, tmp_path / "run")
     export_run(tmp_path / "run", tmp_path / "hf", formats=("hf",))
+    capsys.readouterr()  # the export's report
     argv = ["evaluate", str(tmp_path / "run"), "--engine", "onnx", "--model", str(tmp_path / "hf")]
     line = cli_error(capsys, argv)
     assert f"{tmp_path / 'hf'} holds a Hugging Face model (transformers' config.json" in line
