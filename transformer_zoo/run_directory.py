@@ -355,7 +355,13 @@ def run_differences(identity: dict[str, Any], other: dict[str, Any]) -> list[str
     ]
 
 
-PATH_SETTINGS = ("data", "valid", "test", "init")  # stored absolute since 2026-12-03
+PATH_SETTINGS = (
+    "data",
+    "valid",
+    "test",
+    "init",
+    "pretrain_data",
+)  # stored absolute since 2026-12-03
 
 
 def _absolute(key: str, value):

@@ -265,3 +265,29 @@ def test_init_warns_when_the_training_text_is_unknown_to_its_tokenizer(
         warned[name] = caplog.text
     assert warned["known.tsv"] == ""
     assert "are unknown to the tokenizer of --init runs/minilm" in warned["unknown.tsv"]
+
+
+def test_pretrain_data_is_read_by_masked_lm_and_by_the_tokenizer(tmp_path):
+    """Masked-LM pretraining on an unlabelled corpus of one's own, then the classifier."""
+    from transformer_zoo.text import load_tokenizers
+
+    rows = [f"{('neg', 'pos')[i % 2]}\tthe film number {i}" for i in range(40)]
+    (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    corpus = [f"zebra quasar {i}" for i in range(60)]
+    (tmp_path / "corpus.txt").write_text("\n\n".join(corpus) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    small = ["num_layers=1", "num_heads=2", "hidden_dim=16", "intermediate_dim=32"]
+    code = main([
+        "train", "--family", "encoder-only", "--data", str(tmp_path / "train.tsv"),
+        "--pretrain-data", str(tmp_path / "corpus.txt"), "--pretrain-steps", "4",
+        "--steps", "2", "--steps-per-execution", "2", "--set", *small, "--batch-size", "8",
+        "--precision", "float32", "--out", str(out), "--verbose", "0", "--no-evaluate",
+    ])  # fmt: skip
+    assert code == 0
+    pretraining = json.loads((out / "metrics.json").read_text())["training"]["pretraining"]
+    assert pretraining["steps"] == 4
+    tokenizer = load_tokenizers(out)[0]
+    unknown = tokenizer.special_ids["unk"]
+    # 'q' and 'z' occur only in the corpus: a tokenizer of the labelled file alone lacks them.
+    assert unknown not in tokenizer.encode("zebra quasar")
+    assert load_run_config(out).extra["train"]["pretrain_data"] == str(tmp_path / "corpus.txt")

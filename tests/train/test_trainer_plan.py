@@ -81,6 +81,10 @@ def test_the_plan_line_says_what_a_short_run_and_an_init_run_do():
             {"family": "encoder-only", "label_smoothing": 0.1},
             "`label_smoothing` applies to the generative families",
         ),
+        (
+            {"family": "encoder-only", "pretrain_data": "corpus.txt"},
+            "`pretrain_data` is read by masked-LM pretraining: give `pretrain_steps` too",
+        ),
     ],
 )
 def test_the_new_settings_are_checked_in_one_line(settings, message):

@@ -241,6 +241,12 @@ def register(commands) -> None:
         type=int,
         help="encoder-only: masked-LM steps before the classifier (builtin data: 1500)",
     )
+    train.add_argument(
+        "--pretrain-data",
+        metavar="FILE",
+        help="encoder-only, with --pretrain-steps: a plain-text file (a text per line) that "
+        "masked-LM pretraining reads besides the training texts; the tokenizer learns it too",
+    )
     train.add_argument("--no-evaluate", action="store_true", help="skip the test evaluation")
     train.add_argument("--verbose", type=int, choices=(0, 1, 2), help="default: 1 on a terminal")
     train.set_defaults(handler=_train)
@@ -301,6 +307,7 @@ def config_from_args(args: argparse.Namespace):
         score_examples=args.score_examples,
         evaluate=not args.no_evaluate,
         pretrain_steps=args.pretrain_steps,
+        pretrain_data=args.pretrain_data,
         valid=args.valid,
         test=args.test,
         tokenizer=_source_tokenizer(args),

@@ -33,6 +33,8 @@ class Task:
         tokenizer_options: default vocabulary sizes and target model type.
         shared_targets: built-in translation tasks: per category, how many test
             targets also occur as training targets.
+        pretraining: encoder-only: unlabelled texts that masked-LM pretraining reads
+            besides the training split's, and that the tokenizer is trained on too.
     """
 
     data: str
@@ -43,6 +45,7 @@ class Task:
     label_names: tuple[str, ...] = ()
     tokenizer_options: dict = field(default_factory=dict)
     shared_targets: dict[str, int] | None = None
+    pretraining: tuple[str, ...] = ()
 
     @property
     def stream(self) -> bool:
@@ -114,5 +117,5 @@ class Task:
             shared = train_tokenizer(texts, size, model_type=kind, normalization="identity")
             return shared, shared
         texts = [e.text for e in self.train] + [e.text2 for e in self.train if e.text2]
-        shared = train_tokenizer(texts, size, model_type=kind)
+        shared = train_tokenizer(texts + list(self.pretraining), size, model_type=kind)
         return shared, shared

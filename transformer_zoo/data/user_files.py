@@ -190,10 +190,19 @@ def _blank(field: str) -> bool:
 
 def read_text(path: str | os.PathLike, columns: None = None) -> list[PromptCompletion]:
     """A plain text file: every non-blank line is one language-modelling example."""
-    examples = [PromptCompletion("", line.strip()) for _, line in _lines(path)]
-    if not examples:
+    return [PromptCompletion("", line) for line in read_lines(path)]
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """The non-blank lines of a plain text file, stripped.
+
+    Raises:
+        DataError: the file is unreadable, not UTF-8, or holds no text.
+    """
+    lines = [line.strip() for _, line in _lines(path)]
+    if not lines:
         raise DataError(path, "the file holds no examples (it is empty or blank)")
-    return examples
+    return lines
 
 
 def read_stream(path: str | os.PathLike) -> str:

@@ -100,6 +100,9 @@ class TrainConfig:
         evaluate: evaluate the final model on the test split.
         pretrain_steps: encoder-only: masked-LM steps on the training texts (the correct
             pairs of a built-in task) before the classifier trains; 0 or None: none.
+        pretrain_data: encoder-only, with `pretrain_steps`: a plain-text file (a text per
+            line, no labels) that masked-LM pretraining reads besides the training texts,
+            and that the tokenizer is trained on too.
         valid, test: files of the validation and test splits (the family's format of
             `data`); a split not given is cut from `data`. These paths, `data`'s and
             `init`'s are stored absolute.
@@ -176,6 +179,7 @@ class TrainConfig:
     label_smoothing: float | None = None
     ema_momentum: float | None = None
     evaluate: bool = True
+    pretrain_data: str | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -186,7 +190,7 @@ class TrainConfig:
         # from any directory.
         if not builtin:
             self.data = os.path.abspath(self.data)
-        for name in ("valid", "test", "init"):
+        for name in ("valid", "test", "init", "pretrain_data"):
             if getattr(self, name) is not None:
                 setattr(self, name, os.path.abspath(getattr(self, name)))
         defaults = INIT_DEFAULTS if self.init is not None else USER_DEFAULTS
@@ -261,6 +265,11 @@ def _validate(cfg: TrainConfig) -> None:
     ):
         raise ValueError(
             f"`pretrain_steps` must be a non-negative integer. Received: {cfg.pretrain_steps!r}"
+        )
+    if cfg.pretrain_data is not None and not cfg.pretrain_steps:
+        raise ValueError(
+            "`pretrain_data` is read by masked-LM pretraining: give `pretrain_steps` too. "
+            f"Received: pretrain_data={cfg.pretrain_data!r}, pretrain_steps={cfg.pretrain_steps!r}"
         )
     if cfg.pretrain_steps and cfg.family != "encoder-only":
         raise ValueError(

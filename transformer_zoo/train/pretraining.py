@@ -25,8 +25,10 @@ PRETRAIN_RATE = 1e-3  # AdamW peak, cosine to 0 (benchmarks/dates_zh_baseline.py
 def pretraining_texts(setup: FamilySetup) -> list:
     """The (text, text2) pairs to pretrain on: on the built-in data, whose pairs are
     labelled "correct"/"incorrect", the correct ones (near misses would teach wrong
-    pairings); on a user's file, every training example, whatever its labels."""
+    pairings); on a user's file, every training example, whatever its labels, and the
+    texts of `--pretrain-data` (`Task.pretraining`)."""
     everything = [(e.text, e.text2) for e in setup.task.train]
+    everything += [(text, None) for text in setup.task.pretraining]
     if not str(setup.task.data).startswith("builtin:"):
         return everything
     pairs = [(e.text, e.text2) for e in setup.task.train if e.label == "correct"]

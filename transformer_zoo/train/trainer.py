@@ -12,6 +12,7 @@ evaluation, with its model saved, is evaluated again).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -26,6 +27,7 @@ import keras
 from transformer_zoo import run_directory as rd
 from transformer_zoo.data.task import SPLIT_NAMES
 from transformer_zoo.data.tasks import check_data_digests, data_digests, limit_task, load_task
+from transformer_zoo.data.user_files import read_lines
 from transformer_zoo.evaluation.evaluate import evaluate
 from transformer_zoo.files import atomic_path, read_json, remove_stale_staging, write_json
 from transformer_zoo.generation.keras_runner import KerasRunner
@@ -217,6 +219,8 @@ def prepare(config: TrainConfig) -> Prepared:
         stream=config.stream,
     )
     task = limit_task(task, config.max_examples)
+    if config.pretrain_data is not None:
+        task = dataclasses.replace(task, pretraining=tuple(read_lines(config.pretrain_data)))
     if state == rd.RESUME and is_trained(out):
         state = TRAINED
     elif state == rd.RESUME and backup_epoch(os.path.join(out, rd.BACKUP_DIR)) is None:
