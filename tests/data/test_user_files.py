@@ -74,6 +74,14 @@ def test_malformed_lines_name_the_file_and_line(tmp_path, reader, content, line,
     assert isinstance(error.value, ValueError)
 
 
+@pytest.mark.parametrize("name", ["train.csv", "train.jsonl"])
+def test_a_csv_or_jsonl_file_is_told_that_files_are_tab_separated(tmp_path, name):
+    content = "label,text\npos,a fine film\n" if name.endswith("csv") else '{"label": "pos"}\n'
+    path = _write(tmp_path, content, name)
+    with pytest.raises(DataError, match="files are tab-separated: convert it to TSV"):
+        read_classification_tsv(path)
+
+
 def test_invalid_utf8_names_its_line(tmp_path):
     path = _write(tmp_path, b"fine\nalso fine\n\xff\xfe broken\n")
     with pytest.raises(DataError, match=r":3: the line is not valid UTF-8"):

@@ -166,10 +166,17 @@ def _fields(
     path, number: int, fields: list[str], counts: tuple[int, ...], layout: str
 ) -> list[str]:
     if len(fields) not in counts:
+        suffix = os.path.splitext(os.fspath(path))[1].lower()
+        hint = (
+            f" (a {suffix[1:].upper()} file? this family's files are tab-separated: convert it "
+            "to TSV)"
+            if suffix in (".csv", ".json", ".jsonl")
+            else ""
+        )
         raise DataError(
             path,
             f"expected {layout} ({' or '.join(map(str, counts))} tab-separated fields), "
-            f"found {len(fields)}",
+            f"found {len(fields)}{hint}",
             number,
         )
     for index, field in enumerate(fields, 1):
