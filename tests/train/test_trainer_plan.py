@@ -243,3 +243,19 @@ def test_pretraining_without_a_terminal_prints_a_line_every_tenth(
     printed = capsys.readouterr().out.splitlines()
     assert [int(line.split()[2].split("/")[0]) for line in printed] == shown
     assert printed[-1].startswith("  pretraining step 25/25: loss 2.5000, masked accuracy 0.2500,")
+
+
+def test_a_test_file_with_the_training_files_contents_is_warned_about(tmp_path, caplog):
+    from transformer_zoo.train.trainer import _warn_training_file_reused
+
+    rows = "".join(f"{('neg', 'pos')[i % 2]}\ttext {i}\n" for i in range(30))
+    for name in ("train.tsv", "copy.tsv"):
+        (tmp_path / name).write_text(rows, encoding="utf-8")
+    (tmp_path / "other.tsv").write_text(rows.replace("text", "words"), encoding="utf-8")
+    data = str(tmp_path / "train.tsv")
+    with caplog.at_level("WARNING", logger="transformer_zoo.train.trainer"):
+        _warn_training_file_reused(TrainConfig("encoder-only", data=data, test=str(tmp_path / "copy.tsv")))  # fmt: skip
+        assert "--test" in caplog.text and "holds the same contents as --data" in caplog.text
+        caplog.clear()
+        _warn_training_file_reused(TrainConfig("encoder-only", data=data, valid=str(tmp_path / "other.tsv")))  # fmt: skip
+        assert caplog.text == ""

@@ -219,6 +219,7 @@ def prepare(config: TrainConfig) -> Prepared:
         stream=config.stream,
     )
     task = limit_task(task, config.max_examples)
+    _warn_training_file_reused(config)
     if config.pretrain_data is not None:
         task = dataclasses.replace(task, pretraining=tuple(read_lines(config.pretrain_data)))
     if state == rd.RESUME and is_trained(out):
@@ -517,6 +518,21 @@ def _warn_cut(setup: FamilySetup, max_length: int) -> None:
             test,
             max_length,
         )
+
+
+def _warn_training_file_reused(config: TrainConfig) -> None:
+    """One line when `--valid` or `--test` holds the training file's very contents: its
+    scores would say what the model memorised, not how it does on text it has not seen."""
+    digests = data_digests(config.data, config.valid, config.test)
+    for name in ("valid", "test"):
+        if "data" in digests and digests.get(name) == digests["data"]:
+            log.warning(
+                "--%s %s holds the same contents as --data: the %s scores will measure "
+                "what the model memorised, not how it does on unseen text",
+                name,
+                getattr(config, name),
+                "validation" if name == "valid" else "test",
+            )
 
 
 UNKNOWN_SHARE = 0.01  # of the training tokens: past it, `_warn_unknown` says so
