@@ -10,6 +10,7 @@ need it (`--engine keras|saved_model`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 
@@ -325,6 +326,11 @@ def _embed(args) -> int:
 def _classify(args) -> int:
     def call(model, lines):
         if not args.pairs:
+            if model.config.extra.get("text_pairs") and any("\t" in line for line in lines):
+                logging.getLogger("transformer_zoo.cli").warning(
+                    "this model was trained on text pairs, and these lines hold tabs: "
+                    "without --pairs each line is read as one text"
+                )
             return model.classify(lines, batch_size=args.batch_size)
         split = [line.split("\t", 1) for line in lines]
         for index, parts in enumerate(split):

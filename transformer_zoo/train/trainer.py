@@ -274,6 +274,8 @@ def _run_config(prepared: Prepared, model: keras.Model, status: str) -> RunConfi
     digests = data_digests(config.data, config.valid, config.test)
     if digests:
         extra["data_digests"] = digests
+    if setup.task.label_names:  # what `classify` reads: a text, or a pair (`--pairs`)
+        extra["text_pairs"] = any(e.text2 is not None for e in setup.task.train)
     kept = {}  # a run from `init` keeps its tokenizer files (`_write_start` copies them)
     if config.init is not None:
         kept = {"tokenizer": load_run_config(config.init).tokenizer}
