@@ -173,9 +173,9 @@ def test_ctrl_c_during_training_is_one_line_and_exit_code_130(monkeypatch, tmp_p
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 130
-    assert (
-        err[-1]
-        == "transformer-zoo train: interrupted; rerun the same command to resume from epoch 1"
+    assert err[-1] == (
+        "transformer-zoo train: interrupted; rerun the same command to start again (nothing "
+        "was backed up yet)"
     )
     assert "Traceback" not in "\n".join(err)
 

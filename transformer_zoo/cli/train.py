@@ -418,14 +418,18 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _what_a_rerun_does(out: str) -> str:
-    """ "resume from epoch N" (the backup's; 1 without one) or, once the model is trained
-    and saved, "evaluate again"."""
+    """ "resume from epoch N" (the backup's), "start again" without a backup (an
+    interruption before the first epoch ended: pretraining too, which a rerun does again) or,
+    once the model is trained and saved, "evaluate again"."""
     from transformer_zoo.train.callbacks.backup import backup_epoch
     from transformer_zoo.train.trainer import is_trained
 
     if os.path.isfile(os.path.join(out, CONFIG_FILE)) and is_trained(out):
         return "evaluate again"
-    return f"resume from epoch {(backup_epoch(os.path.join(out, BACKUP_DIR)) or 0) + 1}"
+    epoch = backup_epoch(os.path.join(out, BACKUP_DIR))
+    if epoch is None:
+        return "start again (nothing was backed up yet)"
+    return f"resume from epoch {epoch + 1}"
 
 
 def summary_line(run_dir: str, metrics: dict | None) -> str:
