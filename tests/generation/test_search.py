@@ -209,18 +209,36 @@ def test_equal_seeds_give_equal_samples_and_different_seeds_differ():
 def test_sampling_frequencies_follow_the_filtered_distribution():
     logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
     engine = TableEngine(np.tile(logits, (4, 1)))
-    prompt = {"token_ids": np.zeros((4000, 1), dtype=int)}
-    tokens = search.sample(engine, prompt, 1, Sampling(top_p=0.75, seed=0)).tokens[:, 0]
+    prompt = {"token_ids": np.zeros((1, 1), dtype=int)}
+
+    def draws(**settings):  # a row per seed: a seed's rows all draw alike
+        return np.array([
+            search.sample(engine, prompt, 1, Sampling(seed=seed, **settings)).tokens[0, 0]
+            for seed in range(4000)
+        ])  # fmt: skip
+
+    tokens = draws(top_p=0.75)
     # The nucleus of mass 0.75 is {0, 1} (0.5 + 0.3), renormalised to 0.625 / 0.375.
     assert set(np.unique(tokens)) == {0, 1}
     assert abs((tokens == 0).mean() - 0.625) < 0.03
-    tokens = search.sample(engine, prompt, 1, Sampling(temperature=2.0, top_k=3, seed=0)).tokens[
-        :, 0
-    ]
+    tokens = draws(temperature=2.0, top_k=3)
     expected = np.sqrt([0.5, 0.3, 0.15])  # temperature 2 takes the square root
     np.testing.assert_allclose(
         np.bincount(tokens, minlength=3)[:3] / 4000, expected / expected.sum(), atol=0.03
     )
+
+
+def test_a_seeded_rows_text_does_not_depend_on_the_rows_beside_it():
+    """One generator per row (a vLLM request's seed): the CLI's "the cat" sampled alone and
+    beside "a dog" gave three different texts for one seed."""
+    rng = np.random.default_rng(3)
+    engine = TableEngine(np.log(rng.dirichlet(np.ones(6), size=6)))
+    rows = {"token_ids": np.array([[1], [4], [2]])}
+    together = search.sample(engine, rows, 8, Sampling(seed=11)).tokens
+    for i in range(3):
+        alone = search.sample(engine, {"token_ids": rows["token_ids"][i : i + 1]}, 8, Sampling(seed=11))  # fmt: skip
+        np.testing.assert_array_equal(alone.tokens[0], together[i])
+    assert len({tuple(row) for row in together}) > 1  # the rows still differ by input
 
 
 def test_filter_keeps_the_nucleus_and_always_the_top_token():

@@ -141,10 +141,10 @@ class Sampling:
         temperature: > 0; below 1 sharpens, above 1 flattens the distribution.
         top_k: keep only the k most likely tokens (None: all).
         top_p: keep the nucleus of probability `top_p`, in (0, 1] (None: all).
-        seed: a non-negative integer, the seed of the batch's random generator: the same
-            seed, batch and engine give the same text (a row's draws depend on the rows
-            drawn with it; the HTTP server gives each row a generator of its own). None
-            draws a fresh one.
+        seed: a non-negative integer: each row draws from a random generator of its own
+            seeded with it, so the same input, seed and engine give the same text whatever
+            rows are drawn beside it (as a vLLM request's seed; the HTTP server does the
+            same, choice j of a request drawing with seed + j). None draws fresh ones.
     """
 
     temperature: float = 1.0
@@ -317,20 +317,18 @@ def sample(
     pad_id: int = 0,
     stopping: Stopping | None = None,
 ) -> SearchResult:
-    """Sampling (see `Sampling`). Stateless: every call makes its own
-    `numpy.random.Generator` from the seed. Scores are log-probabilities under the
-    unmodified model distribution."""
+    """Sampling (see `Sampling`). Stateless: every call makes a `numpy.random.Generator`
+    per row from the seed, so a row's text does not depend on the rows beside it. Scores
+    are log-probabilities under the unmodified model distribution."""
     config = Sampling() if config is None else config
-    rng = np.random.default_rng(config.seed)
-    return _decode_rows(
-        engine,
-        inputs,
-        max_new_tokens,
-        eos_id,
-        pad_id,
-        lambda logits: config.draw(logits, rng),
-        stopping,
-    )
+    rngs: list[np.random.Generator] = []  # one per row, made at the first step
+
+    def choose(logits: np.ndarray) -> np.ndarray:
+        if not rngs:
+            rngs.extend(np.random.default_rng(config.seed) for _ in range(len(logits)))
+        return np.concatenate([config.draw(logits[i : i + 1], rng) for i, rng in enumerate(rngs)])
+
+    return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose, stopping)
 
 
 def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None) -> np.ndarray:

@@ -175,10 +175,9 @@ class ServedModel:
     ) -> list[str]:
         """The output text of each id list, in input order, from `run(id lists,
         stopping)` (a `SearchResult`) called on batches of at most `batch_size`: all of
-        them at once when they fit (in input order, so a seeded sampling draws as it
-        always did), else batches of similar lengths, sorted so that each pads little. A
-        row's greedy or beam output does not depend on its batch; a seeded sampling's
-        does.
+        them at once when they fit, else batches of similar lengths, sorted so that each
+        pads little. A row's output does not depend on its batch (a seeded sampling gives
+        each row a generator of its own).
 
         With `stops`, each row's text is followed as its tokens come (`StopText`) and the
         row ends when a stop string is complete (`stopping`); beam search's finished
