@@ -75,10 +75,30 @@ def test_a_run_that_stored_relative_paths_resumes_from_the_same_directory(tmp_pa
         extra={"train": old, "status": "training"},
     )
     save_run_config(tmp_path / "run", cfg)
+    (tmp_path / "run" / "backup").mkdir()
+    (tmp_path / "run" / "backup" / "training_metadata.json").write_text('{"epoch": 1}')
     now = {**old, "data": str(tmp_path / "corpus.txt")}
     assert inspect_run_directory(str(tmp_path / "run"), now) == RESUME
     with pytest.raises(RunError, match="holds a different run"):
         inspect_run_directory(str(tmp_path / "run"), {**now, "data": str(tmp_path / "other.txt")})
+
+
+def test_a_start_that_stopped_before_its_first_backup_may_be_rerun_with_other_settings(
+    tmp_path,
+):
+    """A NaN loss or Ctrl-C before the first backup left a config of status "training"
+    that refused the rerun with a lower learning rate as "a different run"."""
+    from transformer_zoo.run_directory import FRESH, inspect_run_directory
+
+    settings = {"data": "builtin:dates-zh", "learning_rate": 1e12}
+    cfg = RunConfig("decoder-only", "tiny", "language-model", extra={"train": settings, "status": "training"})  # fmt: skip
+    save_run_config(tmp_path / "run", cfg)
+    lower = {**settings, "learning_rate": 1e-3}
+    assert inspect_run_directory(str(tmp_path / "run"), lower) == FRESH
+    finished = RunConfig("decoder-only", "tiny", "language-model", extra={"train": settings, "status": "finished"})  # fmt: skip
+    save_run_config(tmp_path / "done", finished)
+    with pytest.raises(RunError, match="holds a different run"):
+        inspect_run_directory(str(tmp_path / "done"), lower)
 
 
 def test_an_export_of_the_run_is_refused_as_out(tmp_path):

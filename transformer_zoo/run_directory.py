@@ -52,6 +52,9 @@ HISTORY_FILE = "history.csv"
 CURVES_FILE = "curves.png"
 CHECKPOINT_DIR = "checkpoints"
 BACKUP_DIR = "backup"
+# A whole backup in BACKUP_DIR holds both (weights first, `train.callbacks.backup`).
+BACKUP_WEIGHTS_FILE = "latest.weights.h5"
+BACKUP_METADATA_FILE = "training_metadata.json"
 LOG_DIR = "logs"
 FRESH, RESUME, FINISHED = "fresh", "resume", "finished"
 FORMAT_VERSION = 1
@@ -403,6 +406,11 @@ def inspect_run_directory(out: str, identity: dict) -> str:
         )
     previous = {k: _absolute(k, v) for k, v in previous.items()}
     changed = sorted(k for k in set(identity) | set(previous) if identity.get(k) != previous.get(k))
+    backed_up = os.path.isfile(os.path.join(out, BACKUP_DIR, BACKUP_METADATA_FILE))
+    if changed and config.extra.get("status") == "training" and not backed_up:
+        # A start that stopped before its first backup (a NaN loss, Ctrl-C) trained
+        # nothing to keep: a rerun with other settings starts afresh there.
+        return FRESH
     if changed:
         details = ", ".join(
             f"{k}={previous.get(k)!r} there, {identity.get(k)!r} now" for k in changed

@@ -11,11 +11,11 @@ import keras
 import numpy as np
 
 from transformer_zoo.files import atomic_path, read_json, write_json
+from transformer_zoo.run_directory import BACKUP_METADATA_FILE as METADATA_FILE
+from transformer_zoo.run_directory import BACKUP_WEIGHTS_FILE as WEIGHTS_FILE
 from transformer_zoo.train.callbacks.averaged_weights import AveragedWeights
 from transformer_zoo.train.callbacks.early_stopping import EarlyStoppingState, RunEarlyStopping
 
-WEIGHTS_FILE = "latest.weights.h5"
-METADATA_FILE = "training_metadata.json"
 BEST_WEIGHTS_PREFIX = "early_stopping_best."  # + the best epoch (from 1) + ".npz"
 
 

@@ -47,7 +47,7 @@ class NaNGuard(keras.callbacks.Callback):
         if self.checkpoint and self.last_good_epoch is not None:
             kept = f"the last good checkpoint is {self.checkpoint} (epoch {self.last_good_epoch})"
         elif self.checkpoint:
-            kept = f"no epoch finished, so there is no good checkpoint ({self.checkpoint})"
+            kept = "no epoch finished, so there is no good checkpoint"
         else:
             kept = "no checkpoint was configured"
         raise NaNLossError(
