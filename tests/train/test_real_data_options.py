@@ -267,7 +267,7 @@ def test_init_warns_when_the_training_text_is_unknown_to_its_tokenizer(
     assert "are unknown to the tokenizer of --init runs/minilm" in warned["unknown.tsv"]
 
 
-def test_pretrain_data_is_read_by_masked_lm_and_by_the_tokenizer(tmp_path):
+def test_pretrain_data_is_read_by_masked_lm_and_by_the_tokenizer(tmp_path, capsys):
     """Masked-LM pretraining on an unlabelled corpus of one's own, then the classifier."""
     from transformer_zoo.text import load_tokenizers
 
@@ -284,6 +284,8 @@ def test_pretrain_data_is_read_by_masked_lm_and_by_the_tokenizer(tmp_path):
         "--precision", "float32", "--out", str(out), "--verbose", "0", "--no-evaluate",
     ])  # fmt: skip
     assert code == 0
+    # 8,000 pieces asked (the default); the two files hold far fewer, which is said.
+    assert "The tokenizer has " in capsys.readouterr().out
     pretraining = json.loads((out / "metrics.json").read_text())["training"]["pretraining"]
     assert pretraining["steps"] == 4
     tokenizer = load_tokenizers(out)[0]

@@ -244,7 +244,38 @@ def prepare(config: TrainConfig) -> Prepared:
         windows=config.windows,
         init=config.init,
     )
+    if tokenizers is None and config.init is None:  # trained just now
+        _say_vocabulary_sizes(config, setup)
     return Prepared(config, setup, state, chief, write_dir)
+
+
+def _say_vocabulary_sizes(config: TrainConfig, setup: FamilySetup) -> None:
+    """One line with the pieces each trained tokenizer has, when that is not what was
+    asked: SentencePiece keeps fewer than `--vocabulary-size` when the text holds fewer
+    (and a character tokenizer has one per character)."""
+    sides = [("", setup.tokenizer, config.vocabulary_size, config.tokenizer)]
+    if setup.separate_target:
+        sides.append(
+            (
+                "target ",
+                setup.target_tokenizer,
+                config.target_vocabulary_size,
+                config.target_tokenizer,
+            )
+        )
+    for side, tokenizer, asked, kind in sides:
+        if kind not in (None, "unigram", "bpe"):  # characters, words: as many as there are
+            continue
+        default = setup.task.tokenizer_options.get(
+            f"{side.strip() + '_' if side else ''}vocabulary_size"
+        )
+        asked = asked or default
+        if asked and tokenizer.vocabulary_size != asked:
+            print(
+                f"The {side}tokenizer has {tokenizer.vocabulary_size:,} pieces ({asked:,} "
+                "asked: as many as its training text holds)",
+                flush=True,
+            )
 
 
 def is_trained(out: str) -> bool:
