@@ -28,6 +28,11 @@ class InputError(ValueError):
         self.index = index
 
 
+def count(number: int, noun: str, plural: str | None = None) -> str:
+    """`number` and `noun`, plural unless it is one: "1 step", "10 steps"."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
 def with_article(noun: str) -> str:
     """`noun` with its indefinite article: "an encoder-only", "a decoder-only"."""
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"

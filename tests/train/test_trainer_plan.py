@@ -259,3 +259,10 @@ def test_a_test_file_with_the_training_files_contents_is_warned_about(tmp_path, 
         caplog.clear()
         _warn_training_file_reused(TrainConfig("encoder-only", data=data, valid=str(tmp_path / "other.tsv")))  # fmt: skip
         assert caplog.text == ""
+
+
+def test_the_plan_line_counts_in_the_singular_where_it_is_one():
+    """It said "warmup 1 steps" and "(1 batches per pass)"."""
+    config = TrainConfig("encoder-only", data="pairs.tsv", steps=10)
+    line = plan_steps(config, batches=1, steps_per_execution=10).describe(config, 0.0)
+    assert "warmup 1 step," in line and "(1 batch per pass)" in line

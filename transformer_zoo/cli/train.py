@@ -23,6 +23,7 @@ from transformer_zoo.cli.parsing import (
     positive_int,
     search_from_arguments,
 )
+from transformer_zoo.errors import count
 from transformer_zoo.run_directory import BACKUP_DIR, CONFIG_FILE, FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES as TOKENIZER_KINDS
 from transformer_zoo.train.config import (
@@ -438,7 +439,7 @@ def summary_line(run_dir: str, metrics: dict | None) -> str:
         return f"worker finished; the chief writes {run_dir}"
     training = metrics.get("training", {})
     parts = [
-        f"{training.get('epochs')} epochs, {training.get('steps')} steps, "
+        f"{count(training.get('epochs'), 'epoch')}, {count(training.get('steps'), 'step')}, "
         f"{training.get('train_seconds')} s"
     ]
     test = metrics.get("test") or {}

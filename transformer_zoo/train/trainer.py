@@ -28,6 +28,7 @@ from transformer_zoo import run_directory as rd
 from transformer_zoo.data.task import SPLIT_NAMES
 from transformer_zoo.data.tasks import check_data_digests, data_digests, limit_task, load_task
 from transformer_zoo.data.user_files import read_lines
+from transformer_zoo.errors import count
 from transformer_zoo.evaluation.evaluate import evaluate
 from transformer_zoo.files import atomic_path, read_json, remove_stale_staging, write_json
 from transformer_zoo.generation.keras_runner import KerasRunner
@@ -106,19 +107,21 @@ class StepPlan:
             rounded = (
                 f" (--steps {config.steps} in whole executions)" if total != config.steps else ""
             )
-            length = f"{total} steps{rounded}, validating every {self.steps_per_epoch} (batch"
+            length = (
+                f"{count(total, 'step')}{rounded}, validating every {self.steps_per_epoch} (batch"
+            )
         else:
-            length = f"{self.epochs} epochs of {self.steps_per_epoch} steps ({total} steps, batch"
+            length = f"{count(self.epochs, 'epoch')} of {self.steps_per_epoch} steps ({count(total, 'step')}, batch"
         own = " (the initial model's)" if config.init is not None and config.dropout is None else ""
         line = (
             f"Training {length} {config.batch_size}): {config.optimizer}, {peak}, warmup "
-            f"{self.warmup_steps} steps, dropout {dropout:g}{own}, {config.precision}."
+            f"{count(self.warmup_steps, 'step')}, dropout {dropout:g}{own}, {config.precision}."
         )
         if config.ema_momentum:
             line = line[:-1] + f", weights averaged (EMA {config.ema_momentum:g})."
         if self.chosen:
             line += (
-                f" Chosen for the data ({self.batches} batches per pass): "
+                f" Chosen for the data ({count(self.batches, 'batch', 'batches')} per pass): "
                 + " and ".join(self.chosen)
                 + "; --epochs (or --steps, --eval-every) and --warmup-steps set them."
             )
