@@ -448,3 +448,25 @@ def test_a_pair_without_a_tab_is_named_by_its_line(family_artifacts, tmp_path, c
     (tmp_path / "pairs.txt").write_text("a\tb\nno tab here\n", encoding="utf-8")
     argv = ["classify", "--pairs", "--model", art.export_dir, "--input", tmp_path / "pairs.txt"]
     assert "error: line 2: --pairs needs 'text<TAB>second text'" in cli_error(capsys, argv)
+
+
+def test_ctrl_c_that_tensorflow_turns_into_another_error_still_reads_interrupted(
+    monkeypatch, capsys
+):
+    """Ctrl-C while `export` traced its SavedModel came out as `error: in user code:`
+    (exit 2) or a SystemError traceback: TensorFlow re-raises the KeyboardInterrupt as
+    an error of its own."""
+    import signal
+
+    from transformer_zoo.cli import export as export_command
+
+    def traced(args):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise ValueError("in user code:\n\n    File ...") from None
+
+    monkeypatch.setattr(export_command, "_export", traced)
+    assert main(["export", "runs/x", "--format", "onnx", "--out", "exports/x"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "transformer-zoo export: interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back

@@ -5,10 +5,13 @@ registers its parser and a handler that calls the library; every misuse ends in 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 
 from transformer_zoo import __version__
 from transformer_zoo.architectures import preset_names
@@ -119,14 +122,47 @@ def main(argv: list[str] | None = None) -> int:
     _show_warnings(args.command)
     if not args.verbose and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
         _import_tensorflow_quietly()
+    with _noting_ctrl_c() as interrupted:
+        try:
+            return args.handler(args) or 0
+        except KeyboardInterrupt:
+            pass
+        except Exception as error:
+            # TensorFlow's tracing turns a Ctrl-C into an error of its own ("in user code:",
+            # a SystemError): after one, any error is the interruption.
+            if not interrupted:
+                if isinstance(error, UsageError):
+                    print(f"transformer-zoo {args.command}: error: {error}", file=sys.stderr)
+                    return 2
+                raise
+    print(f"\ntransformer-zoo {args.command}: interrupted", file=sys.stderr)
+    return 130
+
+
+@contextlib.contextmanager
+def _noting_ctrl_c():
+    """A list that holds True once SIGINT came (Python's KeyboardInterrupt is raised as
+    ever); on the main thread only, where signal handlers can be set."""
+    interrupted: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous == signal.SIG_IGN:  # started with Ctrl-C ignored (a background job)
+        yield interrupted
+        return
+
+    def note(signum, frame):
+        interrupted.append(True)
+        if callable(previous):
+            previous(signum, frame)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
     try:
-        return args.handler(args) or 0
-    except UsageError as error:
-        print(f"transformer-zoo {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\ntransformer-zoo {args.command}: interrupted", file=sys.stderr)
-        return 130
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":
