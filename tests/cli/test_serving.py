@@ -126,3 +126,16 @@ def test_bad_input_is_one_line_with_exit_code_2(family_artifacts, tmp_path, caps
         "decoder": family_artifacts("decoder-only").export_dir,
     }
     assert message in cli_error(capsys, [a.format(**names) for a in argv])
+
+
+def test_generate_warns_when_a_prompt_holds_text_the_tokenizer_does_not_know(
+    family_artifacts, capsys
+):
+    """A char tokenizer read "ΩΩΩ" as `<bos><unk>`, silently."""
+    art = family_artifacts("decoder-only")
+    argv = ["generate", "the cat", "ΩΩΩ", "--model", art.export_dir, "--max-new-tokens", "2"]
+    code, _, err = _run(capsys, *argv)
+    assert code == 0
+    assert "1 of 2 inputs hold text the tokenizer does not know" in err
+    code, _, err = _run(capsys, "generate", "the cat", "--model", art.export_dir, "--max-new-tokens", "2")  # fmt: skip
+    assert code == 0 and "does not know" not in err

@@ -272,12 +272,33 @@ def _stops(args) -> list[str]:
         raise UsageError.from_error(error) from None
 
 
+def _warn_unknown(model, texts: list[str]) -> None:
+    """One warning line when inputs hold text the tokenizer does not know: each run of it
+    reaches the model as one `<unk>` token (a character a char tokenizer never saw)."""
+    unknown = model.config.special_ids.get("unk")
+    if unknown is None:
+        return
+    found = sum(unknown in ids for ids in model.prompt_ids(texts))
+    if found:
+        logging.getLogger("transformer_zoo.cli").warning(
+            "%d of %d inputs hold text the tokenizer does not know: each run of it is read "
+            "as one <unk> token",
+            found,
+            len(texts),
+        )
+
+
 def _generate(args) -> int:
     search = search_from_arguments(args)
     stops = _stops(args)
+
+    def generate(model, texts):
+        _warn_unknown(model, texts)
+        return model.generate(texts, args.max_new_tokens, search, args.batch_size, stops)
+
     inputs, outputs = _serve(
         args,
-        lambda m, xs: m.generate(xs, args.max_new_tokens, search, args.batch_size, stops),
+        generate,
         skip_blank=True,
         blank="",
     )
@@ -287,9 +308,14 @@ def _generate(args) -> int:
 def _translate(args) -> int:
     search = search_from_arguments(args)
     stops = _stops(args)
+
+    def translate(model, texts):
+        _warn_unknown(model, texts)
+        return model.translate(texts, args.max_new_tokens, search, args.batch_size, stops)
+
     inputs, outputs = _serve(
         args,
-        lambda m, xs: m.translate(xs, args.max_new_tokens, search, args.batch_size, stops),
+        translate,
         skip_blank=True,
         blank="",
     )
