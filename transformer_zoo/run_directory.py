@@ -358,13 +358,8 @@ def run_differences(identity: dict[str, Any], other: dict[str, Any]) -> list[str
     ]
 
 
-PATH_SETTINGS = (
-    "data",
-    "valid",
-    "test",
-    "init",
-    "pretrain_data",
-)  # stored absolute since 2026-12-03
+# Stored absolute since 2026-12-03 (pretrain_data since it came).
+PATH_SETTINGS = ("data", "valid", "test", "init", "pretrain_data")
 
 
 def _absolute(key: str, value):

@@ -279,9 +279,8 @@ def _refuse_split_files(data: str) -> None:
     raise ValueError(f"{data} has its own splits: --valid and --test take files of yours.")
 
 
-# A run's data files, fingerprinted when it trains (`extra.data_digests`): its splits are
-# drawn from their contents, so a file changed since then would give other splits.
-DIGESTED = ("data", "valid", "test")
+# A run's data files are fingerprinted when it trains (`extra.data_digests`): its splits
+# are drawn from their contents, so a file changed since then would give other splits.
 
 
 def data_digests(data: str | None, valid: str | None = None, test: str | None = None) -> dict:

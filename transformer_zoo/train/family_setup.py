@@ -264,24 +264,17 @@ class FamilySetup:
     def longer_than(self, max_length: int, split: str = "train") -> int:
         """How many examples of `split` the pipelines cut to `max_length` tokens (their
         model inputs, `text.formats`, are longer)."""
-        count = 0
         examples = getattr(self.task, split)
         if self.task.stream:
             return 0  # windows are as long as the context
-        if self.family == "encoder-only":
-            rows = encoder_rows(
-                self.tokenizer, [e.text for e in examples], [e.text2 for e in examples]
-            )
-            return sum(len(ids) > max_length for ids, _ in rows)
-        for e in examples:
-            if self.family == "encoder-decoder":
+        if self.family == "encoder-decoder":
+            count = 0
+            for e in examples:
                 source = len(self.tokenizer.encode(e.source)) + 1  # + <eos>
                 target = len(self.target_tokenizer.encode(e.target)) + 1  # <bos> + target
                 count += max(source, target) > max_length
-            elif self.family == "decoder-only":
-                inputs, _ = language_model_example(self.tokenizer, e.prompt, e.completion, 10**9)
-                count += len(inputs) > max_length
-        return count
+            return count
+        return sum(len(ids) > max_length for ids in self._input_rows(examples))
 
     def unknown_tokens(self, limit: int | None = None) -> tuple[int, int]:
         """How many tokens of the first `limit` training examples' model inputs are the
@@ -290,16 +283,19 @@ class FamilySetup:
         unk = self.tokenizer.special_ids.get("unk")
         if unk is None or self.task.stream or self.family == "encoder-decoder":
             return 0, 0
-        examples = self.task.train[:limit]
+        rows = self._input_rows(self.task.train[:limit])
+        return sum(int(i == unk) for row in rows for i in row), sum(len(row) for row in rows)
+
+    def _input_rows(self, examples) -> list[list[int]]:
+        """The uncut model input ids of encoder-only or decoder-only line examples
+        (`text.formats`, as the pipelines and serving make them)."""
         if self.family == "encoder-only":
             texts, pairs = [e.text for e in examples], [e.text2 for e in examples]
-            rows = [ids for ids, _ in encoder_rows(self.tokenizer, texts, pairs)]
-        else:
-            rows = [
-                language_model_example(self.tokenizer, e.prompt, e.completion, 10**9)[0]
-                for e in examples
-            ]
-        return sum(int(i == unk) for row in rows for i in row), sum(len(row) for row in rows)
+            return [ids for ids, _ in encoder_rows(self.tokenizer, texts, pairs)]
+        return [
+            language_model_example(self.tokenizer, e.prompt, e.completion, 10**9)[0]
+            for e in examples
+        ]
 
     @staticmethod
     def backbone(model: keras.Model) -> keras.Model:

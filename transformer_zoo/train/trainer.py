@@ -256,23 +256,18 @@ def _say_vocabulary_sizes(config: TrainConfig, setup: FamilySetup) -> None:
     """One line with the pieces each trained tokenizer has, when that is not what was
     asked: SentencePiece keeps fewer than `--vocabulary-size` when the text holds fewer
     (and a character tokenizer has one per character)."""
-    sides = [("", setup.tokenizer, config.vocabulary_size, config.tokenizer)]
+    options = setup.task.tokenizer_options
+    sides = [("", setup.tokenizer, config.vocabulary_size, config.tokenizer, "", "unigram")]
     if setup.separate_target:
+        target_kind = options.get("target_model_type", "unigram")
         sides.append(
-            (
-                "target ",
-                setup.target_tokenizer,
-                config.target_vocabulary_size,
-                config.target_tokenizer,
-            )
-        )
-    for side, tokenizer, asked, kind in sides:
-        if kind not in (None, "unigram", "bpe"):  # characters, words: as many as there are
+            ("target ", setup.target_tokenizer, config.target_vocabulary_size,
+             config.target_tokenizer, "target_", target_kind)
+        )  # fmt: skip
+    for side, tokenizer, asked, kind, option, default_kind in sides:
+        if (kind or default_kind) not in ("unigram", "bpe"):  # chars, words: as many as met
             continue
-        default = setup.task.tokenizer_options.get(
-            f"{side.strip() + '_' if side else ''}vocabulary_size"
-        )
-        asked = asked or default
+        asked = asked or options.get(f"{option}vocabulary_size")
         if asked and tokenizer.vocabulary_size != asked:
             print(
                 f"The {side}tokenizer has {tokenizer.vocabulary_size:,} pieces ({asked:,} "
