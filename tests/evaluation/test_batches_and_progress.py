@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from tqdm import tqdm
 
+from transformer_zoo import progress
 from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TranslationPair
 from transformer_zoo.data.tasks import Task
 from transformer_zoo.evaluation import evaluate as module
@@ -45,7 +46,7 @@ def test_both_passes_count_every_example_a_batch_at_a_time(
     quiet = evaluate(served, task_of(family), progress=False)
     assert capsys.readouterr().err == ""
 
-    monkeypatch.setattr(module, "tqdm", Eager)
+    monkeypatch.setattr(progress, "tqdm", Eager)
     shown = evaluate(served, task_of(family), progress=True)
     err = capsys.readouterr().err
     passes = ["decoding"] + (["teacher forcing"] if family != "encoder-only" else [])

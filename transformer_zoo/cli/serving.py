@@ -55,7 +55,8 @@ def register(commands) -> None:
 
 _INPUTS = (
     "Inputs are the arguments, or the lines of --input FILE or stdin (UTF-8, one per line; "
-    "output line i answers input i). Bad input is one line on stderr, exit code 2."
+    "output line i answers input i). Bad input is one line on stderr, exit code 2. On a "
+    "terminal a progress bar on stderr counts the inputs done."
 )
 _DESCRIPTIONS = {
     "generate": "Continue each prompt with a decoder-only model; print the text it adds. "
@@ -294,7 +295,9 @@ def _generate(args) -> int:
 
     def generate(model, texts):
         _warn_unknown(model, texts)
-        return model.generate(texts, args.max_new_tokens, search, args.batch_size, stops)
+        return model.generate(
+            texts, args.max_new_tokens, search, args.batch_size, stops, progress=None
+        )
 
     inputs, outputs = _serve(
         args,
@@ -311,7 +314,9 @@ def _translate(args) -> int:
 
     def translate(model, texts):
         _warn_unknown(model, texts)
-        return model.translate(texts, args.max_new_tokens, search, args.batch_size, stops)
+        return model.translate(
+            texts, args.max_new_tokens, search, args.batch_size, stops, progress=None
+        )
 
     inputs, outputs = _serve(
         args,
@@ -327,7 +332,9 @@ def _embed(args) -> int:
 
     if args.output and os.path.isdir(args.output):  # refused before the model runs
         raise UsageError(f"--output {args.output} is a directory: name the .npy file to write")
-    inputs, rows = _serve(args, lambda m, xs: m.embed(xs, batch_size=args.batch_size))
+    inputs, rows = _serve(
+        args, lambda m, xs: m.embed(xs, batch_size=args.batch_size, progress=None)
+    )
     vectors = np.asarray(rows, np.float32)
     if args.output:
         try:
@@ -357,13 +364,13 @@ def _classify(args) -> int:
                     "this model was trained on text pairs, and these lines hold tabs: "
                     "without --pairs each line is read as one text"
                 )
-            return model.classify(lines, batch_size=args.batch_size)
+            return model.classify(lines, batch_size=args.batch_size, progress=None)
         split = [line.split("\t", 1) for line in lines]
         for index, parts in enumerate(split):
             if len(parts) != 2:
                 raise InputError("--pairs needs 'text<TAB>second text' on every line", index)
         first, second = zip(*split, strict=True)
-        return model.classify(list(first), list(second), batch_size=args.batch_size)
+        return model.classify(list(first), list(second), batch_size=args.batch_size, progress=None)
 
     inputs, results = _serve(args, call)
     if args.format == "jsonl":

@@ -32,11 +32,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-import sys
 import time
 
 import numpy as np
-from tqdm import tqdm
 
 from transformer_zoo.data.examples import TextStream
 from transformer_zoo.errors import with_article
@@ -53,6 +51,7 @@ from transformer_zoo.evaluation.metrics import (
     word_error_rate,
 )
 from transformer_zoo.generation.search import SearchConfig, log_softmax
+from transformer_zoo.progress import progress_bar
 from transformer_zoo.serving.length_batches import sorted_batches
 from transformer_zoo.text.formats import (
     language_model_example,
@@ -155,27 +154,12 @@ def predict(
     greedy), or class labels. `progress`: as `evaluate`'s."""
     if served.family == "decoder-only" and not any(e.prompt for e in examples):
         return None
-    with _progress_bar(len(examples), "decoding", progress) as bar:
+    with progress_bar(len(examples), "decoding", progress) as bar:
         if served.family == "encoder-decoder":
             return _translate(served, [e.source for e in examples], search, bar)
         if served.family == "decoder-only":
             return _complete(served, [e.prompt for e in examples], search, bar)
         return _classify(served, examples, bar)
-
-
-def _progress_bar(total: int, what: str, show: bool | None):
-    """A bar of `total` examples on standard error, updated a batch at a time; shown
-    where standard error is a terminal unless `show` says otherwise. It is cleared when
-    done: the scores are the result."""
-    return tqdm(
-        total=total,
-        desc=what,
-        unit=" examples",
-        file=sys.stderr,
-        disable=None if show is None else not show,
-        leave=False,
-        dynamic_ncols=True,
-    )
 
 
 def _distinct_sources(examples) -> list:
@@ -286,7 +270,7 @@ def _token_scores(
             for e in examples
         ]
     hits, nll, count = 0, 0.0, 0
-    with _progress_bar(len(rows), "teacher forcing", progress) as bar:
+    with progress_bar(len(rows), "teacher forcing", progress) as bar:
         for batch in sorted_batches([len(row[-1]) for row in rows], BATCH_SIZE):
             # Id lists, masked by their lengths: an imported model's id 0 is a token
             # (Marian's </s>, GPT-2's `!`), not padding.

@@ -27,6 +27,7 @@ from transformer_zoo.generation.search import (
     Stopping,
 )
 from transformer_zoo.generation.search import generate as run_search
+from transformer_zoo.progress import progress_bar
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
 from transformer_zoo.serving.detokenize import continuation_text
 from transformer_zoo.serving.length_batches import length_batches, sorted_batches
@@ -99,6 +100,7 @@ class ServedModel:
         search: SearchConfig | None = None,
         batch_size: int = GENERATION_BATCH_SIZE,
         stop: str | Sequence[str] | None = None,
+        progress: bool | None = False,
     ) -> list[str]:
         """Continue text prompts; returns the text each completion adds to its prompt
         (`" March"`, with the space between: `prompt + completion` reads as the whole
@@ -111,7 +113,10 @@ class ServedModel:
         not returned, as OpenAI's and vLLM's), and with greedy search or sampling its
         generation ends at the token that completes it. Beam search decodes to EOS (or
         `max_new_tokens`) and its text is cut afterwards (its beams are reordered at
-        every step: a beam's stop string is no row's end)."""
+        every step: a beam's stop string is no row's end).
+
+        `progress`: a bar of the prompts done on standard error (`progress.progress_bar`;
+        None: where standard error is a terminal), for long lists."""
         self._need("decoder-only", "generate")
         stops = stop_strings(stop)
         ids = self.prompt_ids(prompts)
@@ -128,6 +133,7 @@ class ServedModel:
             lambda rows, stopping: self.generate_ids(rows, max_new_tokens, None, search, stopping),
             search,
             stops,
+            ("generating", progress, "prompts"),
         )
 
     def translate_ids(
@@ -153,9 +159,10 @@ class ServedModel:
         search: SearchConfig | None = None,
         batch_size: int = GENERATION_BATCH_SIZE,
         stop: str | Sequence[str] | None = None,
+        progress: bool | None = False,
     ) -> list[str]:
         """Translate texts; returns one translation per source, batched and ended by
-        `stop` strings as `generate`."""
+        `stop` strings as `generate`, with `generate`'s `progress`."""
         self._need("encoder-decoder", "translate")
         stops = stop_strings(stop)
         ids = self.prompt_ids(sources)
@@ -168,10 +175,17 @@ class ServedModel:
             lambda rows, stopping: self.translate_ids(rows, max_new_tokens, search, stopping),
             search,
             stops,
+            ("translating", progress, "texts"),
         )
 
     def _in_batches(
-        self, ids: list[list[int]], batch_size: int, run, search=None, stops=()
+        self,
+        ids: list[list[int]],
+        batch_size: int,
+        run,
+        search=None,
+        stops=(),
+        shown=("", False, "texts"),
     ) -> list[str]:
         """The output text of each id list, in input order, from `run(id lists,
         stopping)` (a `SearchResult`) called on batches of at most `batch_size`: all of
@@ -181,27 +195,30 @@ class ServedModel:
 
         With `stops`, each row's text is followed as its tokens come (`StopText`) and the
         row ends when a stop string is complete (`stopping`); beam search's finished
-        text is cut instead."""
+        text is cut instead. `shown`: `(what, progress, unit)` of the bar
+        that counts the rows done (`progress.progress_bar`)."""
         _check_batch_size(batch_size)
         if len(ids) <= batch_size:
             batches = [list(range(len(ids)))]
         else:
             batches = sorted_batches([len(row) for row in ids], batch_size)
         texts = [""] * len(ids)
-        for rows in batches:
-            followed: list[StopText] = []  # each row's text as the search goes
-            stopping = None
-            if stops and not isinstance(search, BeamSearch):
-                followed = [self._stop_text(ids[i], stops) for i in rows]
-                stopping = _stopping(followed)
-            result = run([ids[i] for i in rows], stopping)
-            for j, (i, tokens) in enumerate(zip(rows, result.tokens, strict=True)):
-                texts[i] = self._completion_text(ids[i], tokens)
-                at = first_stop(texts[i], stops) if stops else None
-                if at is not None:  # where the row stopped (beam search: cut afterwards)
-                    texts[i] = texts[i][:at]
-                elif followed and followed[j].stopped:  # the tokens' texts held it, the
-                    texts[i] = followed[j].text  # whole decoded text not (never seen yet)
+        with progress_bar(len(ids), *shown) as bar:
+            for rows in batches:
+                followed: list[StopText] = []  # each row's text as the search goes
+                stopping = None
+                if stops and not isinstance(search, BeamSearch):
+                    followed = [self._stop_text(ids[i], stops) for i in rows]
+                    stopping = _stopping(followed)
+                result = run([ids[i] for i in rows], stopping)
+                for j, (i, tokens) in enumerate(zip(rows, result.tokens, strict=True)):
+                    texts[i] = self._completion_text(ids[i], tokens)
+                    at = first_stop(texts[i], stops) if stops else None
+                    if at is not None:  # where the row stopped (beam search: cut afterwards)
+                        texts[i] = texts[i][:at]
+                    elif followed and followed[j].stopped:  # the tokens' texts held it,
+                        texts[i] = followed[j].text  # the whole decoded text not (unseen yet)
+                bar.update(len(rows))
         return texts
 
     def _stop_text(self, start_ids: list[int], stops: list[str]) -> StopText:
@@ -284,16 +301,24 @@ class ServedModel:
         }
 
     def embed(
-        self, texts: str | Sequence[str], batch_size: int = 32, normalize: bool | None = None
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        normalize: bool | None = None,
+        progress: bool | None = False,
     ) -> np.ndarray:
         """(N, D) float32 sentence embeddings in input order: the masked mean of
         `last_hidden_state`, L2-normalised where the model's pooling is
         (`RunConfig.normalizes_embeddings`: sentence-transformers' Normalize module, every
-        model trained here) or where `normalize` says so."""
-        return self.embed_counted(texts, batch_size, normalize)[0]
+        model trained here) or where `normalize` says so. `progress`: as `generate`'s."""
+        return self.embed_counted(texts, batch_size, normalize, progress)[0]
 
     def embed_counted(
-        self, texts: str | Sequence[str], batch_size: int = 32, normalize: bool | None = None
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        normalize: bool | None = None,
+        progress: bool | None = False,
     ) -> tuple[np.ndarray, list[int]]:
         """`embed`'s embeddings, and the tokens the model read of each text (after
         truncation, as `token_counts`), from one tokenization: the server's usage counts."""
@@ -306,7 +331,8 @@ class ServedModel:
         normalize = pooled_in_graph if normalize is None else normalize
         encoded = self._tokenize(texts, None)
         embeddings = np.empty((len(texts), self.dims.hidden_dim), np.float32)
-        for rows, feeds, outputs in self._encoder_batches(encoded, batch_size, POOLING_OUTPUTS):
+        batches = self._encoder_batches(encoded, batch_size, POOLING_OUTPUTS, "embedding", progress)
+        for rows, feeds, outputs in batches:
             if normalize == pooled_in_graph and "sentence_embedding" in outputs:
                 # Pooled in the graph: numpy's handful of small operations after a run
                 # that has streamed the weights through the caches cost 0.1-0.3 ms.
@@ -317,29 +343,36 @@ class ServedModel:
                 )
         return embeddings, [len(ids) for ids, _ in encoded]
 
-    def _encoder_batches(self, encoded, batch_size: int, outputs: tuple[str, ...]):
+    def _encoder_batches(
+        self, encoded, batch_size: int, outputs: tuple[str, ...], what: str, progress
+    ):
         """`(rows, feeds, outputs)` of the encoder graph over tokenized texts, in batches
         of similar token counts (`length_batches`), each padded only to its longest text,
         so little of the work is spent on padding; `rows` index `encoded`, so that the
         caller puts every result back in input order. Each text is tokenized once (by
-        the caller): its length plans the batches, its ids feed them."""
+        the caller): its length plans the batches, its ids feed them. A bar named `what`
+        counts the texts done where `progress` says (as `generate`'s)."""
         lengths = [len(ids) for ids, _ in encoded]
         padding_free = self.runner.padding_free("model")
-        for rows in length_batches(lengths, batch_size, padding_free=padding_free):
-            feeds = self._encoder_feeds([encoded[i] for i in rows])
-            yield rows, feeds, self.runner.run("model", feeds, numpy_outputs=outputs)
+        with progress_bar(len(encoded), what, progress, "texts") as bar:
+            for rows in length_batches(lengths, batch_size, padding_free=padding_free):
+                feeds = self._encoder_feeds([encoded[i] for i in rows])
+                yield rows, feeds, self.runner.run("model", feeds, numpy_outputs=outputs)
+                bar.update(len(rows))
 
     def classify(
         self,
         texts: str | Sequence[str],
         text_pairs: Sequence[str] | None = None,
         batch_size: int = 32,
+        progress: bool | None = False,
     ) -> list[dict]:
         """Per text (or text pair): `{"label", "label_id", "score", "probabilities": {label:
         score}}`, in input order, the label the one of the highest score; run in batches of
         at most `batch_size` texts of similar length, as `embed`. The scores are those of
         transformers' text-classification pipeline for the run's `problem_type`
-        (`class_scores`): a softmax, a sigmoid per label, or a regression's raw value."""
+        (`class_scores`): a softmax, a sigmoid per label, or a regression's raw value.
+        `progress`: as `generate`'s."""
         self._need("encoder-only", "classify")
         if self.config.task != "classification":
             raise InputError(f"This model's task is {self.config.task!r}, not classification.")
@@ -354,7 +387,8 @@ class ServedModel:
         labels = self.config.label_names
         encoded = self._tokenize(texts, text_pairs)
         logits = np.empty((len(texts), len(labels)), np.float32)
-        for rows, _, outputs in self._encoder_batches(encoded, batch_size, ("logits",)):
+        batches = self._encoder_batches(encoded, batch_size, ("logits",), "classifying", progress)
+        for rows, _, outputs in batches:
             logits[rows] = outputs["logits"]
         results = []
         for row in class_scores(logits, self.config.extra.get("problem_type")):
