@@ -16,6 +16,7 @@ PRIVATE_KERAS_ALLOWED = {
 TENSORFLOW_FREE = (
     "errors.py",
     "files.py",
+    "progress.py",
     "run_directory.py",
     "architectures.py",
     "text",
