@@ -1,6 +1,6 @@
-"""The serving commands over many inputs: on a terminal a bar on stderr counts the inputs
-done, a batch at a time; it changes no output, and nothing is drawn where stderr is not a
-terminal (a pipe, a log file)."""
+"""The serving commands over many inputs: they run a chunk of batches at a time and write
+each chunk's lines when it is done, so an interrupted command keeps them; on a terminal a
+bar on stderr counts the inputs done; bad input anywhere is refused before any output."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from tqdm import tqdm
 
 from transformer_zoo import progress
 from transformer_zoo.cli import main
+from transformer_zoo.cli import serving as commands
+from transformer_zoo.serving.served_model import ServedModel
 
 TEXTS = ["the cat", "dogs", "March 5, 2021", "a b c", "it is late"]
 
@@ -36,6 +38,7 @@ def test_a_terminal_sees_the_inputs_counted_and_the_output_is_unchanged(
     family_artifacts, capsys, monkeypatch, command
 ):
     argv = _argv(family_artifacts, command)
+    monkeypatch.setattr(commands, "CHUNK_BATCHES", 1)  # chunks of 2, 2 and 1 inputs
     if command == "classify" and family_artifacts("encoder-only").config.task != "classification":
         pytest.skip("the encoder-only artifact is not a classifier")
     capsys.readouterr()  # the export's logs, where this test is the first to build it
@@ -65,3 +68,43 @@ def test_the_python_api_draws_no_bar_unless_asked(family_artifacts, capsys, monk
     assert capsys.readouterr().err == ""  # a library call (the server's too) stays quiet
     shown = served.generate(TEXTS, 3, batch_size=2, progress=True)
     assert shown == quiet and "5/5" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["generate", "embed"])
+def test_an_interrupted_command_keeps_the_lines_of_the_chunks_done(
+    family_artifacts, capsys, monkeypatch, command
+):
+    argv = _argv(family_artifacts, command)
+    assert main(argv) == 0
+    whole = capsys.readouterr().out.splitlines()
+    assert len(whole) == len(TEXTS)
+
+    monkeypatch.setattr(commands, "CHUNK_BATCHES", 1)
+    method = getattr(ServedModel, command)
+    calls = []
+
+    def interrupted_on_the_second_chunk(self, texts, *args, **kwargs):
+        calls.append(texts)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return method(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(ServedModel, command, interrupted_on_the_second_chunk)
+    assert main(argv) == 130
+    out, err = capsys.readouterr()
+    assert calls == [TEXTS[:2], TEXTS[2:4]]
+    assert out.splitlines() == whole[:2]  # the first chunk's lines, as a whole run gives them
+    assert "interrupted" in err
+
+
+def test_bad_input_in_a_later_chunk_is_refused_before_any_output(
+    family_artifacts, capsys, monkeypatch
+):
+    monkeypatch.setattr(commands, "CHUNK_BATCHES", 1)
+    art = family_artifacts("decoder-only")
+    long_prompt = " ".join(["the cat"] * 200)
+    argv = ["generate", *TEXTS, long_prompt, "--model", str(art.export_dir)]
+    code = main(argv + ["--batch-size", "2"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert "input 6:" in err and "prompt" in err

@@ -9,6 +9,7 @@ need it (`--engine keras|saved_model`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from transformer_zoo.cli.parsing import (
 from transformer_zoo.errors import InputError, first_line
 from transformer_zoo.files import atomic_path
 from transformer_zoo.generation import ENGINES, GENERATION_BATCH_SIZE
+from transformer_zoo.progress import progress_bar
 
 
 def register(commands) -> None:
@@ -55,8 +57,9 @@ def register(commands) -> None:
 
 _INPUTS = (
     "Inputs are the arguments, or the lines of --input FILE or stdin (UTF-8, one per line; "
-    "output line i answers input i). Bad input is one line on stderr, exit code 2. On a "
-    "terminal a progress bar on stderr counts the inputs done."
+    "output line i answers input i), written a chunk of batches at a time as each is done. "
+    "Bad input is one line on stderr, exit code 2, before any output. On a terminal a "
+    "progress bar on stderr counts the inputs done."
 )
 _DESCRIPTIONS = {
     "generate": "Continue each prompt with a decoder-only model; print the text it adds. "
@@ -193,30 +196,74 @@ def _load(args):
         raise UsageError.from_error(error) from None
 
 
-def _serve(args, call, skip_blank: bool = False, blank=None):
-    """Loads the model, reads the inputs and runs `call(model, inputs)`; input errors
-    (all ValueErrors: InputError, bad search arguments) become one-line usage errors, with
-    the line (or argument) of the input at fault.
+CHUNK_BATCHES = 8
+"""The inputs run `--batch-size` × this many at a time, in input order, and each chunk's
+output lines are written as soon as it is done (as Marian's maxi-batches): a long file
+shows its results as they come, and an interrupted command keeps the lines before it.
+Within a chunk the batches are of similar lengths. A row's output does not depend on its
+chunk (`ServedModel._in_batches`)."""
+
+
+def _serve(args, call, write, skip_blank: bool = False, blank=None, check=None) -> int:
+    """Loads the model, reads the inputs and runs `call(model, inputs)` on them a chunk at
+    a time (`CHUNK_BATCHES`); `write(first, inputs, outputs)` writes a chunk's results
+    (`first`: the index of its first input) and returns an exit code (0, or 141 when the
+    reader has gone). Returns the command's exit code. A progress bar on a terminal
+    counts the inputs done.
+
+    `check(model, inputs)` looks at every input before any chunk runs, so that bad input
+    is reported before any work and any output. Input errors (all ValueErrors:
+    InputError, bad search arguments) become one-line usage errors, with the line (or
+    argument) of the input at fault.
 
     With `skip_blank`, blank lines do not reach the model: their output is `blank`, so
     that output line i still answers input line i.
     """
     inputs = _read_inputs(args)
     model = _load(args)
-    rows = [i for i, text in enumerate(inputs) if not (skip_blank and not text.strip())]
+    runs = [not (skip_blank and not text.strip()) for text in inputs]
+    where = "input" if args.texts else "line"
+    if check is not None:
+        rows = [i for i, run in enumerate(runs) if run]
+        with _input_errors(where, rows):
+            check(model, [inputs[i] for i in rows])
+    size = args.batch_size * CHUNK_BATCHES
+    with progress_bar(len(inputs), _VERBS[args.command], None, "inputs") as bar:
+        for first in range(0, len(inputs), size):
+            chunk = inputs[first : first + size]
+            rows = [i for i in range(first, first + len(chunk)) if runs[i]]
+            outputs = [blank] * len(chunk)
+            with _input_errors(where, rows):
+                results = call(model, [inputs[i] for i in rows]) if rows else []
+            for i, result in zip(rows, results, strict=True):
+                outputs[i - first] = result
+            code = write(first, chunk, outputs)
+            if code:
+                return code
+            bar.update(len(chunk))
+    return 0
+
+
+_VERBS = {
+    "generate": "generating",
+    "translate": "translating",
+    "embed": "embedding",
+    "classify": "classifying",
+}
+
+
+@contextlib.contextmanager
+def _input_errors(where: str, rows: list[int]):
+    """Turns the ValueErrors of a call on the inputs `rows` into one-line usage errors:
+    an `InputError` about one of them names its line (`where` N: ...)."""
     try:
-        results = call(model, [inputs[i] for i in rows]) if rows else []
+        yield
     except InputError as error:
         if error.index is None:
             raise UsageError.from_error(error) from None
-        where = "input" if args.texts else "line"
         raise UsageError(f"{where} {rows[error.index] + 1}: {first_line(error)}") from None
     except ValueError as error:
         raise UsageError.from_error(error) from None
-    outputs = [blank] * len(inputs)
-    for i, result in zip(rows, results, strict=True):
-        outputs[i] = result
-    return inputs, outputs
 
 
 def _write_lines(lines) -> int:
@@ -242,22 +289,32 @@ def _write_lines(lines) -> int:
     return 0
 
 
-def _print_texts(args, inputs, outputs, key: str) -> int:
-    if args.format == "jsonl":
-        return _write_lines(
-            json.dumps({"input": text, key: output}, ensure_ascii=False)
-            for text, output in zip(inputs, outputs, strict=True)
-        )
-    broken = [i + 1 for i, output in enumerate(outputs) if _LINE_BREAK in output]
-    if broken:  # output line i would no longer answer input line i
-        shown = ", ".join(map(str, broken[:5])) + (", ..." if len(broken) > 5 else "")
-        print(
-            f"transformer-zoo {args.command}: warning: the outputs of {len(broken)} "
-            f"input(s) ({shown}) hold line breaks, so they span several lines here; "
-            "--format jsonl keeps one output per line",
-            file=sys.stderr,
-        )
-    return _write_lines(outputs)
+def _text_writer(args, key: str):
+    """`_serve`'s `write` for texts (generations, translations): a line each, or with
+    `--format jsonl` a JSON object each. Returns `(write, done)`: `done()` warns, once,
+    of outputs that hold line breaks (in text, they span several lines)."""
+    broken: list[int] = []  # input numbers whose output holds a line break
+
+    def write(first, inputs, outputs) -> int:
+        if args.format == "jsonl":
+            return _write_lines(
+                json.dumps({"input": text, key: output}, ensure_ascii=False)
+                for text, output in zip(inputs, outputs, strict=True)
+            )
+        broken.extend(first + i + 1 for i, output in enumerate(outputs) if _LINE_BREAK in output)
+        return _write_lines(outputs)
+
+    def done() -> None:
+        if broken:  # output line i no longer answers input line i
+            shown = ", ".join(map(str, broken[:5])) + (", ..." if len(broken) > 5 else "")
+            print(
+                f"transformer-zoo {args.command}: warning: the outputs of {len(broken)} "
+                f"input(s) ({shown}) hold line breaks, so they span several lines here; "
+                "--format jsonl keeps one output per line",
+                file=sys.stderr,
+            )
+
+    return write, done
 
 
 _LINE_BREAK = "\n"
@@ -273,58 +330,49 @@ def _stops(args) -> list[str]:
         raise UsageError.from_error(error) from None
 
 
-def _warn_unknown(model, texts: list[str]) -> None:
-    """One warning line when inputs hold text the tokenizer does not know: each run of it
-    reaches the model as one `<unk>` token (a character a char tokenizer never saw)."""
+def _warn_unknown(model, ids: list[list[int]]) -> None:
+    """One warning line when inputs hold text the tokenizer does not know (`ids`: their
+    ids): each run of it reaches the model as one `<unk>` token (a character a char
+    tokenizer never saw)."""
     unknown = model.config.special_ids.get("unk")
     if unknown is None:
         return
-    found = sum(unknown in ids for ids in model.prompt_ids(texts))
+    found = sum(unknown in row for row in ids)
     if found:
         logging.getLogger("transformer_zoo.cli").warning(
             "%d of %d inputs hold text the tokenizer does not know: each run of it is read "
             "as one <unk> token",
             found,
-            len(texts),
+            len(ids),
         )
+
+
+def _decode(args, key: str) -> int:
+    """`generate` (key "generated") and `translate` (key "translation")."""
+    search = search_from_arguments(args)
+    stops = _stops(args)
+    method = "generate" if args.command == "generate" else "translate"
+
+    def check(model, texts):  # every prompt or source fits, before any decoding
+        _warn_unknown(model, model.start_ids(method, texts, args.max_new_tokens)[0])
+
+    def call(model, texts):
+        run = getattr(model, method)
+        return run(texts, args.max_new_tokens, search, args.batch_size, stops)
+
+    write, done = _text_writer(args, key)
+    code = _serve(args, call, write, skip_blank=True, blank="", check=check)
+    if not code:
+        done()
+    return code
 
 
 def _generate(args) -> int:
-    search = search_from_arguments(args)
-    stops = _stops(args)
-
-    def generate(model, texts):
-        _warn_unknown(model, texts)
-        return model.generate(
-            texts, args.max_new_tokens, search, args.batch_size, stops, progress=None
-        )
-
-    inputs, outputs = _serve(
-        args,
-        generate,
-        skip_blank=True,
-        blank="",
-    )
-    return _print_texts(args, inputs, outputs, "generated")
+    return _decode(args, "generated")
 
 
 def _translate(args) -> int:
-    search = search_from_arguments(args)
-    stops = _stops(args)
-
-    def translate(model, texts):
-        _warn_unknown(model, texts)
-        return model.translate(
-            texts, args.max_new_tokens, search, args.batch_size, stops, progress=None
-        )
-
-    inputs, outputs = _serve(
-        args,
-        translate,
-        skip_blank=True,
-        blank="",
-    )
-    return _print_texts(args, inputs, outputs, "translation")
+    return _decode(args, "translation")
 
 
 def _embed(args) -> int:
@@ -332,50 +380,62 @@ def _embed(args) -> int:
 
     if args.output and os.path.isdir(args.output):  # refused before the model runs
         raise UsageError(f"--output {args.output} is a directory: name the .npy file to write")
-    inputs, rows = _serve(
-        args, lambda m, xs: m.embed(xs, batch_size=args.batch_size, progress=None)
+    kept: list[np.ndarray] = []  # for --output: one file, written whole at the end
+
+    def write(first, inputs, rows) -> int:
+        vectors = np.asarray(rows, np.float32)
+        if args.output:
+            kept.append(vectors)
+            return 0
+        if args.format == "jsonl":
+            return _write_lines(
+                json.dumps({"input": text, "embedding": vector.tolist()}, ensure_ascii=False)
+                for text, vector in zip(inputs, vectors, strict=True)
+            )
+        return _write_lines(" ".join(f"{v:.6g}" for v in vector) for vector in vectors)
+
+    call = lambda model, texts: model.embed(texts, batch_size=args.batch_size)  # noqa: E731
+    code = _serve(args, call, write)
+    if code or not args.output:
+        return code
+    vectors = np.concatenate(kept).astype(np.float32)
+    try:
+        with atomic_path(args.output) as temporary, open(temporary, "wb") as file:
+            np.save(file, vectors)
+    except OSError as error:  # its own words, not the staging path's
+        reason = error.strerror or first_line(error)
+        raise UsageError(f"cannot write {args.output}: {reason}") from None
+    print(
+        f"wrote {vectors.shape[0]}×{vectors.shape[1]} embeddings to {args.output}",
+        file=sys.stderr,
     )
-    vectors = np.asarray(rows, np.float32)
-    if args.output:
-        try:
-            with atomic_path(args.output) as temporary, open(temporary, "wb") as file:
-                np.save(file, vectors.astype(np.float32))
-        except OSError as error:  # its own words, not the staging path's
-            reason = error.strerror or first_line(error)
-            raise UsageError(f"cannot write {args.output}: {reason}") from None
-        print(
-            f"wrote {vectors.shape[0]}×{vectors.shape[1]} embeddings to {args.output}",
-            file=sys.stderr,
-        )
-        return 0
-    if args.format == "jsonl":
-        return _write_lines(
-            json.dumps({"input": text, "embedding": vector.tolist()}, ensure_ascii=False)
-            for text, vector in zip(inputs, vectors, strict=True)
-        )
-    return _write_lines(" ".join(f"{v:.6g}" for v in vector) for vector in vectors)
+    return 0
 
 
 def _classify(args) -> int:
+    def check(model, lines):
+        if args.pairs:
+            for index, line in enumerate(lines):
+                if "\t" not in line:
+                    raise InputError("--pairs needs 'text<TAB>second text' on every line", index)
+        elif model.config.extra.get("text_pairs") and any("\t" in line for line in lines):
+            logging.getLogger("transformer_zoo.cli").warning(
+                "this model was trained on text pairs, and these lines hold tabs: "
+                "without --pairs each line is read as one text"
+            )
+
     def call(model, lines):
         if not args.pairs:
-            if model.config.extra.get("text_pairs") and any("\t" in line for line in lines):
-                logging.getLogger("transformer_zoo.cli").warning(
-                    "this model was trained on text pairs, and these lines hold tabs: "
-                    "without --pairs each line is read as one text"
-                )
-            return model.classify(lines, batch_size=args.batch_size, progress=None)
-        split = [line.split("\t", 1) for line in lines]
-        for index, parts in enumerate(split):
-            if len(parts) != 2:
-                raise InputError("--pairs needs 'text<TAB>second text' on every line", index)
-        first, second = zip(*split, strict=True)
-        return model.classify(list(first), list(second), batch_size=args.batch_size, progress=None)
+            return model.classify(lines, batch_size=args.batch_size)
+        first, second = zip(*(line.split("\t", 1) for line in lines), strict=True)
+        return model.classify(list(first), list(second), batch_size=args.batch_size)
 
-    inputs, results = _serve(args, call)
-    if args.format == "jsonl":
-        return _write_lines(
-            json.dumps({"input": text, **result}, ensure_ascii=False)
-            for text, result in zip(inputs, results, strict=True)
-        )
-    return _write_lines(f"{result['label']}\t{result['score']:.4f}" for result in results)
+    def write(first, inputs, results) -> int:
+        if args.format == "jsonl":
+            return _write_lines(
+                json.dumps({"input": text, **result}, ensure_ascii=False)
+                for text, result in zip(inputs, results, strict=True)
+            )
+        return _write_lines(f"{result['label']}\t{result['score']:.4f}" for result in results)
+
+    return _serve(args, call, write, check=check)

@@ -117,16 +117,8 @@ class ServedModel:
 
         `progress`: a bar of the prompts done on standard error (`progress.progress_bar`;
         None: where standard error is a terminal), for long lists."""
-        self._need("decoder-only", "generate")
         stops = stop_strings(stop)
-        ids = self.prompt_ids(prompts)
-        # Every prompt is checked before any batch runs; the first that leaves too little
-        # room is named (the command line's "line N: ...").
-        for index, row in enumerate(ids):
-            try:
-                check_room(len(row), max_new_tokens, self.dims.max_length, "prompt")
-            except InputError as error:
-                raise InputError(str(error), index) from None
+        ids, max_new_tokens = self.start_ids("generate", prompts, max_new_tokens)
         return self._in_batches(
             ids,
             batch_size,
@@ -163,12 +155,8 @@ class ServedModel:
     ) -> list[str]:
         """Translate texts; returns one translation per source, batched and ended by
         `stop` strings as `generate`, with `generate`'s `progress`."""
-        self._need("encoder-decoder", "translate")
         stops = stop_strings(stop)
-        ids = self.prompt_ids(sources)
-        if max_new_tokens is None:
-            max_new_tokens = self.default_new_tokens()
-        check_room(1, max_new_tokens, self.dims.max_length, "target start")
+        ids, max_new_tokens = self.start_ids("translate", sources, max_new_tokens)
         return self._in_batches(
             ids,
             batch_size,
@@ -252,6 +240,28 @@ class ServedModel:
             problem = f"is longer than the model's {self.max_length}"
             _check_lengths(ids, self.max_length, "source", problem)
         return ids
+
+    def start_ids(
+        self, what: str, texts: str | Sequence[str], max_new_tokens: int | None
+    ) -> tuple[list[list[int]], int]:
+        """What `what` ("generate" or "translate") starts from: `prompt_ids` of `texts`,
+        each checked before any batch runs to leave room for `max_new_tokens` (for
+        translate None means `default_new_tokens`), and that number. Raises `InputError`
+        for a model of the other family and naming the first text that does not fit (the
+        command line's "line N: ...")."""
+        self._need("decoder-only" if what == "generate" else "encoder-decoder", what)
+        ids = self.prompt_ids(texts)
+        if self.family == "encoder-decoder":
+            if max_new_tokens is None:
+                max_new_tokens = self.default_new_tokens()
+            check_room(1, max_new_tokens, self.dims.max_length, "target start")
+            return ids, max_new_tokens
+        for index, row in enumerate(ids):
+            try:
+                check_room(len(row), max_new_tokens, self.dims.max_length, "prompt")
+            except InputError as error:
+                raise InputError(str(error), index) from None
+        return ids, max_new_tokens
 
     def start_inputs(self, rows) -> dict:
         """What `CachedEngine.start` takes for prompts (or sources) given as ids: a (B, S)
