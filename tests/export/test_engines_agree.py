@@ -2,6 +2,9 @@
 batch sizes and lengths, and identical tokens from greedy (all three engines), beam search
 and seeded sampling (Keras and ONNX)."""
 
+import logging
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -99,6 +102,75 @@ def test_encoder_decoder_logits_agree_on_all_three_engines(family_artifacts, bat
     np.testing.assert_allclose(np.asarray(saved)[real], keras_logits[real], atol=1e-4)
 
 
+@pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder"])
+def test_saved_model_serving_default_reads_left_padded_rows_as_the_rows_alone(
+    family_artifacts, family
+):
+    """Its `attention_mask` marks padding on either side: positions count the real tokens
+    (an ONNX graph takes `position_ids`; this signature has none to take)."""
+    art = family_artifacts(family)
+    rows = [[2, 7, 9, 11, 5, 8], [2, 14], [2, 20, 6]]
+    targets = [[1, 4], [1, 5, 9, 6, 7], [1, 6, 4]]
+    loaded = tf.saved_model.load(str(art.export_dir / "saved_model"))
+    serve = loaded.signatures["serving_default"]
+
+    def left_padded(rows):
+        right = _padded(rows)
+        order = np.argsort(right != 0, axis=1, kind="stable")  # padding first
+        ids = np.take_along_axis(right, order, axis=1)
+        return ids, (ids != 0).astype(np.int64)
+
+    ids, mask = left_padded(rows)
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    if family == "encoder-decoder":
+        target_ids, mask = left_padded(targets)
+        feeds |= {"decoder_input_ids": target_ids, "decoder_attention_mask": mask}
+    logits = np.asarray(serve(**{k: tf.constant(v) for k, v in feeds.items()})["logits"])
+    for i, row in enumerate(rows):
+        if family == "decoder-only":
+            alone = {"token_ids": np.array([row]), "padding_mask": np.ones((1, len(row)), bool)}
+        else:
+            alone = {
+                "encoder_token_ids": np.array([row]),
+                "encoder_padding_mask": np.ones((1, len(row)), bool),
+                "decoder_token_ids": np.array([targets[i]]),
+                "decoder_padding_mask": np.ones((1, len(targets[i])), bool),
+            }
+        expected = np.asarray(art.model(alone))[0]
+        np.testing.assert_allclose(logits[i][mask[i].astype(bool)], expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["decoder-only", "encoder-decoder"])
+def test_saved_model_signatures_refuse_ids_the_keras_layers_refuse(family_artifacts, family):
+    """A negative id would read the embedding table's last row, and a source longer than
+    the model's positions would run on sinusoidal positions it never saw: errors."""
+    art = family_artifacts(family)
+    loaded = tf.saved_model.load(str(art.export_dir / "saved_model"))
+    vocabulary = art.model.vocabulary_size
+    too_long = art.model.max_length + 3
+    cases = {
+        "at least 0": np.array([[2, -1, 5]]),
+        f"less than the vocabulary size {vocabulary}": np.array([[2, vocabulary, 5]]),
+        f"max_length={art.model.max_length}": np.full((1, too_long), 5),
+    }
+    for message, ids in cases.items():
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        calls = {"generate": {**feeds, "max_new_tokens": tf.constant(2)}}
+        if family == "encoder-decoder":
+            target = {"decoder_input_ids": np.array([[1, 4]]), "decoder_attention_mask": [[1, 1]]}
+            calls["serving_default"] = {**feeds, **target}
+        else:
+            calls["serving_default"] = feeds
+        for name, inputs in calls.items():
+            signature = loaded.signatures[name]
+            args = {
+                k: tf.constant(v, tf.int32 if k == "max_new_tokens" else tf.int64)
+                for k, v in inputs.items()
+            }
+            with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(message)):
+                signature(**args)
+
+
 @pytest.mark.parametrize("batch, length", SHAPES)
 def test_encoder_only_outputs_agree_on_all_three_engines(family_artifacts, batch, length):
     art = family_artifacts("encoder-only")
@@ -157,6 +229,17 @@ def test_greedy_tokens_are_identical_on_keras_saved_model_and_onnx(decoder_engin
         max_new_tokens=tf.constant(12),
     )["tokens"]
     np.testing.assert_array_equal(np.asarray(in_graph), keras_tokens)
+
+
+def test_the_saved_model_engine_feeds_the_cache_without_tensorflows_warnings(
+    family_artifacts, caplog
+):
+    """The step signature's inputs are named as the ONNX files' (`past_key_values.0.key`);
+    fed by those names, TensorFlow warned that it sanitized them, at every step."""
+    saved_model = load_served_model(family_artifacts("decoder-only").export_dir, "saved_model")
+    with caplog.at_level(logging.WARNING):
+        saved_model.generate(["the cat"], 3)
+    assert not [r for r in caplog.records if "Sanitizing" in r.getMessage()]
 
 
 @pytest.mark.parametrize(

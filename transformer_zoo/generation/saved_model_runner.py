@@ -20,18 +20,29 @@ class SavedModelRunner:
     def __init__(self, path: str, graphs: dict[str, str]):
         self.loaded = tf.saved_model.load(os.fspath(path))
         self.signatures = {name: self.loaded.signatures[sig] for name, sig in graphs.items()}
+        # Per graph, each input's ONNX name (`past_key_values.0.key`) → its keyword and
+        # dtype: TensorFlow keeps the name in the spec and takes the keyword with "_" for
+        # ".", which it would otherwise sanitize, with a warning, on every call.
+        self.keywords = {
+            name: {spec.name: (keyword, spec.dtype) for keyword, spec in inputs.items()}
+            for name, function in self.signatures.items()
+            for inputs in [function.structured_input_signature[1]]
+        }
 
     def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict:
-        function = self.signatures[graph]
-        dtypes = {k: v.dtype for k, v in function.structured_input_signature[1].items()}
-        outputs = function(**{k: tf.convert_to_tensor(v, dtypes.get(k)) for k, v in feeds.items()})
+        keywords = self.keywords[graph]
+        arguments = {}
+        for name, value in feeds.items():
+            keyword, dtype = keywords.get(name, (name, None))
+            arguments[keyword] = tf.convert_to_tensor(value, dtype)
+        outputs = self.signatures[graph](**arguments)
         return {
             k: v.numpy() if not numpy_outputs or k in numpy_outputs else v
             for k, v in outputs.items()
         }
 
     def accepts(self, graph: str, name: str) -> bool:
-        return name in self.signatures[graph].structured_input_signature[1]
+        return name in self.keywords[graph]
 
     def padding_free(self, graph: str) -> bool:
         return False  # the model computes every position

@@ -14,6 +14,7 @@ from transformer_zoo.models.presets import (
     from_preset,
     resolve_preset,
 )
+from transformer_zoo.models.saving import load_run_model
 
 __all__ = [
     "MODEL_CLASSES",
@@ -26,6 +27,7 @@ __all__ = [
     "describe",
     "from_preset",
     "import_hf_bert",
+    "load_run_model",
     "mean_pool",
     "resolve_preset",
 ]

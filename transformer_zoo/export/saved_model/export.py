@@ -3,7 +3,10 @@
 Signatures (inputs int64, names as in the ONNX graphs):
 
 - `serving_default`: decoder-only `input_ids`, `attention_mask` → `logits` (B, S, V);
-  encoder-decoder adds `decoder_input_ids`, `decoder_attention_mask` → `logits` (B, T, V);
+  encoder-decoder adds `decoder_input_ids`, `decoder_attention_mask` → `logits` (B, T, V).
+  Either side may be right or left padded: positions count the real tokens before each
+  (`alignment.positions`), as `CachedEngine.forward` does, so a row's logits at its real
+  tokens are those of the row alone (checked at export: `_check_padding`);
   encoder-only: the ONNX `model` graph (`last_hidden_state`, `sentence_embedding`,
   `pooler_output`/`logits`).
 - `generate` (generative families): `input_ids`, `attention_mask` (right or left padded)
@@ -14,7 +17,8 @@ Signatures (inputs int64, names as in the ONNX graphs):
   `generation.graphs.step_graphs`, with the ONNX files' inputs and outputs, so that the same
   engine (`CachedEngine`) decodes with any strategy on the SavedModel too.
 
-The reloaded SavedModel is compared with the model like an ONNX export.
+The reloaded SavedModel is compared with the model like an ONNX export, and its
+`serving_default` on right- and left-padded rows with the model on each row alone.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ import logging
 import os
 
 import keras
+import numpy as np
 import tensorflow as tf
 import tensorflow.experimental.numpy as tnp
 
+from transformer_zoo.errors import count
 from transformer_zoo.export.directory import (
     StagedExport,
     float32_model,
@@ -34,7 +40,7 @@ from transformer_zoo.export.directory import (
     write_tokenizers,
 )
 from transformer_zoo.export.saved_model.in_graph_greedy import cached_greedy, check_budget
-from transformer_zoo.export.validation import ATOL, compare_graph
+from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
 from transformer_zoo.generation.alignment import left_align, positions, right_align
 from transformer_zoo.generation.graphs import INT, step_graphs
 from transformer_zoo.models.family import dimensions_of
@@ -61,15 +67,19 @@ def _generative_signatures(model, family, special_ids) -> dict:
 
         @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask")])
         def serve(input_ids, attention_mask):
-            return {"logits": model({"token_ids": input_ids, "padding_mask": attention_mask})}
+            mask = tf.cast(attention_mask, tf.bool)
+            ids, mask = _checked(_check_ids(input_ids, mask, model, "input"), input_ids, mask)
+            cache = model.initial_cache(tf.shape(ids)[0])
+            logits, _ = model.step(ids, cache, mask, positions(mask, tnp))
+            return {"logits": logits}
 
         @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask"), budget])
         def generate(input_ids, attention_mask, max_new_tokens):
             ids, mask = left_align(input_ids, tf.cast(attention_mask, tf.bool), tnp)
-            with tf.control_dependencies(
-                check_budget(tf.shape(ids)[1], max_new_tokens, model.max_length)
-            ):
-                where = positions(mask, tnp)
+            checks = _check_ids(ids, mask, model, "input")
+            checks += check_budget(tf.shape(ids)[1], max_new_tokens, model.max_length, "prompt")
+            ids, mask = _checked(checks, ids, mask)
+            where = positions(mask, tnp)
             cache = model.initial_cache(tf.shape(ids)[0])
             logits, cache = model.step(ids, cache, mask, where)
             args = (logits, cache, mask, where, max_new_tokens, eos, pad)
@@ -86,19 +96,24 @@ def _generative_signatures(model, family, special_ids) -> dict:
         ]
     )
     def serve(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask):
-        inputs = {
-            "encoder_token_ids": input_ids,
-            "encoder_padding_mask": attention_mask,
-            "decoder_token_ids": decoder_input_ids,
-            "decoder_padding_mask": decoder_attention_mask,
-        }
-        return {"logits": model(inputs)}
+        source, source_mask = right_align(input_ids, tf.cast(attention_mask, tf.bool), tnp)
+        mask = tf.cast(decoder_attention_mask, tf.bool)
+        checks = _check_ids(source, source_mask, model, "source")
+        checks += _check_ids(decoder_input_ids, mask, model, "target")
+        source, source_mask, target, mask = _checked(
+            checks, source, source_mask, decoder_input_ids, mask
+        )
+        cache = model.initial_cache(model.encode(source, source_mask), source_mask)
+        logits, _ = model.step(target, cache, mask, positions(mask, tnp))
+        return {"logits": logits}
 
     @tf.function(input_signature=[_ids("input_ids"), _ids("attention_mask"), budget])
     def generate(input_ids, attention_mask, max_new_tokens):
         source, source_mask = right_align(input_ids, tf.cast(attention_mask, tf.bool), tnp)
-        with tf.control_dependencies(check_budget(1, max_new_tokens, model.max_length)):
-            memory = model.encode(source, source_mask)
+        checks = _check_ids(source, source_mask, model, "source")
+        checks += check_budget(1, max_new_tokens, model.max_length, "target start")
+        source, source_mask = _checked(checks, source, source_mask)
+        memory = model.encode(source, source_mask)
         cache = model.initial_cache(memory, source_mask)
         batch = tf.shape(source)[0]
         start = tf.fill([batch, 1], tf.constant(bos, INT))
@@ -109,6 +124,35 @@ def _generative_signatures(model, family, special_ids) -> dict:
         return {"tokens": cached_greedy(model, *args)}
 
     return {"serving_default": serve, "generate": generate}
+
+
+def _checked(checks: list, *tensors):
+    """`tensors` (ids and masks), readable only once `checks` (assertions) have passed:
+    what reads them (the embeddings' gathers) cannot fail first, in TensorFlow's words."""
+    with tf.control_dependencies(checks):
+        return tuple(tf.identity(tensor) for tensor in tensors)
+
+
+def _check_ids(ids, mask, model, what: str) -> list:
+    """Errors, not silently wrong logits, for `what`'s ids outside the vocabulary (a
+    negative id would read the table's last row) and for more real tokens in a row than
+    the model has positions (sinusoidal ones would go on past them): what the Keras layers
+    check on eager inputs (`layers.validation`), at the signature's edge."""
+    vocabulary = model.output_vocabulary_size if what == "target" else model.vocabulary_size
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask, INT), axis=1))
+    return [
+        tf.debugging.assert_non_negative(ids, message=f"{what} ids must be at least 0"),
+        tf.debugging.assert_less(
+            ids,
+            tf.constant(vocabulary, INT),
+            message=f"{what} ids must be less than the vocabulary size {vocabulary}",
+        ),
+        tf.debugging.assert_less_equal(
+            longest,
+            tf.constant(model.max_length, INT),
+            message=f"the {what} is longer than the model's max_length={model.max_length}",
+        ),
+    ]
 
 
 def export_saved_model(
@@ -156,7 +200,7 @@ def export_saved_model(
         archive.add_endpoint(name, function)
     with staged:
         path = staged.path(SAVED_MODEL_DIR)
-        log.info("saved_model: writing %d signatures", len(signatures))
+        log.info("saved_model: writing %s", count(len(signatures), "signature"))
         archive.write_out(path, verbose=False)
         worst = 0.0
         if validate:
@@ -171,6 +215,9 @@ def export_saved_model(
 
                 label = f"SavedModel signature {names[graph.name]!r}"
                 worst = max(worst, compare_graph(graph, dims, run, label, atol))
+            if config.family != "encoder-only":
+                serve = loaded.signatures["serving_default"]
+                worst = max(worst, _check_padding(serve, model, config.family, dims, atol))
         has_tokenizer = write_tokenizers(
             staged.staging, config, tokenizer, target_tokenizer, tokenizer_dir
         )
@@ -182,3 +229,54 @@ def export_saved_model(
         staged.write_config("saved_model", entry, dims, has_tokenizer, weights_digest(model))
     log.info("saved_model: largest difference from the model %.1e", worst)
     return {"signatures": sorted(signatures), "max_abs_diff": worst}
+
+
+def _check_padding(function, model, family: str, dims, atol: float) -> float:
+    """`serving_default` (`function`) of a generative family on two rows of different
+    lengths, right and then left padded, against the Keras model on each row alone.
+    Returns the largest difference at the rows' real tokens; raises `ExportError` past
+    `atol`."""
+    rng = np.random.default_rng(0)
+    longest = min(7, dims.max_length)
+    lengths = (longest, max(1, longest - 3))
+    sources = [rng.integers(1, dims.vocabulary_size, n) for n in lengths]
+    targets = [rng.integers(1, dims.output_vocabulary_size, n) for n in lengths[::-1]]
+    worst = 0.0
+    for i in range(len(lengths)):
+        if family == "decoder-only":
+            feeds = {"token_ids": sources[i][None], "padding_mask": np.ones((1, lengths[i]), bool)}
+        else:
+            feeds = {
+                "encoder_token_ids": sources[i][None],
+                "encoder_padding_mask": np.ones((1, len(sources[i])), bool),
+                "decoder_token_ids": targets[i][None],
+                "decoder_padding_mask": np.ones((1, len(targets[i])), bool),
+            }
+        expected = np.asarray(model(feeds))[0]
+        for left in (False, True):
+            ids, mask = _padded(sources, left)
+            inputs = {"input_ids": ids, "attention_mask": mask}
+            if family == "encoder-decoder":
+                ids, mask = _padded(targets, left)
+                inputs |= {"decoder_input_ids": ids, "decoder_attention_mask": mask}
+            logits = function(**{k: tf.constant(v) for k, v in inputs.items()})["logits"]
+            got = logits.numpy()[i][mask[i].astype(bool)]
+            diff = float(np.max(np.abs(got - expected), initial=0.0))
+            if not diff <= atol:  # also catches NaN
+                side = "left" if left else "right"
+                raise ExportError(
+                    f"SavedModel signature 'serving_default': a {side}-padded row's logits "
+                    f"differ from the Keras model's on the row alone by {diff:.3g} > {atol:g}."
+                )
+            worst = max(worst, diff)
+    return worst
+
+
+def _padded(rows, left: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(B, S) int64 ids and mask of id arrays padded with 0 on the `left` or the right."""
+    width = max(len(row) for row in rows)
+    ids, mask = np.zeros((len(rows), width), np.int64), np.zeros((len(rows), width), np.int64)
+    for i, row in enumerate(rows):
+        where = slice(width - len(row), width) if left else slice(0, len(row))
+        ids[i, where], mask[i, where] = row, 1
+    return ids, mask

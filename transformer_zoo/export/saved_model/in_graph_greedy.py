@@ -101,9 +101,9 @@ def cached_greedy(model, logits, cache, mask, where, max_new_tokens, eos_id, pad
     return greedy_loop(step, logits[:, -1], state, max_new_tokens, eos_id, pad_id, invariants)
 
 
-def check_budget(prompt_length, max_new_tokens, max_length):
-    """An error (not a silently truncated result) when the prompt plus the new tokens
-    exceed the model's positions."""
+def check_budget(prompt_length, max_new_tokens, max_length, what: str = "prompt"):
+    """An error (not a silently truncated result) when the prompt (`what`: an
+    encoder-decoder's "target start") plus the new tokens exceed the model's positions."""
     return [
         tf.debugging.assert_greater_equal(
             max_new_tokens, 1, message="max_new_tokens must be at least 1"
@@ -111,6 +111,6 @@ def check_budget(prompt_length, max_new_tokens, max_length):
         tf.debugging.assert_less_equal(
             prompt_length + max_new_tokens,
             max_length,
-            message=f"the prompt plus max_new_tokens exceeds the model's max_length={max_length}",
+            message=f"the {what} plus max_new_tokens exceeds the model's max_length={max_length}",
         ),
     ]
