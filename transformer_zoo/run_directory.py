@@ -352,10 +352,16 @@ def run_identity(config: RunConfig) -> dict[str, Any]:
 
 
 def run_differences(identity: dict[str, Any], other: dict[str, Any]) -> list[str]:
-    """The keys in which two `run_identity`s differ: none for a run and its exports."""
+    """What two `run_identity`s differ in, in words for a message ("seed", "training
+    settings"): nothing for a run and its exports."""
     return [
-        key for key in (*RUN_IDENTITY, *RUN_IDENTITY_EXTRA) if identity.get(key) != other.get(key)
+        _IDENTITY_WORDS.get(key, key)
+        for key in (*RUN_IDENTITY, *RUN_IDENTITY_EXTRA)
+        if identity.get(key) != other.get(key)
     ]
+
+
+_IDENTITY_WORDS = {"train": "training settings", "imported_from": "imported checkpoint"}
 
 
 # Stored absolute since 2026-12-03 (pretrain_data since it came).

@@ -1,3 +1,6 @@
+import warnings
+
+import keras
 import numpy as np
 import pytest
 
@@ -75,3 +78,19 @@ def test_output_shape_is_computed_as_the_call_returns_it(mode):
     with_positions = encoding(x, positions=positions).shape
     assert encoding.compute_output_shape(x.shape, positions.shape) == with_positions == (3, 5, 8)
     assert encoding.compute_output_shape((None, None, 8)) == (1, None, 8)
+
+
+def test_a_masked_embedding_feeds_it_without_keras_warning_of_a_destroyed_mask():
+    """Only the input's shape is read, so a mask is no loss: Keras warned that the layer
+    "will destroy the mask information" after `Embedding(mask_zero=True)`."""
+    ids = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(50, 16, mask_zero=True)(ids)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        encoding = PositionalEncoding(max_length=32)(embedded)
+    assert not [w for w in caught if "mask" in str(w.message)]
+    model = keras.Model(ids, encoding)
+    padded = np.array([[5, 7, 0, 0]])
+    np.testing.assert_allclose(  # the same encodings as without a mask
+        model(padded), PositionalEncoding(max_length=32)(np.zeros((1, 4, 16))), atol=1e-6
+    )

@@ -78,6 +78,13 @@ class PositionalEncoding(keras.layers.Layer):
         self.mode = mode
         self.layout = layout
         self.initializer = keras.initializers.get(initializer)
+        # A masked input (`Embedding(mask_zero=True)`) is fine: only its shape is read.
+        self.supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        """None: the encodings are of positions, and broadcast over the batch; the
+        padding mask stays with the embeddings they are added to."""
+        return None
 
     def build(self, inputs_shape):
         _check_embeddings(inputs_shape)
