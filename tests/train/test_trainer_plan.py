@@ -1,6 +1,8 @@
 """How long a run trains: `plan_steps`, and the warning for examples the pipelines cut."""
 
+import keras
 import pytest
+from keras import ops
 
 from transformer_zoo.data.tasks import limit_task
 from transformer_zoo.train.config import TrainConfig
@@ -266,3 +268,20 @@ def test_the_plan_line_counts_in_the_singular_where_it_is_one():
     config = TrainConfig("encoder-only", data="pairs.tsv", steps=10)
     line = plan_steps(config, batches=1, steps_per_execution=10).describe(config, 0.0)
     assert "warmup 1 step," in line and "(1 batch per pass)" in line
+
+
+@pytest.mark.parametrize("data", ["builtin:dates-zh", "pairs.tsv"])
+def test_paper_adam_runs_the_papers_schedule_unscaled_unless_a_factor_is_given(data):
+    """The AdamW default peak (0.002) was taken for paper-adam's factor, 500× under the
+    paper's rates: a run learned nothing. Its peak is D^-0.5 · warmup^-0.5 (§5.3)."""
+    paper = TrainConfig("encoder-decoder", data=data, steps=1000, optimizer="paper-adam")
+    assert paper.learning_rate == 1.0
+    optimizer, _ = make_optimizer(paper.optimizer, 64, 1000, 400, paper.learning_rate)
+    schedule = keras.saving.deserialize_keras_object(optimizer.get_config()["learning_rate"])
+    peak = float(schedule(ops.convert_to_tensor(399)))  # step 400, counted from 1
+    assert peak == pytest.approx(64**-0.5 * 400**-0.5, rel=1e-5)
+    scaled = TrainConfig("encoder-decoder", data=data, optimizer="paper-adam", learning_rate=2.0)
+    assert scaled.learning_rate == 2.0
+    for setting in ({"weight_decay": 0.1}, {"min_learning_rate": 1e-4}):  # AdamW's alone
+        with pytest.raises(ValueError, match="paper-adam .* has none"):
+            TrainConfig("encoder-decoder", data=data, optimizer="paper-adam", **setting)

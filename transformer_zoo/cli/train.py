@@ -152,7 +152,8 @@ def register(commands) -> None:
     train.add_argument(
         "--learning-rate",
         type=float,
-        help="adamw-cosine's peak, or a factor on paper-adam's; " + _default_help("learning_rate"),
+        help="adamw-cosine's peak, or a factor on paper-adam's schedule (default 1); "
+        + _default_help("learning_rate").replace("default", "adamw-cosine's default", 1),
     )
     train.add_argument(
         "--warmup-steps",

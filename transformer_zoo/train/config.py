@@ -47,6 +47,9 @@ BUILTIN_FAMILY_DEFAULTS = {"encoder-only": {"learning_rate": 3e-4, "pretrain_ste
 USER_DEFAULTS = dict(RECIPE)
 # Fine-tuning a pretrained encoder (`init`): a small rate, and the encoder's own dropout.
 INIT_DEFAULTS = {"optimizer": "adamw-cosine", "learning_rate": 1e-4}
+# paper-adam's `learning_rate` is a factor on the paper's schedule (D^-0.5 · min(step^-0.5,
+# step · warmup^-1.5)), not a rate: the tables' rates above are AdamW's peaks.
+PAPER_ADAM_FACTOR = 1.0
 TARGET_STEPS = 1000
 MAX_EPOCHS = 500
 WARMUP_SHARE = 0.1
@@ -196,6 +199,8 @@ class TrainConfig:
         defaults = INIT_DEFAULTS if self.init is not None else USER_DEFAULTS
         if builtin:
             defaults = {**BUILTIN_DEFAULTS, **BUILTIN_FAMILY_DEFAULTS.get(self.family, {})}
+        if self.optimizer == "paper-adam":
+            defaults = {**defaults, "learning_rate": PAPER_ADAM_FACTOR}
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
@@ -252,6 +257,12 @@ def _validate(cfg: TrainConfig) -> None:
     _choice("strategy", cfg.strategy, STRATEGIES)
     if cfg.optimizer is not None:
         _choice("optimizer", cfg.optimizer, OPTIMIZERS)
+    for name in ("weight_decay", "min_learning_rate"):
+        if cfg.optimizer == "paper-adam" and getattr(cfg, name) is not None:
+            raise ValueError(
+                f"`{name}` is a setting of adamw-cosine; paper-adam (Adam and the paper's "
+                f"schedule) has none. Received: {name}={getattr(cfg, name)!r}"
+            )
     for name in ("preset", "data"):
         if not isinstance(getattr(cfg, name), str) or not getattr(cfg, name):
             raise ValueError(
