@@ -63,3 +63,15 @@ def test_the_command_line_starts_without_tensorflow_or_onnxruntime():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_global_verbose_flag_is_not_trains_keras_verbosity():
+    """`transformer-zoo --verbose train ...` was read as train's `--verbose` (None after
+    the subcommand's default), so it showed no start-up logs; `train --verbose 2` did."""
+    from transformer_zoo.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["--verbose", "train", "--family", "decoder-only"])
+    assert args.show_logs is True and args.verbose is None
+    args = parser.parse_args(["train", "--family", "decoder-only", "--verbose", "2"])
+    assert args.show_logs is False and args.verbose == 2

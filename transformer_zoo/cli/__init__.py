@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"transformer-zoo {__version__}")
     parser.add_argument(
         "--verbose",
+        dest="show_logs",  # not `verbose`: train's own --verbose (Keras' 0/1/2) is that
         action="store_true",
         help="show TensorFlow's start-up logs (quiet by default); give it before COMMAND",
     )
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         owner = parser if set(unknown) & set(before) else parser.command_parsers[args.command]
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     _show_warnings(args.command)
-    if not args.verbose and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
+    if not args.show_logs and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
         _import_tensorflow_quietly()
     with _noting_ctrl_c() as interrupted:
         try:
