@@ -1,6 +1,7 @@
 """Edge cases of `quantize_onnx` and `transformer-zoo export --quantize`: each bad request
 is refused in one line before anything is written."""
 
+import json
 import os
 import shutil
 
@@ -122,3 +123,83 @@ def test_a_refused_copy_names_the_copies_that_were_written(
     assert code == 1 and (out_dir / "int8" / "model.onnx").is_file()
     assert not (out_dir / "int4").exists()
     assert f"the int8 copy in {out_dir / 'int8'}" in err and "int4" not in err.split(")")[-1]
+
+
+def test_a_refused_int8_leaves_int4_tried_and_the_earlier_copies_of_these_weights(
+    family_artifacts, tmp_path, capsys, monkeypatch
+):
+    """Re-exporting a run with `--quantize int8` removed both earlier copies as the new
+    ONNX files moved in; int8 was then refused and the export held neither (nor did an
+    interrupted re-export). A refused int8 also stopped int4 from being tried."""
+    from transformer_zoo.export import QuantizationError
+    from transformer_zoo.export import run_export as module
+
+    run_dir = family_artifacts("encoder-only").run_dir
+    capsys.readouterr()
+    out_dir = tmp_path / "e"
+    argv = ["export", run_dir, "--format", "onnx", "--out", out_dir, "--quantize", "int8", "int4"]
+    argv = [str(a) for a in argv] + ["--max-accuracy-drop", "none"]
+    assert main(argv) == 0
+    earlier = {w: (out_dir / w / "model.onnx").read_bytes() for w in ("int8", "int4")}
+    capsys.readouterr()
+
+    real, tried = module.quantize_onnx, []
+
+    def int8_refused(source, destination, **kwargs):
+        tried.append(kwargs["weights"])
+        if kwargs["weights"] == "int8":
+            raise QuantizationError("int8 accuracy is 0.1 against 0.9: a drop of 0.8.")
+        return real(source, destination, **kwargs)
+
+    monkeypatch.setattr(module, "quantize_onnx", int8_refused)
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert tried == ["int8", "int4"]
+    assert (out_dir / "int8" / "model.onnx").read_bytes() == earlier["int8"]  # kept
+    assert (out_dir / "int4" / "quantization.json").is_file()  # written again
+    last = err.splitlines()[-1]
+    assert f"the int4 copy in {out_dir / 'int4'}" in last
+    assert f"the earlier int8 copy of these weights in {out_dir / 'int8'} stays" in last
+    assert set(json.loads(out)) == {"onnx", "int4"}  # the report of what was written
+
+    # Only int8 asked for, and refused: int4 (not asked for) stays as it was.
+    int4 = (out_dir / "int4" / "model.onnx").read_bytes()
+    assert main(argv[:-4] + ["int8", "--max-accuracy-drop", "none"]) == 1
+    assert (out_dir / "int4" / "model.onnx").read_bytes() == int4
+    assert (out_dir / "int8" / "model.onnx").read_bytes() == earlier["int8"]
+
+
+def test_copies_of_other_weights_go_when_a_new_onnx_export_moves_in(family_artifacts, tmp_path):
+    """The quantized copies stay only beside an export of the same weights."""
+    import dataclasses
+
+    import keras
+
+    from transformer_zoo.export import export_onnx
+    from transformer_zoo.models.saving import load_run_model
+
+    art = family_artifacts("encoder-only")
+    out_dir = tmp_path / "e"
+    export_run(art.run_dir, out_dir, ("onnx",), quantize="int8", max_accuracy_drop=None)
+    assert (out_dir / "int8").is_dir()
+    model = load_run_model(art.run_dir)
+    model.set_weights([w + 0.01 for w in model.get_weights()])  # the same run, retrained
+    config = load_run_config(out_dir)
+    export_onnx(model, out_dir, config=dataclasses.replace(config, export={}))
+    assert not (out_dir / "int8").exists()
+    keras.backend.clear_session()
+
+
+def test_flags_that_would_be_ignored_are_refused(family_artifacts, tmp_path, capsys):
+    run_dir = str(family_artifacts("encoder-only").run_dir)
+    out = str(tmp_path / "e")
+    for extra, message in [
+        (["--format", "saved_model", "--opset", "18"], "--plain and --opset apply to ONNX"),
+        (["--format", "saved_model", "--plain"], "--plain and --opset apply to ONNX"),
+        (["--max-accuracy-drop", "0.5"], "apply with --quantize"),
+        (["--max-accuracy-drop", "none"], "apply with --quantize"),
+        (["--quantize-examples", "10"], "apply with --quantize"),
+    ]:
+        assert main(["export", run_dir, "--out", out, *extra]) == 2
+        assert message in capsys.readouterr().err
+    assert not os.path.exists(out)

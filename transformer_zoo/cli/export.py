@@ -17,6 +17,8 @@ import sys
 from transformer_zoo.cli.parsing import UsageError, fraction_or_none, positive_int
 from transformer_zoo.export import FORMATS, HF_FORMAT, WEIGHT_TYPES
 
+_UNSET = object()  # a flag left out (argparse would parse a string default with its type)
+
 
 def register(commands) -> None:
     """Adds `export` to `commands` (an argparse subparsers object)."""
@@ -46,7 +48,7 @@ def register(commands) -> None:
         action="store_true",
         help="with --plain: skip the graph rewrites (one MatMul per Dense, fused QKV, Where)",
     )
-    export.add_argument("--opset", type=int, default=17, choices=(17, 18))
+    export.add_argument("--opset", type=int, choices=(17, 18), help="the ONNX opset (default 17)")
     export.add_argument(
         "--quantize",
         choices=WEIGHT_TYPES,
@@ -57,14 +59,13 @@ def register(commands) -> None:
     export.add_argument(
         "--max-accuracy-drop",
         type=fraction_or_none,
-        default=0.01,
+        default=_UNSET,  # told apart from 'none' (None): refused without --quantize
         help="refuse a quantized copy if its test score falls by more (0-1, default 0.01; "
         "'none': do not measure)",
     )
     export.add_argument(
         "--quantize-examples",
         type=positive_int,
-        default=1000,
         help="test examples the quantized copies are scored on (default 1000; of a "
         "plain-text run: windows of its test text)",
     )
@@ -95,34 +96,55 @@ def _export(args: argparse.Namespace) -> int:
     from transformer_zoo.run_directory import RunError
 
     formats = FORMATS if args.format == "all" else (args.format,)
-    from transformer_zoo.export.quantize import QuantizationError
+    from transformer_zoo.export.quantize import (
+        DEFAULT_EXAMPLES,
+        DEFAULT_MAX_ACCURACY_DROP,
+        QuantizationError,
+    )
     from transformer_zoo.export.run_export import export_run
     from transformer_zoo.export.validation import ExportError
 
     if (args.no_fuse_layer_norm or args.no_simplify) and not args.plain:
         raise UsageError("--no-fuse-layer-norm and --no-simplify apply to --plain graphs only.")
+    if "onnx" not in formats and (args.plain or args.opset is not None):
+        raise UsageError(f"--plain and --opset apply to ONNX exports, not --format {args.format}.")
+    if not args.quantize and (args.max_accuracy_drop is not _UNSET or args.quantize_examples):
+        raise UsageError("--max-accuracy-drop and --quantize-examples apply with --quantize.")
     options = {
         "graphs": "plain" if args.plain else "fused",
         "fuse_layer_norm": not args.no_fuse_layer_norm,
         "simplify": not args.no_simplify,
-        "opset": args.opset,
         "quantize": args.quantize,
-        "max_accuracy_drop": args.max_accuracy_drop,
-        "quantize_examples": args.quantize_examples,
+        "max_accuracy_drop": DEFAULT_MAX_ACCURACY_DROP
+        if args.max_accuracy_drop is _UNSET
+        else args.max_accuracy_drop,
+        "quantize_examples": args.quantize_examples or DEFAULT_EXAMPLES,
     }
+    if args.opset is not None:
+        options["opset"] = args.opset
     _show_stages("transformer_zoo.export", "transformer-zoo export")
     try:
         report = export_run(args.run_dir, args.out, formats, **options)
     except (RunError, ValueError) as error:
         raise UsageError.from_error(error) from None
     except QuantizationError as error:
-        kept = [w for w in args.quantize if os.path.isdir(os.path.join(args.out, w))]
-        also = "".join(f", the {w} copy in {os.path.join(args.out, w)}" for w in kept)
+        written = [w for w in args.quantize if w in getattr(error, "report", {})]
+        earlier = [
+            w
+            for w in args.quantize
+            if w not in written and os.path.isdir(os.path.join(args.out, w))
+        ]
+        also = "".join(f", the {w} copy in {os.path.join(args.out, w)}" for w in written)
+        kept = "".join(
+            f"; the earlier {w} copy of these weights in {os.path.join(args.out, w)} stays"
+            for w in earlier
+        )
         print(
             f"transformer-zoo export: quantized copy refused ({error}) The float32 export is "
-            f"in {args.out}{also}.",
+            f"in {args.out}{also}{kept}.",
             file=sys.stderr,
         )
+        print(json.dumps(error.report))
         return 1
     except ExportError as error:
         print(f"transformer-zoo export: export failed validation: {error}", file=sys.stderr)

@@ -208,8 +208,10 @@ class StagedExport:
         the model's dimensions under `export.model`, whether tokenizer files are there
         under `export.tokenizer` and `weights` (`weights_digest`). Another format's entry
         of the previous export stays only when it is of the same weights; the files of the
-        entries that go (a replaced ONNX entry's quantized copies too) and tokenizer
-        files this export does not write again are removed when it moves in."""
+        entries that go and tokenizer files this export does not write again are removed
+        when it moves in. The ONNX entry's quantized copies go with it unless they are of
+        the same weights: then they stay until a new copy replaces each
+        (`quantize_onnx`), so an interrupted or refused quantization loses none."""
         previous = _previous_config(self.out_dir)
         export = {"model": dims.to_dict(), "tokenizer": tokenizer, "weights": weights}
         if previous is not None:
@@ -218,7 +220,10 @@ class StagedExport:
                 if name in previous.export and name != key and same:
                     export[name] = previous.export[name]
                 elif name in previous.export:
-                    self.stale |= _entry_files(name, previous.export[name])
+                    files = _entry_files(name, previous.export[name])
+                    if name == key == "onnx" and same:
+                        files -= set(WEIGHT_TYPES)
+                    self.stale |= files
             if previous.export.get("tokenizer"):
                 self.stale |= set(previous.tokenizer_files)
         export[key] = entry

@@ -48,7 +48,13 @@ from transformer_zoo.export import WEIGHT_TYPES
 from transformer_zoo.export.validation import ExportError
 from transformer_zoo.files import atomic_path, write_json
 from transformer_zoo.generation.onnx_runner import make_session
-from transformer_zoo.run_directory import CONFIG_FILE, RunConfig, load_run_config, save_run_config
+from transformer_zoo.run_directory import (
+    CONFIG_FILE,
+    RunConfig,
+    RunError,
+    load_run_config,
+    save_run_config,
+)
 from transformer_zoo.serving import load_onnx
 
 REPORT_FILE = "quantization.json"
@@ -81,7 +87,8 @@ def quantize_onnx(
 
     Args:
         onnx_dir: an ONNX export directory (float32).
-        out_dir: the directory to write; it must not exist yet, or be empty.
+        out_dir: the directory to write: new, empty, or a `weights` copy of the same
+            weights written earlier, which the new one replaces once it passes.
         task: the `transformer_zoo.data.tasks.Task` to measure on; None loads the one
             `config.json` names (`data`, `seed`), as `transformer-zoo evaluate` does.
         max_accuracy_drop: the largest accepted fall of the score (0.01: one point of
@@ -115,8 +122,11 @@ def quantize_onnx(
         raise ModelDirectoryError(f"{onnx_dir!r} holds no ONNX export to quantize.")
     if entry.get("quantization"):
         raise ModelDirectoryError(f"{onnx_dir!r} is already quantized ({entry['quantization']}).")
-    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
-        raise ModelDirectoryError(f"`out_dir` must be new or empty. Received: {out_dir}")
+    if _occupied(out_dir) and not _earlier_copy(out_dir, weights, config):
+        raise ModelDirectoryError(
+            f"`out_dir` must be new or empty (or an earlier {weights} copy of these weights). "
+            f"Received: {out_dir}"
+        )
     check_graph_kind(entry, weights)
     if max_accuracy_drop is not None and (
         isinstance(max_accuracy_drop, bool)
@@ -180,6 +190,25 @@ def quantize_onnx(
                 )
         write_json(os.path.join(staging, REPORT_FILE), report)
     return report
+
+
+def _occupied(path: str) -> bool:
+    return os.path.exists(path) and (not os.path.isdir(path) or bool(os.listdir(path)))
+
+
+def _earlier_copy(path: str, weights: str, config: RunConfig) -> bool:
+    """Whether `path` holds a `weights` copy that `quantize_onnx` wrote from an export of
+    the same weights as `config`'s (`export.weights`, a digest)."""
+    try:
+        earlier = load_run_config(path).export
+    except (RunError, OSError):
+        return False
+    digest = config.export.get("weights")
+    return (
+        earlier.get("onnx", {}).get("quantization") == weights
+        and digest is not None
+        and earlier.get("weights") == digest
+    )
 
 
 def require_task(config: RunConfig):

@@ -11,6 +11,7 @@ from transformer_zoo.export.quantize import (
     DEFAULT_MAX_ACCURACY_DROP,
     FLOAT32_SCORES,
     WEIGHT_TYPES,
+    QuantizationError,
     check_graph_kind,
     quantize_onnx,
     require_task,
@@ -50,8 +51,10 @@ def export_run(
 
     Raises:
         RunError / ModelDirectoryError: the run directory is missing or incomplete.
-        QuantizationError: a quantized model scored too low (the float32 export is kept,
-            and the copies that passed before it).
+        QuantizationError: a quantized copy scored too low, after every weight type was
+            tried: the float32 export is kept, with the copies that passed and, for a
+            refused one, the earlier copy of these weights if there was one. Its
+            `report` is the report of what was written.
     """
 
     from transformer_zoo.export.onnx.export import export_onnx
@@ -92,18 +95,27 @@ def export_run(
             model, out_dir, config=config, tokenizer_dir=run_dir
         )
     float32_scores = None  # scored once, for the first weight type
-    for weights in quantize:
-        report[weights] = quantize_onnx(
-            out_dir,
-            os.path.join(out_dir, weights),  # out_dir/int8, out_dir/int4
-            task=task,
-            max_accuracy_drop=max_accuracy_drop,
-            examples=quantize_examples,
-            weights=weights,
-            float32_scores=float32_scores,
-        )
+    refused = []
+    for weights in quantize:  # each tried, whatever became of the one before
+        try:
+            report[weights] = quantize_onnx(
+                out_dir,
+                os.path.join(out_dir, weights),  # out_dir/int8, out_dir/int4
+                task=task,
+                max_accuracy_drop=max_accuracy_drop,
+                examples=quantize_examples,
+                weights=weights,
+                float32_scores=float32_scores,
+            )
+        except QuantizationError as error:
+            refused.append(str(error))
+            continue
         if "float32" in report[weights]:
             float32_scores = {key: report[weights][key] for key in FLOAT32_SCORES}
+    if refused:
+        error = QuantizationError(" ".join(refused))
+        error.report = report  # what was written, for the command's report
+        raise error
     return report
 
 
