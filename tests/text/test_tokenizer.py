@@ -272,3 +272,23 @@ def test_nfkc_normalization_stays_the_default_for_text_a_model_only_reads():
     for text in FULL_WIDTH_TEXTS:
         expected = " ".join(unicodedata.normalize("NFKC", text).split())
         assert tokenizer.decode(tokenizer.encode(text)) == expected
+
+
+def test_a_word_vocabulary_too_small_for_its_words_says_how_many_become_unk(caplog):
+    """`--target-tokenizer word --target-vocabulary-size 30` kept 25 of 39 phones and
+    encoded the others as <unk> without a word."""
+    import itertools
+
+    words = ["".join(p) for n in (2, 3) for p in itertools.product("ab", repeat=n)]  # 12
+    texts = [" ".join(words[i : i + 4]) for i in range(0, 12, 2)] * 3
+    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer"):
+        small = train_tokenizer(texts, 10, model_type="word", normalization="identity")
+    unknown = [w for w in words if small.encode(w) == [small.special_ids["unk"]]]
+    assert len(unknown) == 7  # 10 pieces: 5 special, 5 words
+    assert "keeps the 5 most frequent of the text's 12 distinct words" in caplog.text
+    assert "the other 7 read as <unk>" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer"):
+        whole = train_tokenizer(texts, 40, model_type="word", normalization="identity")
+    assert caplog.text == ""
+    assert all(whole.encode(w) != [whole.special_ids["unk"]] for w in words)

@@ -80,7 +80,8 @@ def register(commands) -> None:
         "--vocabulary-size",
         type=positive_int,
         metavar="N",
-        help="unigram/BPE vocabulary size of the (source, or shared) tokenizer (default 8000)",
+        help="unigram/BPE/word vocabulary size of the (source, or shared) tokenizer "
+        "(default 8000; a word one keeps the most frequent words)",
     )
     train.add_argument(
         "--target-vocabulary-size",

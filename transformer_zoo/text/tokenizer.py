@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import unicodedata
@@ -13,6 +14,8 @@ import sentencepiece as spm
 
 from transformer_zoo.errors import first_line
 from transformer_zoo.files import write_bytes
+
+log = logging.getLogger(__name__)  # a word vocabulary's cut; the command line shows it
 
 # Fixed special ids: padding must be 0 (the masks and the loss treat id 0 as padding).
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -164,7 +167,9 @@ def train_tokenizer(
         texts: training sentences (one string each).
         vocabulary_size: the target number of pieces, special ones included. It is a
             soft limit: a small corpus yields fewer pieces instead of an error, and with
-            full coverage it grows to hold every character of the text.
+            full coverage it grows to hold every character of the text. A `"word"`
+            vocabulary keeps the most frequent words that fit; the rest read as `<unk>`,
+            which a warning says.
         model_type: `"unigram"` (default), `"bpe"`, `"char"` or `"word"`.
         character_coverage: share of characters covered; 1.0 keeps every character
             of the training text, which Chinese needs.
@@ -250,7 +255,29 @@ def train_tokenizer(
         raise ValueError(
             f"SentencePiece cannot train a tokenizer on this text: {first_line(error)}"
         ) from None
-    return Tokenizer(model.getvalue())
+    tokenizer = Tokenizer(model.getvalue())
+    if model_type == "word":
+        _warn_words_cut(texts, tokenizer, normalization)
+    return tokenizer
+
+
+def _warn_words_cut(texts: list[str], tokenizer: Tokenizer, normalization: str) -> None:
+    """One warning when a word vocabulary is smaller than the words of its text: the
+    others become `<unk>`, in the inputs a model reads and the targets it learns alike."""
+    normalize = partial(unicodedata.normalize, "NFKC") if normalization == "nfkc" else str
+    words = {word for text in texts for word in normalize(text).split()}
+    kept = sum(
+        not tokenizer._sp.is_control(i) and not tokenizer._sp.is_unknown(i)
+        for i in range(tokenizer.vocabulary_size)
+    )
+    if len(words) > kept:
+        log.warning(
+            "the word tokenizer keeps the %d most frequent of the text's %d distinct words; "
+            "the other %d read as <unk> (a larger vocabulary size keeps them)",
+            kept,
+            len(words),
+            len(words) - kept,
+        )
 
 
 def _chunks(text: str) -> Iterator[str]:

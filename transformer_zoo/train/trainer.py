@@ -255,7 +255,8 @@ def prepare(config: TrainConfig) -> Prepared:
 def _say_vocabulary_sizes(config: TrainConfig, setup: FamilySetup) -> None:
     """One line with the pieces each trained tokenizer has, when that is not what was
     asked: SentencePiece keeps fewer than `--vocabulary-size` when the text holds fewer
-    (and a character tokenizer has one per character)."""
+    (a character tokenizer has one per character; a word vocabulary too small for its
+    text's words is `train_tokenizer`'s warning)."""
     options = setup.task.tokenizer_options
     sides = [("", setup.tokenizer, config.vocabulary_size, config.tokenizer, "", "unigram")]
     if setup.separate_target:
@@ -265,7 +266,7 @@ def _say_vocabulary_sizes(config: TrainConfig, setup: FamilySetup) -> None:
              config.target_tokenizer, "target_", target_kind)
         )  # fmt: skip
     for side, tokenizer, asked, kind, option, default_kind in sides:
-        if (kind or default_kind) not in ("unigram", "bpe"):  # chars, words: as many as met
+        if (kind or default_kind) == "char":  # as many as the text has characters
             continue
         asked = asked or options.get(f"{option}vocabulary_size")
         if asked and tokenizer.vocabulary_size != asked:
