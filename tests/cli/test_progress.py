@@ -108,3 +108,22 @@ def test_bad_input_in_a_later_chunk_is_refused_before_any_output(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert "input 6:" in err and "prompt" in err
+
+
+@pytest.mark.parametrize("command", ["embed", "classify"])
+def test_inputs_cut_to_the_context_are_numbered_over_the_whole_input(
+    family_artifacts, capsys, monkeypatch, command
+):
+    """Chunk by chunk, each chunk's warning numbered its inputs from 1 within it."""
+    art = family_artifacts("encoder-only")
+    if command == "classify" and art.config.task != "classification":
+        pytest.skip("the encoder-only artifact is not a classifier")
+    monkeypatch.setattr(commands, "CHUNK_BATCHES", 1)
+    texts = list(TEXTS)
+    texts[3] = " ".join(["the cat sat on the mat"] * 60)
+    argv = [command, *texts, "--model", str(art.export_dir), "--batch-size", "2"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert err.count("longer than the model's") == 1, err
+    assert "1 of 5 inputs" in err and "(inputs 4)" in err

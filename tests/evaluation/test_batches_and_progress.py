@@ -4,6 +4,8 @@ where standard error is not one."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from tqdm import tqdm
 
@@ -49,9 +51,9 @@ def test_both_passes_count_every_example_a_batch_at_a_time(
     monkeypatch.setattr(progress, "tqdm", Eager)
     shown = evaluate(served, task_of(family), progress=True)
     err = capsys.readouterr().err
-    passes = ["decoding"] + (["teacher forcing"] if family != "encoder-only" else [])
+    passes = ["classifying"] if family == "encoder-only" else ["decoding", "teacher forcing"]
     for name in passes:
-        assert f"{name}:" in err and "4/6" in err.split(f"{name}:", 1)[1]
+        assert f"{name}:" in err and re.search(r"[1-5]/6", err.split(f"{name}:", 1)[1])
         assert "6/6" in err.split(f"{name}:", 1)[1]
     shown.pop("seconds"), quiet.pop("seconds")
     assert shown == quiet  # the bars change nothing
@@ -80,3 +82,27 @@ def test_a_completion_does_not_depend_on_what_it_is_batched_with(family_artifact
     assert together == alone
     # The tiny random model does not stop early: each prompt ran to its own room.
     assert len(served.tokenizer.encode(together[0])) > context - lengths[-1]
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only", "encoder-only"])
+def test_examples_longer_than_the_context_are_scored_cut_with_one_warning(
+    family_artifacts, family, caplog
+):
+    """`evaluate --test FILE` scored a 5,000-character source cut to the context without a
+    word (`train` warns of the same cut; `translate` refuses the source)."""
+    served = load_onnx(family_artifacts(family).export_dir)
+    if family == "encoder-only" and served.config.task != "classification":
+        pytest.skip("the encoder-only artifact is not a classifier")
+    task = task_of(family)
+    long = " ".join(["the cat sat on the mat"] * 60)
+    if family == "encoder-decoder":
+        task.test.append(TranslationPair(long, "x"))
+    elif family == "decoder-only":
+        task.test.append(PromptCompletion(long, "x"))
+    else:
+        task.test.append(ClassificationExample("negative", long))
+    with caplog.at_level("WARNING"):
+        evaluate(served, task, progress=False)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "1 of 7" in warnings[0] and f"{served.max_length} tokens" in warnings[0]

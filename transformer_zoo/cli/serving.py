@@ -375,6 +375,27 @@ def _translate(args) -> int:
     return _decode(args, "translation")
 
 
+def _warn_truncated_once(model, texts, pairs=None) -> None:
+    """The one warning of the inputs an encoder-only model reads cut, numbered over the
+    whole input (`ServedModel`'s own, on each chunk, would number within the chunk)."""
+    from transformer_zoo.serving.served_model import warn_truncated
+
+    warn_truncated(model.encoder_lengths(texts, pairs), model.max_length)
+
+
+@contextlib.contextmanager
+def _truncation_said():
+    """Holds back `ServedModel`'s truncation warnings: `_warn_truncated_once` gave them."""
+    from transformer_zoo.serving import served_model
+
+    level = served_model.log.level
+    served_model.log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        served_model.log.setLevel(level)
+
+
 def _embed(args) -> int:
     import numpy as np
 
@@ -394,8 +415,14 @@ def _embed(args) -> int:
             )
         return _write_lines(" ".join(f"{v:.6g}" for v in vector) for vector in vectors)
 
-    call = lambda model, texts: model.embed(texts, batch_size=args.batch_size)  # noqa: E731
-    code = _serve(args, call, write)
+    def check(model, texts):
+        _warn_truncated_once(model, texts)
+
+    def call(model, texts):
+        with _truncation_said():
+            return model.embed(texts, batch_size=args.batch_size)
+
+    code = _serve(args, call, write, check=check)
     if code or not args.output:
         return code
     vectors = np.concatenate(kept).astype(np.float32)
@@ -423,12 +450,17 @@ def _classify(args) -> int:
                 "this model was trained on text pairs, and these lines hold tabs: "
                 "without --pairs each line is read as one text"
             )
+        _warn_truncated_once(model, *_texts_and_pairs(lines))
+
+    def _texts_and_pairs(lines):
+        if not args.pairs:
+            return lines, None
+        first, second = zip(*(line.split("\t", 1) for line in lines), strict=True)
+        return list(first), list(second)
 
     def call(model, lines):
-        if not args.pairs:
-            return model.classify(lines, batch_size=args.batch_size)
-        first, second = zip(*(line.split("\t", 1) for line in lines), strict=True)
-        return model.classify(list(first), list(second), batch_size=args.batch_size)
+        with _truncation_said():
+            return model.classify(*_texts_and_pairs(lines), batch_size=args.batch_size)
 
     def write(first, inputs, results) -> int:
         if args.format == "jsonl":

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import re
 import time
 
@@ -60,7 +61,10 @@ from transformer_zoo.text.formats import (
     stream_starts,
     stream_window,
     translation_example,
+    uncut_rows,
 )
+
+log = logging.getLogger(__name__)  # examples cut to the context; the command line shows it
 
 BATCH_SIZE = 256
 COMPLETION_TOKENS = 64  # the most tokens a decoder-only completion may take
@@ -114,6 +118,8 @@ def evaluate(
         examples = examples[:limit]
     if not examples:
         raise ValueError(f"The {split} split is empty: nothing to evaluate.")
+    if not task.stream and task.family != "encoder-only":  # ServedModel.classify says it
+        _warn_cut(served, examples, split)
     result: dict = {"split": split, "examples": len(examples)}
     if task.stream:
         task.check_windows(served.tokenizer, served.max_length, (split,))  # names the file
@@ -146,6 +152,22 @@ def evaluate(
     return result
 
 
+def _warn_cut(served, examples, split: str) -> None:
+    """One warning line when examples are longer than the model's context: they are
+    scored cut to it, as training reads them (`translate` and `generate` refuse them)."""
+    rows = uncut_rows(served.family, served.tokenizer, examples, served.target_tokenizer)
+    cut = sum(len(row) > served.max_length for row in rows)
+    if cut:
+        log.warning(
+            "%d of %d %s examples are longer than the model's %d tokens and are scored cut "
+            "to it, as training reads them",
+            cut,
+            len(examples),
+            split,
+            served.max_length,
+        )
+
+
 def predict(
     served, examples, search: SearchConfig | None = None, progress: bool | None = None
 ) -> list[str] | None:
@@ -154,12 +176,15 @@ def predict(
     greedy), or class labels. `progress`: as `evaluate`'s."""
     if served.family == "decoder-only" and not any(e.prompt for e in examples):
         return None
+    if served.family == "encoder-only":  # one call: one truncation warning, its own bar
+        pairs = [e.text2 or "" for e in examples] if any(e.text2 for e in examples) else None
+        texts = [e.text for e in examples]
+        results = served.classify(texts, pairs, batch_size=BATCH_SIZE, progress=progress)
+        return [r["label"] for r in results]
     with progress_bar(len(examples), "decoding", progress) as bar:
         if served.family == "encoder-decoder":
             return _translate(served, [e.source for e in examples], search, bar)
-        if served.family == "decoder-only":
-            return _complete(served, [e.prompt for e in examples], search, bar)
-        return _classify(served, examples, bar)
+        return _complete(served, [e.prompt for e in examples], search, bar)
 
 
 def _distinct_sources(examples) -> list:
@@ -225,18 +250,6 @@ def _complete(served, prompts: list[str], search, bar) -> list[str]:
                     texts[i] = served.tokenizer.decode(tokens)
         bar.update(len(batch))
     return texts
-
-
-def _classify(served, examples, bar) -> list[str]:
-    paired = any(e.text2 for e in examples)
-    labels = []
-    for start in range(0, len(examples), BATCH_SIZE):
-        batch = examples[start : start + BATCH_SIZE]
-        pairs = [e.text2 or "" for e in batch] if paired else None
-        results = served.classify([e.text for e in batch], pairs, batch_size=BATCH_SIZE)
-        labels += [r["label"] for r in results]
-        bar.update(len(batch))
-    return labels
 
 
 def _token_scores(

@@ -417,6 +417,15 @@ class ServedModel:
         lengths = self._tokenizer_lengths(_texts(texts))
         return [min(n, self.max_length) for n in lengths]
 
+    def encoder_lengths(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None
+    ) -> list[int]:
+        """How many tokens each text (or pair) has before an encoder-only model cuts it
+        to `max_length`: what `embed` and `classify` warn of (`warn_truncated`)."""
+        self._need("encoder-only", "encoder_lengths")
+        pairs = None if text_pairs is None else _texts(text_pairs, "text_pairs")
+        return [len(ids) for ids, _ in encoder_rows(self._tokenizer(), _texts(texts), pairs)]
+
     def _tokenizer_lengths(self, texts: list[str]) -> list[int]:
         tokenizer = self._tokenizer()
         if isinstance(tokenizer, WordPieceTokenizer):
@@ -426,7 +435,7 @@ class ServedModel:
     def _tokenize(self, texts: list[str], text_pairs) -> list[tuple[list[int], list[int]]]:
         """`(ids, segment ids)` per text (or pair), truncated to `max_length`."""
         rows = encoder_rows(self._tokenizer(), texts, text_pairs)
-        _warn_truncated([len(ids) for ids, _ in rows], self.max_length)
+        warn_truncated([len(ids) for ids, _ in rows], self.max_length)
         if all(len(ids) <= self.max_length for ids, _ in rows):
             return rows
         return encoder_rows(self._tokenizer(), texts, text_pairs, self.max_length)
@@ -543,8 +552,9 @@ def _check_lengths(rows: list[list[int]], limit: int, what: str, problem: str) -
             raise InputError(f"the {what} is {len(row)} tokens long and {problem}", index)
 
 
-def _warn_truncated(lengths: list[int], limit: int) -> None:
-    """Logs one warning for the inputs longer than `limit` tokens, which were cut."""
+def warn_truncated(lengths: list[int], limit: int) -> None:
+    """Logs one warning (on `log`) for the inputs longer than `limit` tokens, which were
+    cut, numbered from 1 in `lengths`."""
     cut = [i for i, n in enumerate(lengths) if n > limit]
     if cut:
         shown = ", ".join(str(i + 1) for i in cut[:5]) + (", ..." if len(cut) > 5 else "")

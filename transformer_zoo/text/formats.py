@@ -170,3 +170,23 @@ def language_model_example(
     if completion_only_loss:
         labels = [0 if i < len(prompt_pieces) else token for i, token in enumerate(labels)]
     return sequence[:-1], labels
+
+
+def uncut_rows(family: str, tokenizer, examples, target_tokenizer=None) -> list[list[int]]:
+    """Per line example (not a token stream's), the ids its longest model input would
+    have uncut, the one a `max_length` cuts first: an encoder-decoder's source (pieces +
+    `[eos]`) or target (`[bos]` + pieces), whichever is longer; a decoder-only
+    prompt + completion; an encoder-only text (or pair) with its special tokens. The
+    trainer's and the evaluation's counts of what gets cut both come from here."""
+    if family == "encoder-decoder":
+        target_tokenizer = target_tokenizer or tokenizer
+        rows = []
+        for e in examples:
+            source = source_ids(tokenizer, e.source)
+            target = [target_tokenizer.bos_id] + target_tokenizer.encode(e.target)
+            rows.append(max(source, target, key=len))
+        return rows
+    if family == "encoder-only":
+        texts, pairs = [e.text for e in examples], [e.text2 for e in examples]
+        return [ids for ids, _ in encoder_rows(tokenizer, texts, pairs)]
+    return [language_model_example(tokenizer, e.prompt, e.completion, 10**9)[0] for e in examples]

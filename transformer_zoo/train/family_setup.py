@@ -30,7 +30,7 @@ from transformer_zoo.models.presets import (
 )
 from transformer_zoo.run_directory import FAMILY_TASKS
 from transformer_zoo.text import Tokenizer, train_tokenizer
-from transformer_zoo.text.formats import encoder_rows, language_model_example
+from transformer_zoo.text.formats import uncut_rows
 from transformer_zoo.text.tokenizer import PAD_ID
 from transformer_zoo.train.recipe import (
     MaskedAccuracy,
@@ -264,17 +264,12 @@ class FamilySetup:
     def longer_than(self, max_length: int, split: str = "train") -> int:
         """How many examples of `split` the pipelines cut to `max_length` tokens (their
         model inputs, `text.formats`, are longer)."""
-        examples = getattr(self.task, split)
         if self.task.stream:
             return 0  # windows are as long as the context
-        if self.family == "encoder-decoder":
-            count = 0
-            for e in examples:
-                source = len(self.tokenizer.encode(e.source)) + 1  # + <eos>
-                target = len(self.target_tokenizer.encode(e.target)) + 1  # <bos> + target
-                count += max(source, target) > max_length
-            return count
-        return sum(len(ids) > max_length for ids in self._input_rows(examples))
+        rows = uncut_rows(
+            self.family, self.tokenizer, getattr(self.task, split), self.target_tokenizer
+        )
+        return sum(len(ids) > max_length for ids in rows)
 
     def unknown_tokens(self, limit: int | None = None) -> tuple[int, int]:
         """How many tokens of the first `limit` training examples' model inputs are the
@@ -283,19 +278,8 @@ class FamilySetup:
         unk = self.tokenizer.special_ids.get("unk")
         if unk is None or self.task.stream or self.family == "encoder-decoder":
             return 0, 0
-        rows = self._input_rows(self.task.train[:limit])
+        rows = uncut_rows(self.family, self.tokenizer, self.task.train[:limit])
         return sum(int(i == unk) for row in rows for i in row), sum(len(row) for row in rows)
-
-    def _input_rows(self, examples) -> list[list[int]]:
-        """The uncut model input ids of encoder-only or decoder-only line examples
-        (`text.formats`, as the pipelines and serving make them)."""
-        if self.family == "encoder-only":
-            texts, pairs = [e.text for e in examples], [e.text2 for e in examples]
-            return [ids for ids, _ in encoder_rows(self.tokenizer, texts, pairs)]
-        return [
-            language_model_example(self.tokenizer, e.prompt, e.completion, 10**9)[0]
-            for e in examples
-        ]
 
     @staticmethod
     def backbone(model: keras.Model) -> keras.Model:
