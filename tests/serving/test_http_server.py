@@ -191,6 +191,9 @@ BAD_REQUESTS = [
     ({"model": "gpt", "prompt": "a", "seed": 2**63}, 422, "seed"),
     ({"model": "gpt", "prompt": "a", "seed": 1.5}, 422, "seed"),
     ({"model": "gpt", "prompt": "a", "max_tokens": 10**6}, 400, "max_tokens"),
+    # A translation's room does not depend on its source: the message said "Prompt 1
+    # (7 tokens) leaves room for ..." of the source.
+    ({"model": "translator", "prompt": "a b c", "max_tokens": 10**6}, 400, "after its start"),
     ({"model": "gpt", "prompt": "a", "temperature": "hot"}, 422, "temperature"),
     ({"model": "gpt", "prompt": "a", "frobnicate": 1}, 422, "Unknown field `frobnicate`"),
     ({"model": "gpt", "prompt": "a", "presence_penalty": 0.5}, 422, "presence_penalty"),

@@ -114,13 +114,24 @@ def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int 
         raise RequestError(
             400, f"max_tokens={max_tokens} is more than this server's {limit}.", "max_tokens"
         )
+    context = served.dims.max_length
+    if served.family == "encoder-decoder":  # the target starts from one BOS, any source
+        room = served.room(1)
+        if max_tokens > room:
+            raise RequestError(
+                400,
+                f"A translation has room for {room} new tokens after its start token in the "
+                f"model's target context of {context}; max_tokens={max_tokens}.",
+                "max_tokens",
+            )
+        return
     for index, (ids, _) in enumerate(rows):
         room = served.room(len(ids))
         if max_tokens > room:
             raise RequestError(
                 400,
                 f"Prompt {index + 1} ({len(ids)} tokens) leaves room for {room} new tokens in "
-                f"the model's context of {served.dims.max_length}; max_tokens={max_tokens}.",
+                f"the model's context of {context}; max_tokens={max_tokens}.",
                 "max_tokens",
             )
 
