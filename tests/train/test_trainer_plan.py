@@ -285,3 +285,13 @@ def test_paper_adam_runs_the_papers_schedule_unscaled_unless_a_factor_is_given(d
     for setting in ({"weight_decay": 0.1}, {"min_learning_rate": 1e-4}):  # AdamW's alone
         with pytest.raises(ValueError, match="paper-adam .* has none"):
             TrainConfig("encoder-decoder", data=data, optimizer="paper-adam", **setting)
+
+
+def test_a_vocabulary_size_for_a_char_tokenizer_is_refused_not_ignored():
+    with pytest.raises(ValueError, match="does not apply to a char tokenizer"):
+        TrainConfig("encoder-decoder", data="pairs.tsv", tokenizer="char", vocabulary_size=50)
+    with pytest.raises(ValueError, match="target_vocabulary_size"):
+        TrainConfig(
+            "encoder-decoder", data="p.tsv", target_tokenizer="char", target_vocabulary_size=9
+        )
+    TrainConfig("encoder-decoder", data="pairs.tsv", tokenizer="char", target_vocabulary_size=90)

@@ -241,6 +241,15 @@ def _validate(cfg: TrainConfig) -> None:
     for name in ("tokenizer", "target_tokenizer"):
         if getattr(cfg, name) is not None:
             _choice(name, getattr(cfg, name), MODEL_TYPES)
+    for kind, size in (
+        ("tokenizer", "vocabulary_size"),
+        ("target_tokenizer", "target_vocabulary_size"),
+    ):
+        if getattr(cfg, kind) == "char" and getattr(cfg, size) is not None:
+            raise ValueError(
+                f"`{size}` does not apply to a char tokenizer: it has one piece per character "
+                f"of its text. Received: {kind}='char', {size}={getattr(cfg, size)!r}"
+            )
     if cfg.target_tokenizer is not None and cfg.family != "encoder-decoder":
         raise ValueError(
             "`target_tokenizer` applies to the encoder-decoder family; the others share one "
