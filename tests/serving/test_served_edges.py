@@ -79,3 +79,13 @@ def test_the_first_prompt_that_leaves_no_room_is_named(served):
     with pytest.raises(InputError, match="does not fit the model's context") as caught:
         model.generate(texts, room)
     assert caught.value.index == first
+
+
+def test_a_blank_source_is_refused_by_name_while_an_empty_prompt_is_continued(served):
+    """`translate(["HELLO", ""])` translated the empty source (a model still writes
+    something), where the command line answers a blank line with an empty one and the
+    server refuses it."""
+    with pytest.raises(InputError, match="the source is empty") as error:
+        served["encoder-decoder"].translate(["the cat", " "], 3)
+    assert error.value.index == 1
+    assert len(served["decoder-only"].generate(["", "the cat"], 2)) == 2

@@ -226,8 +226,9 @@ class ServedModel:
     # --- the pieces of generation, which the HTTP server's scheduler shares ----------
     def prompt_ids(self, texts: str | Sequence[str]) -> list[list[int]]:
         """The ids a generative model starts from, per text: a decoder-only prompt
-        (`[bos]` + pieces), an encoder-decoder source (pieces + `[eos]`). Raises
-        `InputError` naming the first text that does not fit the model."""
+        (`[bos]` + pieces; "" too), an encoder-decoder source (pieces + `[eos]`). Raises
+        `InputError` naming the first text that does not fit the model, or an empty
+        (blank) source."""
         texts = _texts(texts)
         if self.family == "decoder-only":
             ids = [prompt_ids(self._tokenizer(), text) for text in texts]
@@ -236,6 +237,9 @@ class ServedModel:
             _check_lengths(ids, context - 1, "prompt", problem)
         else:
             self._need("encoder-decoder", "translate")
+            for index, text in enumerate(texts):
+                if not text.strip():  # nothing to translate; a model would still write
+                    raise InputError("the source is empty", index)
             ids = [source_ids(self._tokenizer(), text) for text in texts]
             problem = f"is longer than the model's {self.max_length}"
             _check_lengths(ids, self.max_length, "source", problem)

@@ -80,9 +80,7 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[PromptRow]:
     rows = []
     for index, item in enumerate(prompt):
         if isinstance(item, str):
-            if served.family != "decoder-only" and not item.strip():
-                raise RequestError(400, f"Prompt {index + 1} is empty.", param)
-            try:
+            try:  # a blank translation source is refused here too
                 ids = served.prompt_ids(item)[0]
             except InputError as error:
                 raise RequestError(400, f"Prompt {index + 1}: {error}", param) from None
