@@ -48,3 +48,12 @@ def test_an_imported_marian_run_is_drawn_as_translate_decodes_it(tmp_path, monke
     assert drawn["weights"][:, :, -1].min() > 0  # every head looks at `</s>` a little
     with pytest.raises(ValueError, match="is a file"):
         attention.draw_run_attention(str(run), text, str(tmp_path / "pictures" / "attention.png"))
+
+
+def test_an_export_given_for_its_run_directory_is_named_so(family_artifacts, tmp_path):
+    """It said only "lacks model.keras"."""
+    from transformer_zoo.errors import ModelDirectoryError
+
+    export_dir = family_artifacts("encoder-decoder").export_dir
+    with pytest.raises(ModelDirectoryError, match="it is an export .* needs its run directory"):
+        attention.draw_run_attention(str(export_dir), "the cat", str(tmp_path / "pictures"))

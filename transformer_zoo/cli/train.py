@@ -446,8 +446,8 @@ def summary_line(run_dir: str, metrics: dict | None) -> str:
     ]
     test = metrics.get("test") or {}
     if "examples" in test:  # a token stream's result counts windows, and has its tokens
-        unit = "windows" if "tokens" in test else "examples"
-        parts.append(f"{test['examples']} test {unit} scored")
+        unit = "test window" if "tokens" in test else "test example"
+        parts.append(f"{count(test['examples'], unit)} scored")
     for name in ("exact_match", "accuracy"):
         if name in test:
             scores = test[name]

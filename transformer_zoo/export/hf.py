@@ -23,6 +23,7 @@ import os
 
 import numpy as np
 
+from transformer_zoo.errors import with_article
 from transformer_zoo.files import atomic_path, read_json, write_json
 from transformer_zoo.run_directory import CONFIG_FILE, RunConfig, run_identity
 
@@ -63,7 +64,7 @@ def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_di
     else:
         raise ValueError(
             "`--format hf` writes decoder-only (GPT-2) and encoder-only (BERT) models; "
-            f"this one is a {type(model).__name__}."
+            f"this one is {with_article(type(model).__name__)}."
         )
     hf_config.update(_special_tokens(config))
     hf_config[RUN_ENTRY] = run_identity(config)

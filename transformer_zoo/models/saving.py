@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 
 from transformer_zoo.errors import ModelDirectoryError, first_line
-from transformer_zoo.run_directory import MODEL_FILE, check_model_file
+from transformer_zoo.run_directory import (
+    MODEL_FILE,
+    RunError,
+    check_model_file,
+    load_run_config,
+)
 
 
 def load_run_model(directory: str | os.PathLike, compile: bool = False):
@@ -21,9 +26,19 @@ def load_run_model(directory: str | os.PathLike, compile: bool = False):
 
     path = os.path.join(os.fspath(directory), MODEL_FILE)
     if not os.path.isfile(path):
-        raise ModelDirectoryError(f"{os.fspath(directory)!r} lacks {MODEL_FILE}.")
+        hint = ""
+        if _is_export(directory):  # given for the run it came from
+            hint = ": it is an export (ONNX, SavedModel), and this needs its run directory"
+        raise ModelDirectoryError(f"{os.fspath(directory)!r} lacks {MODEL_FILE}{hint}.")
     check_model_file(path)
     try:
         return keras.saving.load_model(path, compile=compile)
     except Exception as error:  # Keras raises many types for a damaged file
         raise ModelDirectoryError(f"Cannot load {path}: {first_line(error)}") from None
+
+
+def _is_export(directory) -> bool:
+    try:
+        return bool(load_run_config(directory).export)
+    except (RunError, OSError):
+        return False

@@ -18,12 +18,13 @@ from transformer_zoo.files import atomic_path
 _FONT_FAMILY = None
 
 
-def _figure(width: float, height: float):
+def _figure(width: float, height: float, layout: str | None = None):
     """A Figure of its own, not pyplot's: the caller's backend and figures stay as they
-    are, and `savefig` writes the format the file's extension names."""
+    are, and `savefig` writes the format the file's extension names. `layout`:
+    matplotlib's ("constrained" keeps a title clear of the panels' own)."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height))
+    return Figure(figsize=(width, height), layout=layout)
 
 
 def cjk_font_family() -> str | None:
@@ -83,7 +84,7 @@ def plot_attention_heads(
     cell = 0.32
     width = max(3.0, cell * len(source_tokens) + 1.5)
     height = max(2.5, cell * len(target_tokens) + 1.2)
-    fig = _figure(width * columns, height * rows)
+    fig = _figure(width * columns, height * rows, layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False)
     font = _font_kwargs()
     for head, ax in enumerate(axes.flat):
