@@ -59,6 +59,7 @@ def test_classification_tsv_reads_single_texts_and_pairs(tmp_path):
     [
         (read_translation_tsv, "a\tb\nonly one field\n", 2, "found 1"),
         (read_translation_tsv, "a\tb\n\na\tb\tc\n", 3, "found 3"),
+        (read_translation_tsv, "a\tb\na\tb\t\n", 2, r"found 3 \(the line ends with a tab\)"),
         (read_translation_tsv, "a\t \n", 1, "field 2 is empty"),
         (read_classification_tsv, "pos\tok\nlabel only\n", 2, "label<TAB>text"),
         (read_classification_tsv, "pos\ta\tb\tc\n", 1, "found 4"),

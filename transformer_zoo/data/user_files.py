@@ -173,6 +173,8 @@ def _fields(
             if suffix in (".csv", ".json", ".jsonl")
             else ""
         )
+        if not hint and len(fields) > max(counts) and fields[-1] == "":
+            hint = " (the line ends with a tab)"
         raise DataError(
             path,
             f"expected {layout} ({' or '.join(map(str, counts))} tab-separated fields), "
