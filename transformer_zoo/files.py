@@ -15,11 +15,14 @@ would make every file 0o600, which breaks serving as another user.) A file a wri
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
 import stat
 import tempfile
+
+import numpy as np
 
 STAGING_PREFIX = ".partial-"
 
@@ -55,6 +58,46 @@ def atomic_path(path: str | os.PathLike):
         os.replace(temporary, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def check_free_space(path: str | os.PathLike, needed: int, what: str) -> None:
+    """Raises `OSError` (ENOSPC, one line naming `what` and the sizes) when the file
+    system of `path` (or of its nearest existing parent) has fewer than `needed` bytes
+    free, plus a margin: checked before a large write, since h5py and Keras, once the
+    disk fills under them, fail with pages of tracebacks or a crash, not an error."""
+    existing = os.path.abspath(os.fspath(path))
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    free = shutil.disk_usage(existing).free
+    wanted = int(needed * 1.1) + 2**20  # the format's own overhead
+    if free < wanted:
+        raise OSError(
+            errno.ENOSPC,
+            f"No space left on device for {what}: it needs about {wanted / 2**20:.1f} MB and "
+            f"{free / 2**20:.1f} MB are free under {existing}",
+        )
+
+
+def check_writable(directory: str | os.PathLike) -> None:
+    """Raises `OSError` (one line) unless `directory`, or the nearest parent of it that
+    exists, is a directory this process may write in: checked before long work whose
+    result goes there (a read-only mount, another user's folder)."""
+    existing = os.path.abspath(os.fspath(directory))
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OSError(errno.ENOTDIR, f"{existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OSError(errno.EACCES, f"{existing} cannot be written to (read-only or not yours)")
+
+
+def variables_bytes(model) -> int:
+    """The bytes of `model`'s variables and its optimizer's: about what a `.keras` or
+    `.weights.h5` file of it holds."""
+    variables = list(model.variables)
+    if getattr(model, "optimizer", None) is not None:
+        variables += list(model.optimizer.variables)
+    return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)
 
 
 def _new_file_mode(folder: str) -> int:

@@ -207,3 +207,44 @@ def test_budgeted_cosine_sets_the_optimizer_rate_during_fit():
     model = _model()
     model.fit(X, Y, epochs=2, batch_size=16, verbose=0, callbacks=[schedule])
     assert float(model.optimizer.learning_rate) == pytest.approx(schedule.rate(7, 0.0))
+
+
+def test_a_backup_every_n_steps_counts_optimizer_steps_not_callback_calls(tmp_path):
+    """With steps_per_execution 4, Keras calls back once per 4 steps: `--backup-every 3`
+    backed up every 12 steps (30 for the CLI's 10 steps an execution)."""
+    steps = []
+
+    class Watch(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if os.path.isfile(tmp_path / "backup" / "latest.weights.h5"):
+                mtime = os.stat(tmp_path / "backup" / "latest.weights.h5").st_mtime_ns
+                if not steps or steps[-1][1] != mtime:
+                    steps.append((int(self.model.optimizer.iterations), mtime))
+
+    model = _model()
+    model.compile(keras.optimizers.SGD(0.01), "mse", steps_per_execution=4)
+    backup = Backup(tmp_path / "backup", save_freq=3)
+    model.fit(X, Y, batch_size=4, epochs=1, verbose=0, callbacks=[backup, Watch()])
+    # 16 steps in executions of 4: backed up at 4 (past 3), 8 (past 6), 12 and 16 (past 15).
+    assert [step for step, _ in steps] == [4, 8, 12, 16]
+
+
+def test_a_resumed_run_goes_on_with_the_rest_of_its_time_budget(tmp_path):
+    """The clocks restarted at every `fit`: a run killed after its budget (while saving its
+    model) trained a whole second budget, its rate schedule back at its peak."""
+    model = _model()
+    backup = Backup(tmp_path / "backup")
+    backup.spent = 100.0  # the attempts before this one trained 100 s
+    model.fit(X, Y, epochs=1, verbose=0, callbacks=[backup])
+    seconds = json.loads((tmp_path / "backup" / "training_metadata.json").read_text())["seconds"]
+    assert 100.0 <= seconds < 160.0
+
+    schedule = BudgetedCosineDecay(1.0, total_steps=10_000, warmup_steps=0, seconds=200.0)
+    schedule.spent = 100.0  # half the budget: the cosine is half way down, not at its top
+    budget = Budget(seconds=100.0)
+    budget.spent = 100.0  # all of it: the first batch ends training
+    model = _model()
+    model.compile(keras.optimizers.SGD(1.0), "mse")
+    model.fit(X, Y, batch_size=64, epochs=3, verbose=0, callbacks=[schedule, budget])
+    assert float(model.optimizer.learning_rate) == pytest.approx(0.5, abs=0.01)
+    assert budget.stopped_by == "time_budget" and int(model.optimizer.iterations) == 1

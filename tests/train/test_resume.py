@@ -1,5 +1,6 @@
 """Crash recovery: `transformer-zoo train` killed with SIGKILL mid-epoch, then the same
-command again, resumes from the backup and finishes every epoch exactly once."""
+command again, resumes from the backup and finishes every epoch exactly once, as the
+uninterrupted run does."""
 
 import csv
 import json
@@ -89,3 +90,15 @@ def test_a_run_killed_mid_epoch_resumes_from_its_backup_and_finishes(tmp_path):
         n for _, dirs, files in os.walk(out) for n in dirs + files if n.startswith(".partial")
     ]
     assert not leftovers  # no staging folder (files.atomic_path) is left behind
+
+    # The resumed epochs saw the batches the uninterrupted run sees (a resumed `fit`
+    # started the pipeline's passes afresh: other batches, another loss, another epoch for
+    # early stopping to keep).
+    whole = tmp_path / "whole"
+    subprocess.run(_command(whole), env=env, capture_output=True, text=True, timeout=300)
+    assert _losses(out) == _losses(whole)
+
+
+def _losses(out) -> list[tuple[str, str]]:
+    with open(out / "history.csv", newline="", encoding="utf-8") as file:
+        return [(row["loss"], row["val_loss"]) for row in csv.DictReader(file)]

@@ -295,3 +295,25 @@ def test_a_vocabulary_size_for_a_char_tokenizer_is_refused_not_ignored():
             "encoder-decoder", data="p.tsv", target_tokenizer="char", target_vocabulary_size=9
         )
     TrainConfig("encoder-decoder", data="pairs.tsv", tokenizer="char", target_vocabulary_size=90)
+
+
+def test_a_backup_written_after_training_ended_trains_no_further_epoch():
+    """Killed while it saved its model, the rerun trained one more epoch past early
+    stopping (and a budgeted run a whole new budget)."""
+    from transformer_zoo.train.callbacks.early_stopping import EarlyStoppingState
+    from transformer_zoo.train.trainer import _training_ended
+
+    config = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=30, early_stopping_patience=2)
+    plan = plan_steps(config, batches=10, steps_per_execution=1)
+    waiting = EarlyStoppingState(1.0, 1, 3, None)
+    stopped = EarlyStoppingState(1.0, 2, 3, None)
+    assert not _training_ended(config, plan, 5, waiting, 0.0, 50)
+    assert _training_ended(config, plan, 5, stopped, 0.0, 50)
+    assert _training_ended(config, plan, 30, None, 0.0, 300)  # every epoch done
+    timed = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=30, time_budget=60.0)
+    assert _training_ended(timed, plan, 5, None, 61.0, 50)
+    assert not _training_ended(timed, plan, 5, None, 59.0, 50)
+    stepped = TrainConfig("encoder-decoder", data="pairs.tsv", steps=40, eval_every=10)
+    steps_plan = plan_steps(stepped, batches=10, steps_per_execution=1)
+    assert _training_ended(stepped, steps_plan, 3, None, 0.0, 40)
+    assert not _training_ended(stepped, steps_plan, 3, None, 0.0, 30)

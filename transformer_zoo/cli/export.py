@@ -127,6 +127,12 @@ def _export(args: argparse.Namespace) -> int:
         report = export_run(args.run_dir, args.out, formats, **options)
     except (RunError, ValueError) as error:
         raise UsageError.from_error(error) from None
+    except OSError as error:  # the previous export, if any, is whole
+        reason = error.strerror or str(error)
+        print(
+            f"transformer-zoo export: error: cannot write to {args.out}: {reason}", file=sys.stderr
+        )
+        return 1
     except QuantizationError as error:
         written = [w for w in args.quantize if w in getattr(error, "report", {})]
         earlier = [

@@ -23,7 +23,8 @@ from transformer_zoo.cli.parsing import (
     positive_int,
     search_from_arguments,
 )
-from transformer_zoo.errors import count
+from transformer_zoo.errors import count, first_line
+from transformer_zoo.files import check_writable
 from transformer_zoo.run_directory import BACKUP_DIR, CONFIG_FILE, FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES as TOKENIZER_KINDS
 from transformer_zoo.train.config import (
@@ -399,6 +400,10 @@ def _train(args: argparse.Namespace) -> int:
     from transformer_zoo.train.trainer import prepare, train
 
     try:
+        check_writable(config.out)  # before the data, the tokenizer and the model
+    except OSError as error:
+        raise UsageError(f"--out {config.out}: {error.strerror}") from None
+    try:
         prepared = prepare(config)
     except (ValueError, OSError) as error:  # DataError, RunError, unknown preset
         raise UsageError.from_error(error) from None
@@ -406,6 +411,13 @@ def _train(args: argparse.Namespace) -> int:
         result = train(prepared, verbose=args.verbose)
     except NaNLossError as error:
         print(f"transformer-zoo train: error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a full disk: every file written so far is whole
+        print(
+            f"transformer-zoo train: error: {_os_error_line(error, config.out)}; free some "
+            f"space and rerun the same command to {_what_a_rerun_does(config.out)}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print(
@@ -418,6 +430,14 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{result.run_dir} already holds this run, finished; its metrics.json:")
     print(summary_line(result.run_dir, result.metrics))
     return 0
+
+
+def _os_error_line(error: BaseException, where: str) -> str:
+    """One line for a failed write under `where`: the system's own words (or those of
+    `files.check_free_space`), not a staging path's traceback."""
+    if isinstance(error, OSError) and error.strerror:
+        return f"cannot write to {where}: {error.strerror}"
+    return first_line(error)
 
 
 def _what_a_rerun_does(out: str) -> str:
@@ -482,17 +502,29 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise UsageError("--model names an export: give --engine onnx or saved_model with it")
     search = search_from_arguments(args)
     greedy = search.name == "greedy"
+    writes = args.engine == "keras" and args.test is None and greedy  # metrics.json
+    try:
+        if writes:  # before the evaluation, not after it
+            check_writable(args.run_dir)
+    except OSError as error:
+        raise UsageError(
+            f"{args.run_dir}: {error.strerror}: evaluate writes the scores to its "
+            f"{METRICS_FILE} (with --test FILE it writes nothing)"
+        ) from None
     try:
         scores = evaluate_directory(
             args.run_dir, args.split, args.engine, test=args.test, model=args.model, search=search
         )
     except (ValueError, OSError) as error:  # RunError, DataError, a missing file
         raise UsageError.from_error(error) from None
-    if args.engine == "keras" and args.test is None and greedy:  # metrics.json: greedy
+    if writes:  # metrics.json: greedy
         path = os.path.join(args.run_dir, METRICS_FILE)
         metrics = read_json(path) if os.path.isfile(path) else {}
         metrics[args.split] = scores
-        write_json(path, metrics)
+        try:
+            write_json(path, metrics)
+        except OSError as error:
+            raise UsageError(_os_error_line(error, args.run_dir)) from None
     for sample in scores.get("samples", [])[:3]:
         print(
             f"{sample['input']!r} -> {sample['prediction']!r} (reference {sample['reference']!r})"

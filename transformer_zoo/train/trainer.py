@@ -30,7 +30,14 @@ from transformer_zoo.data.tasks import check_data_digests, data_digests, limit_t
 from transformer_zoo.data.user_files import read_lines
 from transformer_zoo.errors import count
 from transformer_zoo.evaluation.evaluate import evaluate
-from transformer_zoo.files import atomic_path, read_json, remove_stale_staging, write_json
+from transformer_zoo.files import (
+    atomic_path,
+    check_free_space,
+    read_json,
+    remove_stale_staging,
+    variables_bytes,
+    write_json,
+)
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.models.family import float32_copy
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, load_run_config, save_run_config
@@ -40,6 +47,7 @@ from transformer_zoo.text.files import copy_tokenizers
 from transformer_zoo.train import distribution
 from transformer_zoo.train.callbacks.backup import (
     backup_epoch,
+    backup_seconds,
     remove_backup,
     restore_backup,
     resumed_early_stopping,
@@ -359,7 +367,21 @@ def validation_score(prepared: Prepared) -> ValidationScore | None:
     return ValidationScore(name, score)
 
 
+def _training_ended(config, plan, resumed: int, stopping, spent: float, step: int) -> bool:
+    """Whether a resumed run's backup was written after its training had ended (killed
+    while it saved its model): every epoch done, early stopping's patience run out, or
+    the step or time budget used up. Its rerun trains no further epoch."""
+    patience = config.early_stopping_patience
+    return (
+        resumed >= plan.epochs
+        or bool(patience and stopping is not None and stopping.wait >= patience)
+        or bool(config.steps and step >= plan.total_steps)
+        or bool(config.time_budget and spent >= config.time_budget)
+    )
+
+
 def _save_model(model: keras.Model, out: str) -> None:
+    check_free_space(out, variables_bytes(model), MODEL_FILE)
     with atomic_path(os.path.join(out, MODEL_FILE)) as temporary:
         model.save(temporary)
 
@@ -446,8 +468,17 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         resumed = restore_backup(os.path.join(out, rd.BACKUP_DIR), model)
         stopping = resumed_early_stopping(os.path.join(out, rd.BACKUP_DIR)) if resumed else None
         best = rd.trim_history(os.path.join(out, rd.HISTORY_FILE), resumed or 0)
-        if resumed is not None:
+        spent = backup_seconds(os.path.join(out, rd.BACKUP_DIR))
+        ended = resumed is not None and _training_ended(
+            config, plan, resumed, stopping, spent, int(model.optimizer.iterations)
+        )
+        if ended:
+            print(f"{out}: its training had ended before it was interrupted.", flush=True)
+        elif resumed is not None:
             print(f"Resuming {out} from its backup at epoch {resumed + 1}.", flush=True)
+            # The batches the uninterrupted run would see next: the pipeline's order is
+            # fixed by the seed, pass after pass, and a resumed `fit` starts it afresh.
+            train_data = train_data.skip(resumed * plan.steps_per_epoch)
         pretraining = None
         if config.pretrain_steps and resumed is None:  # a backup holds pretrained weights
             pretraining = pretrain_masked_lm(
@@ -475,6 +506,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
             averaged=config.ema_momentum is not None,
             resumed_early_stopping=stopping,
         )
+        for callback in all_callbacks:  # the clocks (budget, schedule, backup) go on
+            if hasattr(callback, "spent"):
+                callback.spent = spent
         valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE, replicas=replicas)
         started = time.perf_counter()
         load = os.getloadavg()[0]
@@ -484,10 +518,10 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
             # The validation pipeline has no known length; Keras warns at its end.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
             with distribution.fit_scope(model, strategy):
-                model.fit(
-                    train_data,
+                model.fit(  # no epoch when the training had ended: the callbacks' ends
+                    train_data,  # still run (early stopping's best weights, the average)
                     validation_data=valid_data,
-                    epochs=plan.epochs,
+                    epochs=resumed if ended else plan.epochs,
                     steps_per_epoch=plan.steps_per_epoch,
                     initial_epoch=resumed or 0,
                     callbacks=all_callbacks,

@@ -6,11 +6,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 
 import keras
 import numpy as np
 
-from transformer_zoo.files import atomic_path, read_json, write_json
+from transformer_zoo.files import (
+    atomic_path,
+    check_free_space,
+    read_json,
+    variables_bytes,
+    write_json,
+)
 from transformer_zoo.run_directory import BACKUP_METADATA_FILE as METADATA_FILE
 from transformer_zoo.run_directory import BACKUP_WEIGHTS_FILE as WEIGHTS_FILE
 from transformer_zoo.train.callbacks.averaged_weights import AveragedWeights
@@ -35,10 +42,17 @@ class Backup(keras.callbacks.Callback):
 
     Args:
         backup_dir: the directory of the backup (nothing else may be written there).
-        save_freq: `"epoch"`, or back up every this many batches (a resumed run restarts
-            the interrupted epoch from its first batch, with the backed-up weights).
+        save_freq: `"epoch"`, or back up every this many optimizer steps (a resumed run
+            restarts the interrupted epoch from its first batch, with the backed-up
+            weights). Steps, not callback calls: with `steps_per_execution` Keras calls
+            back once per execution of that many steps.
         averaged: the run's `AveragedWeights`, if it averages the weights.
         early_stopping: the run's `RunEarlyStopping`, if it stops early.
+
+    Attributes:
+        spent: the training seconds of the attempts before this one (`backup_seconds`):
+            each backup records the run's seconds of training so far, which a time
+            budget counts on after a resume.
 
     Example:
     >>> Backup("/tmp/backup").save_freq
@@ -62,7 +76,13 @@ class Backup(keras.callbacks.Callback):
         self.averaged = averaged
         self.early_stopping = early_stopping
         self._epoch = 0
-        self._batches = 0
+        self._saved_at = 0  # the optimizer step of the last backup (or of the start)
+        self.spent = 0.0
+        self._start = time.perf_counter()
+
+    def on_train_begin(self, logs=None):
+        self._saved_at = self._step()
+        self._start = time.perf_counter() - self.spent
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -70,19 +90,24 @@ class Backup(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self.save_freq == "epoch":
             return
-        self._batches += 1
-        if self._batches % self.save_freq == 0:
+        step = self._step()
+        if step // self.save_freq > self._saved_at // self.save_freq:
+            self._saved_at = step
             self._save(self._epoch)  # a resumed run repeats this epoch
+
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations)
 
     def on_epoch_end(self, epoch, logs=None):
         self._save(epoch + 1)
 
     def _save(self, resume_epoch: int) -> None:
         os.makedirs(self.backup_dir, exist_ok=True)
+        check_free_space(self.backup_dir, variables_bytes(self.model), "the crash backup")
         raw = self.averaged.raw_weights() if self.averaged else contextlib.nullcontext()
         with atomic_path(os.path.join(self.backup_dir, WEIGHTS_FILE)) as temporary, raw:
             self.model.save_weights(temporary)
-        metadata = {"epoch": resume_epoch}
+        metadata = {"epoch": resume_epoch, "seconds": time.perf_counter() - self._start}
         if self.early_stopping is not None:
             metadata["early_stopping"] = self._save_early_stopping()
         write_json(os.path.join(self.backup_dir, METADATA_FILE), metadata)
@@ -115,6 +140,14 @@ def backup_epoch(backup_dir: str | os.PathLike) -> int | None:
     if not (os.path.isfile(weights) and os.path.isfile(metadata)):
         return None
     return int(read_json(metadata)["epoch"])
+
+
+def backup_seconds(backup_dir: str | os.PathLike) -> float:
+    """The seconds of training a backup in `backup_dir` records (0 without one, or one
+    written before backups recorded them)."""
+    if backup_epoch(backup_dir) is None:
+        return 0.0
+    return float(read_json(os.path.join(backup_dir, METADATA_FILE)).get("seconds", 0.0))
 
 
 def restore_backup(backup_dir: str | os.PathLike, model: keras.Model) -> int | None:

@@ -22,6 +22,8 @@ class Budget(keras.callbacks.Callback):
 
     Attributes:
         stopped_by: `"time_budget"` or `"steps"` once the budget ended training, else None.
+        spent: seconds of the budget an interrupted attempt already used (its backup's
+            `seconds`): a resumed run goes on with the rest of the budget.
 
     Example:
     >>> budget = Budget(seconds=150.0)
@@ -38,10 +40,11 @@ class Budget(keras.callbacks.Callback):
         self.seconds = None if seconds is None else float(seconds)
         self.steps = steps
         self.stopped_by = None
+        self.spent = 0.0
         self._start = None
 
     def on_train_begin(self, logs=None):
-        self._start = time.perf_counter()
+        self._start = time.perf_counter() - self.spent
         self.stopped_by = None
 
     def on_train_batch_end(self, batch, logs=None):

@@ -29,6 +29,10 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
         seconds: the time budget; None decays by steps only.
         final_fraction: the rate at the end as a share of `peak`.
 
+    Attributes:
+        spent: seconds an interrupted attempt already trained (its backup's `seconds`),
+            counted into the time progress of a resumed run.
+
     Example:
     >>> schedule = BudgetedCosineDecay(1e-3, total_steps=1000, warmup_steps=100)
     >>> round(schedule.rate(step=550, elapsed=0.0), 6)  # half way through the cosine
@@ -56,6 +60,7 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
         self.warmup_steps = int(warmup_steps)
         self.seconds = seconds
         self.final_fraction = float(final_fraction)
+        self.spent = 0.0
         self._start = None
 
     def rate(self, step: int, elapsed: float) -> float:
@@ -69,7 +74,7 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
         return self.peak * (self.final_fraction + (1.0 - self.final_fraction) * cosine)
 
     def on_train_begin(self, logs=None):
-        self._start = time.perf_counter()
+        self._start = time.perf_counter() - self.spent
 
     def on_train_batch_begin(self, batch, logs=None):
         step = int(self.model.optimizer.iterations.numpy())

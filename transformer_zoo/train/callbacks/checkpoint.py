@@ -7,7 +7,12 @@ import os
 
 import keras
 
-from transformer_zoo.files import atomic_path, remove_stale_staging
+from transformer_zoo.files import (
+    atomic_path,
+    check_free_space,
+    remove_stale_staging,
+    variables_bytes,
+)
 
 
 class Checkpoint(keras.callbacks.Callback):
@@ -49,5 +54,7 @@ class Checkpoint(keras.callbacks.Callback):
             if value is None or not value < self.best:
                 return
             self.best = float(value)
-        with atomic_path(self.filepath.format(epoch=epoch + 1, **logs)) as temporary:
+        path = self.filepath.format(epoch=epoch + 1, **logs)
+        check_free_space(path, variables_bytes(self.model), os.path.basename(path))
+        with atomic_path(path) as temporary:
             self.model.save(temporary)
