@@ -121,10 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         owner = parser if set(unknown) & set(before) else parser.command_parsers[args.command]
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     _show_warnings(args.command)
-    if not args.show_logs and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
-        _import_tensorflow_quietly()
-    with _noting_ctrl_c() as interrupted:
+    with _noting_ctrl_c(terminate_too=args.command not in SERVING_COMMANDS) as interrupted:
         try:
+            if not args.show_logs and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
+                _import_tensorflow_quietly()  # seconds, in which Ctrl-C is one line too
             return args.handler(args) or 0
         except KeyboardInterrupt:
             pass
@@ -140,10 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     return 130
 
 
+# Commands that handle SIGTERM themselves (a server drains its requests first).
+SERVING_COMMANDS = ("serve", "demo")
+
+
 @contextlib.contextmanager
-def _noting_ctrl_c():
+def _noting_ctrl_c(terminate_too: bool = False):
     """A list that holds True once SIGINT came (Python's KeyboardInterrupt is raised as
-    ever); on the main thread only, where signal handlers can be set."""
+    ever); with `terminate_too`, SIGTERM (a job scheduler's stop, `kill`) is taken as
+    Ctrl-C, so that a run stops with the same line and rerun hint, not silently. On the
+    main thread only, where signal handlers can be set."""
     interrupted: list[bool] = []
     if threading.current_thread() is not threading.main_thread():
         yield interrupted
@@ -155,15 +161,20 @@ def _noting_ctrl_c():
 
     def note(signum, frame):
         interrupted.append(True)
-        if callable(previous):
+        if signum == signal.SIGINT and callable(previous):
             previous(signum, frame)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, note)
+    terminate = signal.getsignal(signal.SIGTERM)
+    if terminate_too:
+        signal.signal(signal.SIGTERM, note)
     try:
         yield interrupted
     finally:
         signal.signal(signal.SIGINT, previous)
+        if terminate_too:
+            signal.signal(signal.SIGTERM, terminate)
 
 
 if __name__ == "__main__":

@@ -407,6 +407,8 @@ def _train(args: argparse.Namespace) -> int:
         prepared = prepare(config)
     except (ValueError, OSError) as error:  # DataError, RunError, unknown preset
         raise UsageError.from_error(error) from None
+    except KeyboardInterrupt:  # reading the data, training the tokenizer
+        return _interrupted(config.out)
     try:
         result = train(prepared, verbose=args.verbose)
     except NaNLossError as error:
@@ -420,16 +422,21 @@ def _train(args: argparse.Namespace) -> int:
         )
         return 1
     except KeyboardInterrupt:
-        print(
-            f"\ntransformer-zoo train: interrupted; rerun the same command to "
-            f"{_what_a_rerun_does(config.out)}",
-            file=sys.stderr,
-        )
-        return 130
+        return _interrupted(config.out)
     if result.already_finished:
         print(f"{result.run_dir} already holds this run, finished; its metrics.json:")
     print(summary_line(result.run_dir, result.metrics))
     return 0
+
+
+def _interrupted(out: str) -> int:
+    """Ctrl-C's one line, with what rerunning the command does; the exit code."""
+    print(
+        f"\ntransformer-zoo train: interrupted; rerun the same command to "
+        f"{_what_a_rerun_does(out)}",
+        file=sys.stderr,
+    )
+    return 130
 
 
 def _os_error_line(error: BaseException, where: str) -> str:

@@ -406,6 +406,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         return TrainResult(out, history, metrics, already_finished=True)
     if prepared.state == TRAINED:
         print(f"{out} holds this run, trained; evaluating its {MODEL_FILE} again.", flush=True)
+        remove_backup(os.path.join(out, rd.BACKUP_DIR))  # killed before it was removed
         model = keras.saving.load_model(os.path.join(out, MODEL_FILE), compile=False)
         return _evaluate(prepared, model, read_json(os.path.join(out, rd.METRICS_FILE)), None)
     if verbose is None:
