@@ -19,8 +19,10 @@ import errno
 import json
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 
 import numpy as np
 
@@ -58,6 +60,31 @@ def atomic_path(path: str | os.PathLike):
         os.replace(temporary, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def interruptions_deferred():
+    """Ctrl-C (and SIGTERM, where a handler is set for it) during the block take effect
+    when it ends: the file it writes is finished first. Keras' saving catches a
+    KeyboardInterrupt in places with a bare `except` and goes on, and a run so
+    interrupted trained on to its end. On the main thread only (elsewhere no signal
+    handler runs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    numbers = [signal.SIGINT, signal.SIGTERM]
+    previous = {n: signal.getsignal(n) for n in numbers}
+    deferred = [n for n in numbers if callable(previous[n])]  # not SIG_DFL or SIG_IGN
+    came: list[int] = []
+    for number in deferred:
+        signal.signal(number, lambda signum, frame: came.append(signum))
+    try:
+        yield
+    finally:
+        for number in deferred:
+            signal.signal(number, previous[number])
+    if came:
+        previous[came[0]](came[0], None)  # the handler that was set: it raises
 
 
 def check_free_space(path: str | os.PathLike, needed: int, what: str) -> None:

@@ -248,3 +248,26 @@ def test_a_resumed_run_goes_on_with_the_rest_of_its_time_budget(tmp_path):
     model.fit(X, Y, batch_size=64, epochs=3, verbose=0, callbacks=[schedule, budget])
     assert float(model.optimizer.learning_rate) == pytest.approx(0.5, abs=0.01)
     assert budget.stopped_by == "time_budget" and int(model.optimizer.iterations) == 1
+
+
+def test_ctrl_c_while_keras_saves_stops_the_run_once_the_file_is_whole(tmp_path):
+    """Keras' saving catches a KeyboardInterrupt with a bare `except` and goes on: a run
+    interrupted while it saved a checkpoint trained on to its end."""
+    import signal
+
+    model = _model()
+    real_save = model.save
+
+    def save_swallowing_ctrl_c(filepath, *args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs before the next line
+        except KeyboardInterrupt:
+            pass  # as keras/src/saving/saving_lib.py does
+        real_save(filepath, *args, **kwargs)
+
+    model.save = save_swallowing_ctrl_c
+    path = tmp_path / "last.keras"
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X, Y, epochs=3, verbose=0, callbacks=[Checkpoint(path)])
+    assert int(model.optimizer.iterations) == 2  # stopped after the first epoch's save
+    keras.saving.load_model(path)  # and that file is whole

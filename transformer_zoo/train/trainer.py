@@ -33,6 +33,7 @@ from transformer_zoo.evaluation.evaluate import evaluate
 from transformer_zoo.files import (
     atomic_path,
     check_free_space,
+    interruptions_deferred,
     read_json,
     remove_stale_staging,
     variables_bytes,
@@ -382,7 +383,7 @@ def _training_ended(config, plan, resumed: int, stopping, spent: float, step: in
 
 def _save_model(model: keras.Model, out: str) -> None:
     check_free_space(out, variables_bytes(model), MODEL_FILE)
-    with atomic_path(os.path.join(out, MODEL_FILE)) as temporary:
+    with interruptions_deferred(), atomic_path(os.path.join(out, MODEL_FILE)) as temporary:
         model.save(temporary)
 
 

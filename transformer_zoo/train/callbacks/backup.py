@@ -14,6 +14,7 @@ import numpy as np
 from transformer_zoo.files import (
     atomic_path,
     check_free_space,
+    interruptions_deferred,
     read_json,
     variables_bytes,
     write_json,
@@ -105,8 +106,9 @@ class Backup(keras.callbacks.Callback):
         os.makedirs(self.backup_dir, exist_ok=True)
         check_free_space(self.backup_dir, variables_bytes(self.model), "the crash backup")
         raw = self.averaged.raw_weights() if self.averaged else contextlib.nullcontext()
-        with atomic_path(os.path.join(self.backup_dir, WEIGHTS_FILE)) as temporary, raw:
-            self.model.save_weights(temporary)
+        with interruptions_deferred(), raw:
+            with atomic_path(os.path.join(self.backup_dir, WEIGHTS_FILE)) as temporary:
+                self.model.save_weights(temporary)
         metadata = {"epoch": resume_epoch, "seconds": time.perf_counter() - self._start}
         if self.early_stopping is not None:
             metadata["early_stopping"] = self._save_early_stopping()

@@ -10,6 +10,7 @@ import keras
 from transformer_zoo.files import (
     atomic_path,
     check_free_space,
+    interruptions_deferred,
     remove_stale_staging,
     variables_bytes,
 )
@@ -56,5 +57,5 @@ class Checkpoint(keras.callbacks.Callback):
             self.best = float(value)
         path = self.filepath.format(epoch=epoch + 1, **logs)
         check_free_space(path, variables_bytes(self.model), os.path.basename(path))
-        with atomic_path(path) as temporary:
+        with interruptions_deferred(), atomic_path(path) as temporary:
             self.model.save(temporary)
