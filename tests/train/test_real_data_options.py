@@ -293,3 +293,36 @@ def test_pretrain_data_is_read_by_masked_lm_and_by_the_tokenizer(tmp_path, capsy
     # 'q' and 'z' occur only in the corpus: a tokenizer of the labelled file alone lacks them.
     assert unknown not in tokenizer.encode("zebra quasar")
     assert load_run_config(out).extra["train"]["pretrain_data"] == str(tmp_path / "corpus.txt")
+
+
+def test_a_run_resumed_after_pretraining_keeps_its_pretraining_in_the_metrics(
+    tmp_path, capsys, monkeypatch
+):
+    """The backup holds the pretrained weights, so a resumed run does not pretrain again;
+    its metrics said `pretraining: null`."""
+    import keras
+
+    import transformer_zoo.train.trainer as trainer
+
+    rows = [f"{('neg', 'pos')[i % 2]}\tthe film number {i}" for i in range(40)]
+    (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    small = ["num_layers=1", "num_heads=2", "hidden_dim=16", "intermediate_dim=32"]
+    argv = [
+        "train", "--family", "encoder-only", "--data", str(tmp_path / "train.tsv"),
+        "--pretrain-steps", "4", "--steps", "4", "--eval-every", "2", "--set", *small,
+        "--steps-per-execution", "1", "--batch-size", "8", "--precision", "float32",
+        "--out", str(tmp_path / "run"), "--verbose", "0", "--no-evaluate",
+    ]  # fmt: skip
+    made = trainer.run_callbacks
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise KeyboardInterrupt  # after the first epoch's backup
+
+    monkeypatch.setattr(trainer, "run_callbacks", lambda *a, **k: [*made(*a, **k), Interrupt()])
+    assert main(argv) == 130
+    monkeypatch.setattr(trainer, "run_callbacks", made)
+    assert main(argv) == 0
+    assert "Resuming" in capsys.readouterr().out
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())["training"]
+    assert metrics["resumed_from_epoch"] == 1 and metrics["pretraining"]["steps"] == 4

@@ -73,6 +73,7 @@ MAX_VALIDATIONS = 10  # a run of `--steps` without `--eval-every` validates at m
 # A run's state beside run_directory's FRESH, RESUME and FINISHED: trained, its model.keras
 # saved, and its test evaluation interrupted; a rerun evaluates that model again.
 TRAINED = "trained"
+PRETRAINING_KEY = "pretraining"  # config.json's extra, while a run trains: its summary
 
 
 @dataclass
@@ -494,6 +495,12 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 steps_per_execution=model.steps_per_execution,
                 verbose=verbose,
             )
+            if prepared.chief:  # for the metrics of a run that resumes after it
+                started = load_run_config(out)
+                started.extra[PRETRAINING_KEY] = pretraining
+                save_run_config(out, started)
+        elif config.pretrain_steps:
+            pretraining = load_run_config(out).extra.get(PRETRAINING_KEY)
         budget = None
         if config.time_budget or config.steps:
             budget = Budget(config.time_budget, total_steps if config.steps else None)
