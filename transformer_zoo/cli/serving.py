@@ -196,7 +196,7 @@ def _load(args):
         raise UsageError.from_error(error) from None
 
 
-CHUNK_BATCHES = 8
+CHUNK_BATCHES = 32
 """The inputs run `--batch-size` × this many at a time, in input order, and each chunk's
 output lines are written as soon as it is done (as Marian's maxi-batches): a long file
 shows its results as they come, and an interrupted command keeps the lines before it.
