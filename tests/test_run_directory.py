@@ -119,3 +119,23 @@ def test_an_export_of_the_run_is_refused_as_out(tmp_path):
     with pytest.raises(RunError, match="holds an export, not a run"):
         inspect_run_directory(str(tmp_path / "export"), settings)
     assert sorted(p.name for p in (tmp_path / "export").iterdir()) == ["config.json"]
+
+
+def test_a_trimmed_history_ends_its_lines_as_keras_csvlogger_does(tmp_path):
+    """A resumed run's history.csv held "\\n" lines (the trimmed ones) and then "\\r\\n"
+    ones (those CSVLogger appended)."""
+    import keras
+    import numpy as np
+
+    from transformer_zoo.run_directory import trim_history
+
+    path = tmp_path / "history.csv"
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x, y = np.zeros((4, 2)), np.zeros((4, 1))
+    model.fit(x, y, epochs=3, verbose=0, callbacks=[keras.callbacks.CSVLogger(str(path))])
+    trim_history(str(path), 2)
+    model.fit(x, y, epochs=3, initial_epoch=2, verbose=0,
+              callbacks=[keras.callbacks.CSVLogger(str(path), append=True)])  # fmt: skip
+    lines = path.read_bytes().split(b"\n")[:-1]
+    assert len(lines) == 4 and all(line.endswith(b"\r") for line in lines)

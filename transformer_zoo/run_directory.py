@@ -444,10 +444,12 @@ def trim_history(path: str, epochs: int) -> float | None:
     with atomic_path(path) as temporary:
         with open(temporary, "w", newline="", encoding="utf-8") as file:
             if kept and fields:
-                writer = csv.DictWriter(file, fieldnames=fields, lineterminator="\n")
+                # CSVLogger's line ends (the csv module's "\r\n"), so that the rows a
+                # resumed run appends end as these do.
+                writer = csv.DictWriter(file, fieldnames=fields)
                 writer.writeheader()
                 writer.writerows(kept)
-    losses = [float(row["val_loss"]) for row in kept if row.get("val_loss")]
+    losses = [float(row["val_loss"]) for row in kept if row.get("val_loss") not in (None, "", "NA")]
     return min(losses) if losses else None
 
 
