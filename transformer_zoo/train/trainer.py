@@ -473,7 +473,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         best = rd.trim_history(os.path.join(out, rd.HISTORY_FILE), resumed or 0)
         spent = backup_seconds(os.path.join(out, rd.BACKUP_DIR))
         ended = resumed is not None and _training_ended(
-            config, plan, resumed, stopping, spent, int(model.optimizer.iterations)
+            config, plan, resumed, stopping, spent, int(model.optimizer.iterations.numpy())
         )
         if ended:
             print(f"{out}: its training had ended before it was interrupted.", flush=True)

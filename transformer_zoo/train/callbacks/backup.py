@@ -97,7 +97,7 @@ class Backup(keras.callbacks.Callback):
             self._save(self._epoch)  # a resumed run repeats this epoch
 
     def _step(self) -> int:
-        return int(self.model.optimizer.iterations)
+        return int(self.model.optimizer.iterations.numpy())  # a MirroredVariable too
 
     def on_epoch_end(self, epoch, logs=None):
         self._save(epoch + 1)
