@@ -127,3 +127,12 @@ def test_inputs_cut_to_the_context_are_numbered_over_the_whole_input(
     err = capsys.readouterr().err
     assert err.count("longer than the model's") == 1, err
     assert "1 of 5 inputs" in err and "(inputs 4)" in err
+
+
+@pytest.mark.parametrize("command", ["generate", "translate"])
+def test_blank_lines_alone_are_answered_by_empty_lines(family_artifacts, capsys, command):
+    """The check of every input before any chunk ran on no input at all and refused it."""
+    argv = _argv(family_artifacts, command)
+    argv = [argv[0], "", " ", *argv[1 + len(TEXTS) :]]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == "\n\n"

@@ -223,8 +223,8 @@ def _serve(args, call, write, skip_blank: bool = False, blank=None, check=None) 
     model = _load(args)
     runs = [not (skip_blank and not text.strip()) for text in inputs]
     where = "input" if args.texts else "line"
-    if check is not None:
-        rows = [i for i, run in enumerate(runs) if run]
+    rows = [i for i, run in enumerate(runs) if run]
+    if check is not None and rows:  # blank lines alone: nothing to check
         with _input_errors(where, rows):
             check(model, [inputs[i] for i in rows])
     size = args.batch_size * CHUNK_BATCHES
