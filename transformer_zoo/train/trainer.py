@@ -496,10 +496,10 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 verbose=verbose,
             )
             if prepared.chief:  # for the metrics of a run that resumes after it
-                started = load_run_config(out)
-                started.extra[PRETRAINING_KEY] = pretraining
-                save_run_config(out, started)
-        elif config.pretrain_steps:
+                run_config = load_run_config(out)
+                run_config.extra[PRETRAINING_KEY] = pretraining
+                save_run_config(out, run_config)
+        elif config.pretrain_steps and prepared.chief:
             pretraining = load_run_config(out).extra.get(PRETRAINING_KEY)
         budget = None
         if config.time_budget or config.steps:
