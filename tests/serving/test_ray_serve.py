@@ -62,9 +62,11 @@ def test_two_ray_replicas_both_answer(family_artifacts, tmp_path):
         process.kill()
 
 
-def test_sigterm_to_the_process_group_exits_promptly(family_artifacts, tmp_path):
+@pytest.mark.parametrize("when", ["ready", "starting"])
+def test_sigterm_to_the_process_group_exits_promptly(family_artifacts, tmp_path, when):
     """SIGTERM to the whole group (Ctrl-C, systemd, `docker stop`) stops Ray's processes
-    too; shutting Serve down then waited about 40 s for them."""
+    too; shutting Serve down then waited about 40 s for them. One that came while Serve
+    was still starting (`serve.run` waiting on the dead Ray) hung the command for good."""
     port = _free_port()
     log = open(tmp_path / "serve.log", "w+")
     process = subprocess.Popen(
@@ -74,7 +76,11 @@ def test_sigterm_to_the_process_group_exits_promptly(family_artifacts, tmp_path)
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 180
-        while _health(port) is None:
+        while when == "starting" and "Started Serve" not in _text(tmp_path / "serve.log"):
+            assert process.poll() is None, _text(tmp_path / "serve.log")[-3000:]
+            assert time.monotonic() < deadline, "Serve did not start"
+            time.sleep(0.05)
+        while when == "ready" and _health(port) is None:
             assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the replica did not answer"
             time.sleep(0.5)
@@ -87,3 +93,7 @@ def test_sigterm_to_the_process_group_exits_promptly(family_artifacts, tmp_path)
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _text(path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""

@@ -157,8 +157,14 @@ def run(
             return 1
     ray.init(address="local", include_dashboard=False, log_to_driver=True)
     ray_processes = _children()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    stop, started = threading.Event(), threading.Event()
+
+    def on_sigterm(signum, frame):
+        stop.set()
+        if not started.is_set():  # out of serve.start / serve.run, which wait on Ray: a
+            raise KeyboardInterrupt  # SIGTERM to the group stops Ray, and they would hang
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         serve.start(
             http_options={"host": host, "port": port},
@@ -170,12 +176,16 @@ def run(
             route_prefix="/",
             blocking=False,
         )
+        started.set()
         print(
             f"transformer-zoo serve: {replicas} Ray Serve replica{'s' if replicas > 1 else ''} "
             "ready",
             flush=True,
         )
         stop.wait()
+    except KeyboardInterrupt:
+        if not stop.is_set():
+            raise  # Ctrl-C: the command's own "interrupted"
     finally:
         if not _shut_down(serve, ray, ray_processes, settings.request_timeout):
             log.warning(
