@@ -183,9 +183,10 @@ def run(
             flush=True,
         )
         stop.wait()
-    except KeyboardInterrupt:
+    except BaseException:  # noqa: BLE001  (what Ray makes of the interruption, too)
         if not stop.is_set():
-            raise  # Ctrl-C: the command's own "interrupted"
+            raise  # Ctrl-C or a failure: the command's own "interrupted" or error
+        # SIGTERM while starting: whatever serve.run raised on its way out is that
     finally:
         if not _shut_down(serve, ray, ray_processes, settings.request_timeout):
             log.warning(
