@@ -92,9 +92,7 @@ def check_free_space(path: str | os.PathLike, needed: int, what: str) -> None:
     system of `path` (or of its nearest existing parent) has fewer than `needed` bytes
     free, plus a margin: checked before a large write, since h5py and Keras, once the
     disk fills under them, fail with pages of tracebacks or a crash, not an error."""
-    existing = os.path.abspath(os.fspath(path))
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
+    existing = _nearest_existing(path)
     free = shutil.disk_usage(existing).free
     wanted = int(needed * 1.1) + 2**20  # the format's own overhead
     if free < wanted:
@@ -109,13 +107,20 @@ def check_writable(directory: str | os.PathLike) -> None:
     """Raises `OSError` (one line) unless `directory`, or the nearest parent of it that
     exists, is a directory this process may write in: checked before long work whose
     result goes there (a read-only mount, another user's folder)."""
-    existing = os.path.abspath(os.fspath(directory))
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
+    existing = _nearest_existing(directory)
     if not os.path.isdir(existing):
         raise OSError(errno.ENOTDIR, f"{existing} is a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OSError(errno.EACCES, f"{existing} cannot be written to (read-only or not yours)")
+
+
+def _nearest_existing(path: str | os.PathLike) -> str:
+    """`path`, absolute, or its nearest parent that exists (what a write would create
+    its folders under)."""
+    existing = os.path.abspath(os.fspath(path))
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    return existing
 
 
 def variables_bytes(model) -> int:
