@@ -292,3 +292,113 @@ def test_a_word_vocabulary_too_small_for_its_words_says_how_many_become_unk(capl
         whole = train_tokenizer(texts, 40, model_type="word", normalization="identity")
     assert caplog.text == ""
     assert all(whole.encode(w) != [whole.special_ids["unk"]] for w in words)
+
+
+def test_a_word_tokenizer_refuses_the_verbatim_normalization():
+    """SentencePiece's word model ignores the newline piece: on a token stream
+    `sat\\non` was one unknown word, and every line end went into <unk>, silently."""
+    with pytest.raises(ValueError, match='"word" tokenizer has no newline piece'):
+        train_tokenizer(
+            ["the cat\nsat on", "the mat"], 50, model_type="word", normalization="verbatim"
+        )
+
+
+# Every character `str.split()` splits at: a tab, no-break and ideographic spaces, the
+# line and paragraph separators, the information separators.
+WORD_SPACE_TEXTS = [
+    "AH0\tB\tK",
+    "K\u00a0AE1\u3000T",
+    "D\u2028AO1\u2029G",
+    "B\x1cIH1\x1fG  AH0",
+    "\u2003S\u202fIH1\u205fT\x0b",
+]
+
+
+def test_a_word_tokenizer_without_nfkc_splits_at_every_whitespace_character():
+    """Under the identity normalization the word model split at ASCII spaces only:
+    `AH0\\tB\\tK` was one word, and so were words joined by U+00A0 or U+3000. The
+    in-graph tokenizer reads the rule in the model and gives the same ids; full-width
+    forms are still kept (no NFKC)."""
+    texts = WORD_SPACE_TEXTS + ["２０２１ ，"]
+    tokenizer = train_tokenizer(texts * 3, 40, model_type="word", normalization="identity")
+    words = {w for text in texts for w in text.split()}
+    pieces = {tokenizer.id_to_piece(i) for i in range(5, tokenizer.vocabulary_size)}
+    assert pieces == {"▁" + w for w in words}
+    for text in texts:
+        ids = tokenizer.encode(text)
+        assert tokenizer.unk_id not in ids and len(ids) == len(text.split())
+        assert tokenizer.decode(ids) == " ".join(text.split())
+    assert _graph_ids(tokenizer, texts) == tokenizer.encode(texts)
+    # The rule's temporary file leaves no trace: the same text trains the same bytes.
+    again = train_tokenizer(texts * 3, 40, model_type="word", normalization="identity")
+    assert again.proto == tokenizer.proto and b"word_spaces.tsv" not in tokenizer.proto
+
+
+@pytest.mark.parametrize(
+    "normalization, texts",
+    [
+        ("identity", ["AH0\tB\tK", "K\u00a0AE1"]),  # one word each, before the rule
+        ("nfkc", ["x\x0by z", "x\x1cy z"]),  # NFKC drops these: xy is one word
+    ],
+)
+def test_the_words_cut_are_counted_as_the_tokenizer_splits_them(caplog, normalization, texts):
+    """`str.split()` counted words that the tokenizer did not split (or split where it
+    did not): a vocabulary holding every word warned that some were cut."""
+    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer"):
+        tokenizer = train_tokenizer(texts * 3, 40, model_type="word", normalization=normalization)
+    assert all(tokenizer.unk_id not in ids for ids in tokenizer.encode(texts))
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize(
+    "texts, match",
+    [
+        ("hello world", "a list of strings.*Received: a single str"),
+        (b"hello world", "a list of strings.*Received: a single bytes"),
+        (["hello", None], r"texts\[1\] of type NoneType"),
+        (iter(["hello", b"world"]), r"texts\[1\] of type bytes"),
+    ],
+)
+def test_texts_that_are_not_a_list_of_strings_are_refused(texts, match):
+    """A bare string trained on its single characters, silently."""
+    with pytest.raises(ValueError, match=match):
+        train_tokenizer(texts, 50)
+
+
+@pytest.mark.parametrize("normalization", ["nfkc", "identity", "verbatim"])
+def test_a_text_of_zero_width_and_control_characters_only_is_empty(normalization):
+    """SentencePiece failed with `INTERNAL: ... all_chars_count > 0` (NFKC), or trained
+    a tokenizer of nothing but them."""
+    with pytest.raises(ValueError, match="holds no non-empty sentence"):
+        train_tokenizer(
+            ["\u200b", "\x7f\x7f", " \x01 ", "\ufeff\u00ad"], 50, normalization=normalization
+        )
+
+
+def test_a_numpy_integer_vocabulary_size_is_an_integer():
+    tokenizer = train_tokenizer(["some text here"] * 3, np.int64(40))
+    assert tokenizer.decode(tokenizer.encode("some text")) == "some text"
+    with pytest.raises(ValueError, match="vocabulary_size"):
+        train_tokenizer(["some text"], 40.0)
+
+
+def test_bytes_or_a_file_that_are_no_sentencepiece_model_are_named_so(tmp_path):
+    """A RuntimeError with SentencePiece's C++ parser message, naming no file."""
+    with pytest.raises(ValueError, match="`proto` is not a SentencePiece model"):
+        Tokenizer(b"garbage")
+    path = tmp_path / "tokenizer.model"
+    path.write_bytes(b"garbage")
+    with pytest.raises(ValueError, match=f"^{path}: `proto` is not a SentencePiece model"):
+        Tokenizer.load(path)
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match=f"^{path}: the file is empty"):
+        Tokenizer.load(path)
+
+
+def test_decode_refuses_ids_that_are_not_integers(shared_tokenizer):
+    """`decode([1.5])` read id 1, silently."""
+    ids = shared_tokenizer.encode("March 5")
+    assert shared_tokenizer.decode(np.asarray(ids, np.int32)) == shared_tokenizer.decode(ids)
+    for bad in ([ids[0], 1.5], np.asarray(ids, np.float32)):
+        with pytest.raises(ValueError, match="`ids` must be integers"):
+            shared_tokenizer.decode(bad)

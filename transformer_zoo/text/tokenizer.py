@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
+import numbers
+import operator
 import os
 import re
+import sys
+import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
@@ -69,7 +74,12 @@ class Tokenizer:
                 f"Received: proto of type {type(proto).__name__}"
             )
         self.proto = proto
-        self._sp = spm.SentencePieceProcessor(model_proto=proto)
+        try:
+            self._sp = spm.SentencePieceProcessor(model_proto=proto)
+        except RuntimeError:  # the C++ parser's message, which says no more
+            raise ValueError(
+                "`proto` is not a SentencePiece model (the bytes of a `tokenizer.model` file)."
+            ) from None
         expected = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
         found = {
             "pad": self._sp.pad_id(),
@@ -84,9 +94,20 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Tokenizer:
-        """Reads a `tokenizer.model` file."""
+        """Reads a `tokenizer.model` file.
+
+        Raises:
+            ValueError: naming `path`, the file is not a SentencePiece model with the
+                zoo's special ids.
+        """
         with open(path, "rb") as file:
-            return cls(file.read())
+            proto = file.read()
+        if not proto:
+            raise ValueError(f"{os.fspath(path)}: the file is empty, not a SentencePiece model.")
+        try:
+            return cls(proto)
+        except ValueError as error:
+            raise ValueError(f"{os.fspath(path)}: {error}") from None
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the model to `path` atomically."""
@@ -132,8 +153,19 @@ class Tokenizer:
 
         With `stop_at_eos`, ids after the first `<eos>` are ignored, so a generated
         sequence decodes to the text it produced before it stopped.
+
+        Raises:
+            ValueError: an id that is not an integer (an integer numpy array is fine), or
+                one outside the vocabulary.
         """
-        ids = [int(i) for i in ids]
+        ids = list(ids)
+        for index, token_id in enumerate(ids):
+            try:
+                ids[index] = operator.index(token_id)
+            except TypeError:
+                raise ValueError(
+                    f"`ids` must be integers. Received: {token_id!r} at index {index}"
+                ) from None
         if stop_at_eos and EOS_ID in ids:
             ids = ids[: ids.index(EOS_ID)]
         size = self.vocabulary_size
@@ -164,13 +196,15 @@ def train_tokenizer(
     """Trains a SentencePiece model on `texts` with the zoo's special ids.
 
     Args:
-        texts: training sentences (one string each).
+        texts: training sentences: a list (or other iterable) of strings, one each.
         vocabulary_size: the target number of pieces, special ones included. It is a
             soft limit: a small corpus yields fewer pieces instead of an error, and with
             full coverage it grows to hold every character of the text. A `"word"`
             vocabulary keeps the most frequent words that fit; the rest read as `<unk>`,
             which a warning says.
-        model_type: `"unigram"` (default), `"bpe"`, `"char"` or `"word"`.
+        model_type: `"unigram"` (default), `"bpe"`, `"char"` or `"word"`: a word is what
+            `str.split()` separates (any Unicode whitespace splits, as a space). A word
+            model has no newline piece, so it takes no `"verbatim"` normalization.
         character_coverage: share of characters covered; 1.0 keeps every character
             of the training text, which Chinese needs.
         split_digits: make every digit its own piece, so numbers and dates are copied
@@ -196,6 +230,13 @@ def train_tokenizer(
     Returns:
         The trained `Tokenizer`; `save` writes `tokenizer.model`.
     """
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(
+            "`texts` must be a list of strings, one sentence each (`[text]` for one text). "
+            f"Received: a single {type(texts).__name__}"
+        )
+    if isinstance(vocabulary_size, numbers.Integral) and not isinstance(vocabulary_size, bool):
+        vocabulary_size = int(vocabulary_size)  # a numpy integer, say
     if not isinstance(vocabulary_size, int) or vocabulary_size < 6:
         raise ValueError(
             f"`vocabulary_size` must be an integer ≥ 6. Received: vocabulary_size={vocabulary_size}"
@@ -206,11 +247,29 @@ def train_tokenizer(
         raise ValueError(
             f"`normalization` must be one of {NORMALIZATIONS}. Received: {normalization!r}"
         )
+    if model_type == "word" and normalization == "verbatim":
+        # SentencePiece's word model ignores the newline piece: a word and the line end
+        # after it would read as one unknown word.
+        raise ValueError(
+            'A "word" tokenizer has no newline piece, so it takes no `normalization="verbatim"` '
+            '(a token stream): use "identity" on lines, or a "unigram", "bpe" or "char" model.'
+        )
     if not 0.0 < character_coverage <= 1.0:
         raise ValueError(f"`character_coverage` must be in (0, 1]. Received: {character_coverage}")
-    texts = [t for t in texts if t.strip()]
-    if not texts:
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(
+                f"`texts` must be strings. Received: texts[{index}] of type {type(text).__name__}"
+            )
+    if all(map(is_blank, texts)):
         raise ValueError("`texts` holds no non-empty sentence to train the tokenizer on.")
+    texts = [t for t in texts if t.strip()]
+    options = _NORMALIZATION_OPTIONS[normalization]
+    # A word model splits at spaces only: under the identity normalization, its words
+    # split where `str.split()` splits them (a tab, U+00A0, U+3000 are spaces), by a
+    # rule of SentencePiece's that maps those characters to a space and keeps the rest.
+    word_spaces = _word_spaces() if model_type == "word" and normalization == "identity" else ""
     if character_coverage == 1.0:
         # SentencePiece refuses a vocabulary smaller than the characters it must keep
         # (counted after its normalization), plus the special pieces, "▁" and, verbatim,
@@ -218,7 +277,7 @@ def train_tokenizer(
         nfkc = normalization == "nfkc"
         normalize = partial(unicodedata.normalize, "NFKC") if nfkc else (lambda t: t)
         characters = set("".join(normalize(t) for t in texts))
-        spaces = {" ", "\t"} if nfkc else {" "}
+        spaces = {" ", "\t", *word_spaces} if nfkc else {" ", *word_spaces}
         pieces = len(characters - spaces) + 6 + (normalization == "verbatim")
         vocabulary_size = max(vocabulary_size, pieces)
     # Only unigram and BPE merge characters (and take SentencePiece's delimiter).
@@ -227,45 +286,87 @@ def train_tokenizer(
         texts = [HAN.sub(f"{_DELIMITER}\\1{_DELIMITER}", t) for t in texts]
     texts = [chunk for t in texts for chunk in _chunks(t)]
     model = io.BytesIO()
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts),
-            model_writer=model,
-            vocab_size=vocabulary_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            split_digits=split_digits,
-            pad_id=PAD_ID,
-            unk_id=UNK_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            control_symbols=[MASK_PIECE],
-            **_NORMALIZATION_OPTIONS[normalization],
-            pretokenization_delimiter=_DELIMITER if split_han else "",
-            hard_vocab_limit=False,
-            max_sentence_length=4 * _CHUNK,  # bytes
-            # Long corpora are sampled, not read whole; one thread keeps training
-            # deterministic.
-            input_sentence_size=1_000_000,
-            shuffle_input_sentence=True,
-            num_threads=1,
-            minloglevel=2,
-        )
-    except RuntimeError as error:  # SentencePiece's own checks, a C++ message
-        raise ValueError(
-            f"SentencePiece cannot train a tokenizer on this text: {first_line(error)}"
-        ) from None
-    tokenizer = Tokenizer(model.getvalue())
+    with tempfile.TemporaryDirectory() as directory:
+        if word_spaces:
+            options = dict(normalization_rule_tsv=_write_rule(directory, word_spaces))
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(texts),
+                model_writer=model,
+                vocab_size=vocabulary_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                split_digits=split_digits,
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                control_symbols=[MASK_PIECE],
+                **options,
+                pretokenization_delimiter=_DELIMITER if split_han else "",
+                hard_vocab_limit=False,
+                max_sentence_length=4 * _CHUNK,  # bytes
+                # Long corpora are sampled, not read whole; one thread keeps training
+                # deterministic.
+                input_sentence_size=1_000_000,
+                shuffle_input_sentence=True,
+                num_threads=1,
+                minloglevel=2,
+            )
+        except RuntimeError as error:  # SentencePiece's own checks, a C++ message
+            raise ValueError(
+                f"SentencePiece cannot train a tokenizer on this text: {first_line(error)}"
+            ) from None
+    proto = model.getvalue()
+    if word_spaces:
+        proto = _without_rule_path(proto)
+    tokenizer = Tokenizer(proto)
     if model_type == "word":
-        _warn_words_cut(texts, tokenizer, normalization)
+        _warn_words_cut(texts, tokenizer)
     return tokenizer
 
 
-def _warn_words_cut(texts: list[str], tokenizer: Tokenizer, normalization: str) -> None:
+def is_blank(text: str) -> bool:
+    """Whether `text` holds nothing but whitespace, format characters (Unicode category
+    Cf: zero-width spaces and joiners, U+FEFF, the soft hyphen) and control characters
+    (Cc: U+0001, DEL), which SentencePiece's default normalization drops: text that
+    encodes to no token. Printable text is checked no further."""
+    if text.isprintable():
+        return not text.strip()
+    return not "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Cc")).strip()
+
+
+@functools.cache
+def _word_spaces() -> str:
+    """The characters `str.split()` splits at, but the space itself."""
+    return "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace() and c != " ")
+
+
+def _write_rule(directory: str, spaces: str) -> str:
+    """Writes SentencePiece's normalization rule (a TSV of source code points, target
+    code points, in hex) that makes each of `spaces` a space; returns its path."""
+    path = os.path.join(directory, "word_spaces.tsv")
+    with open(path, "w", encoding="ascii") as file:
+        file.writelines(f"{ord(c):X}\t20\n" for c in spaces)
+    return path
+
+
+def _without_rule_path(proto: bytes) -> bytes:
+    """The model `proto` without the path of its rule's TSV file (a temporary one, which
+    would make the same text train models of other bytes); the rule itself is compiled
+    into the model."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto.FromString(proto)
+    model.normalizer_spec.ClearField("normalization_rule_tsv")
+    return model.SerializeToString()
+
+
+def _warn_words_cut(texts: list[str], tokenizer: Tokenizer) -> None:
     """One warning when a word vocabulary is smaller than the words of its text: the
-    others become `<unk>`, in the inputs a model reads and the targets it learns alike."""
-    normalize = partial(unicodedata.normalize, "NFKC") if normalization == "nfkc" else str
-    words = {word for text in texts for word in normalize(text).split()}
+    others become `<unk>`, in the inputs a model reads and the targets it learns alike.
+    The words are counted as the tokenizer splits them, after its own normalization."""
+    words = {w for text in texts for w in tokenizer._sp.normalize(text).split("▁") if w}
     kept = sum(
         not tokenizer._sp.is_control(i) and not tokenizer._sp.is_unknown(i)
         for i in range(tokenizer.vocabulary_size)
