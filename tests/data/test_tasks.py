@@ -62,3 +62,20 @@ def test_evaluate_reads_a_test_file_of_yours_for_builtin_and_imported_runs(tmp_p
     encoder = RunConfig(family="encoder-only", preset="p", task="embedding", data=None)
     with pytest.raises(RunError, match="no test split to score it on"):
         run_task(encoder, test=str(pairs))
+
+
+def test_a_word_tokenizer_is_refused_for_a_token_stream_and_reads_lines(tmp_path):
+    """On a token stream (newlines kept) the word model lost every newline into <unk>
+    (`sat\\non` one unknown word), silently; read by lines, the words are whole."""
+    path = tmp_path / "stream.txt"
+    lines = [f"the cat sat\ton mat {i}" for i in range(30)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    stream = load_task(str(path), "decoder-only", stream=True)
+    with pytest.raises(ValueError, match=r"cannot read a token stream.*\(--windows lines\)"):
+        stream.fit_tokenizers(vocabulary_size=100, kind="word")
+    task = load_task(str(path), "decoder-only")
+    tokenizer, _ = task.fit_tokenizers(vocabulary_size=100, kind="word")
+    for line in (e.text for e in task.train):
+        ids = tokenizer.encode(line)
+        assert tokenizer.unk_id not in ids and len(ids) == len(line.split())
+        assert tokenizer.decode(ids) == " ".join(line.split())

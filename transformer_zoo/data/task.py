@@ -18,6 +18,11 @@ from transformer_zoo.data.user_files import DataError
 from transformer_zoo.text import Tokenizer, train_tokenizer
 
 SPLIT_NAMES = {"train": "training", "valid": "validation", "test": "test"}
+STREAM_WORDS = (
+    "A word tokenizer cannot read a token stream: it has no newline piece, so a word and the "
+    "line end after it would read as one unknown word. Train on the file's lines (--windows "
+    "lines), or with --tokenizer unigram, bpe or char."
+)
 
 
 @dataclass(frozen=True)
@@ -95,10 +100,18 @@ class Task:
         A tokenizer whose pieces make the text the model writes (the target tokenizer,
         the decoder-only one) keeps every character of its training text ("identity"
         normalization): NFKC would make a Chinese target's `，` a `,` that no reference
-        holds. The source and encoder-only tokenizers, which only read, keep NFKC."""
+        holds. The source and encoder-only tokenizers, which only read, keep NFKC.
+
+        Raises:
+            ValueError: a word tokenizer for a token stream: SentencePiece's word model
+                has no newline piece, so a word and the line end after it would read as
+                one unknown word.
+        """
         options = self.tokenizer_options
         size = vocabulary_size or options["vocabulary_size"]
         kind = kind or "unigram"
+        if self.stream and kind == "word":
+            raise ValueError(STREAM_WORDS)
         if self.family == "encoder-decoder":
             source = train_tokenizer([e.source for e in self.train], size, model_type=kind)
             target = train_tokenizer(
