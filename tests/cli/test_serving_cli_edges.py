@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers import cli_error
 from transformer_zoo.cli import main
+from transformer_zoo.cli.parsing import UsageError
 from transformer_zoo.serving import load_onnx
 from transformer_zoo.serving.served_model import ServedModel
 
@@ -129,3 +130,25 @@ def test_the_help_says_what_each_command_does_with_its_inputs(capsys):
         assert "A blank line is answered by an empty line" in texts[command]
     assert "L2-normalised" in texts["embed"] and "are cut to it" in texts["classify"]
     assert "or a run directory (keras)" in texts["embed"]
+
+
+@pytest.mark.parametrize(
+    "content, lines",
+    [
+        ("日本\rhello\rcafé\r", ["日本", "hello", "café"]),
+        ("\ufeff a \r\n\r\nb\u2028c\x85d\n", [" a ", "", "b\u2028c\x85d"]),
+    ],
+)
+def test_input_lines_end_where_the_training_files_lines_end(tmp_path, content, lines):
+    """A lone CR ended a line of training and `evaluate` files, not of --input: three
+    inputs were one."""
+    import argparse
+
+    from transformer_zoo.cli.serving import _read_inputs
+
+    path = tmp_path / "in.txt"
+    path.write_bytes(content.encode("utf-8"))
+    assert _read_inputs(argparse.Namespace(texts=[], input=str(path))) == lines
+    path.write_bytes(b"fine\r\xff broken\n")
+    with pytest.raises(UsageError, match=rf"^{path}:2: the line is not valid UTF-8$"):
+        _read_inputs(argparse.Namespace(texts=[], input=str(path)))

@@ -268,3 +268,62 @@ def test_invalid_utf8_in_a_stream_names_its_line(tmp_path):
     with pytest.raises(DataError) as error:
         read_stream(path)
     assert str(error.value) == f"{path}:5: the line is not valid UTF-8"
+
+
+@pytest.mark.parametrize("field", ["\x7f\x7f", "\x01", "\x1b \x07", "\u200b\x00"])
+def test_a_field_of_control_characters_only_is_empty(tmp_path, field):
+    """Control characters (category Cc) encode to no token either: such a field passed
+    the empty check."""
+    path = _write(tmp_path, f"source\tgood\nsource 2\t{field}\n")
+    with pytest.raises(DataError) as error:
+        read_translation_tsv(path)
+    assert str(error.value) == f"{path}:2: field 2 is empty; expected source<TAB>target"
+    kept = _write(tmp_path, "a\x7fb\tc\x01\n", "kept.tsv")
+    assert read_translation_tsv(kept) == [TranslationPair("a\x7fb", "c\x01")]
+
+
+def test_canonically_equivalent_labels_are_one_label(tmp_path):
+    """`café` with a composed accent and with a combining one were two classes of one
+    name; a --valid file's NFD label was refused, or kept apart."""
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    rows = [f"{(nfc, nfd, 'thé')[i % 3]}\ttext number {i}" for i in range(40)]
+    path = _write(tmp_path, "\n".join(rows) + "\n", "train.tsv")
+    valid = _write(tmp_path, f"{nfd}\tanother text\nthe\u0301\tone more\n", "valid.tsv")
+    task = load_task(path, "encoder-only", valid=valid)
+    assert task.label_names == (nfc, "thé")
+    assert {e.label for e in task.train + task.valid + task.test} == {nfc, "thé"}
+    # Labels of a run trained before (spelt NFD) read a test file in their own spelling.
+    assert [e.label for e in read_classification_tsv(valid, labels=[nfd, "the\u0301"])] == [
+        nfd,
+        "the\u0301",
+    ]
+    with pytest.raises(DataError, match=r"valid.tsv:1: label 'café' does not occur"):
+        read_classification_tsv(valid, labels=["tea", "thé"])
+
+
+@pytest.mark.parametrize("reader", [read_text, read_translation_tsv])
+def test_a_path_object_names_a_file_to_load(tmp_path, reader):
+    """`load_task(pathlib.Path(...), family)` raised AttributeError (`startswith`)."""
+    family = "decoder-only" if reader is read_text else "encoder-decoder"
+    lines = [f"line {i}" if reader is read_text else f"line {i}\tLINE {i}" for i in range(40)]
+    path = _write(tmp_path, "\n".join(lines), "data.txt")
+    held = _write(tmp_path, lines[0], "test.txt")
+    task = load_task(path, family, test=held)
+    assert task.data == str(path) and len(task.train) + len(task.valid) == 40
+    assert task.test == reader(held)
+    stream = load_task(path, "decoder-only", stream=True, valid=held)
+    assert stream.train[0].path == str(path) and stream.valid[0].path == str(held)
+
+
+def test_split_lines_ends_lines_as_bytes_splitlines_does(tmp_path):
+    from transformer_zoo.data.user_files import split_lines
+
+    data = "\ufeffa\rb\r\n\r\nc\u2028d \x85e\n".encode()
+    assert list(split_lines(data, "in.txt")) == [
+        (1, "a"),
+        (2, "b"),
+        (3, ""),
+        (4, "c\u2028d \x85e"),
+    ]
+    with pytest.raises(DataError, match=r"^in.txt:2: the line is not valid UTF-8$"):
+        list(split_lines(b"fine\r\xff\n", "in.txt"))

@@ -136,10 +136,11 @@ def _search_arguments(parser, name: str) -> None:
 
 
 def _read_inputs(args) -> list[str]:
-    """The inputs: the arguments, or the lines of `--input` or stdin, decoded as the
-    training files are (`data.user_files.decode_line`: UTF-8, a byte-order mark dropped,
-    an undecodable line named `FILE:LINE:`)."""
-    from transformer_zoo.data.user_files import DataError, decode_line
+    """The inputs: the arguments, or the lines of `--input` or stdin, split and decoded as
+    the training files are (`data.user_files.split_lines`: lines end at LF, CR LF or CR;
+    UTF-8, a byte-order mark dropped, an undecodable line named `FILE:LINE:`). Blank lines
+    are inputs too, and leading and trailing spaces are kept."""
+    from transformer_zoo.data.user_files import DataError, split_lines
 
     if args.texts and args.input:
         raise UsageError("give inputs as arguments or with --input, not both")
@@ -160,17 +161,8 @@ def _read_inputs(args) -> list[str]:
         raise UsageError(
             f"{name}: cannot read the input ({error.strerror or first_line(error)})"
         ) from None
-    # One input per "\n" (a CRLF file's "\r" goes with it). Not splitlines, which also
-    # splits at \r (and str's at \x1c-\x1e, \x85 and U+2028/9); leading and trailing
-    # spaces are kept.
-    raw_lines = data.split(b"\n")
-    if data.endswith(b"\n") or not data:
-        raw_lines.pop()
     try:
-        lines = [
-            decode_line(raw, name, number).removesuffix("\r")
-            for number, raw in enumerate(raw_lines, 1)
-        ]
+        lines = [line for _, line in split_lines(data, name)]
     except DataError as error:
         raise UsageError.from_error(error) from None
     if not lines:

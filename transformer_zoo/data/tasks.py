@@ -244,17 +244,17 @@ def limit_task(task: Task, max_examples: int | None) -> Task:
 
 
 def load_task(
-    data: str,
+    data: str | os.PathLike,
     family: str,
     seed: int = 0,
-    valid: str | None = None,
-    test: str | None = None,
+    valid: str | os.PathLike | None = None,
+    test: str | os.PathLike | None = None,
     columns: list[str] | None = None,
     stream: bool = False,
 ) -> Task:
-    """The task of `data` (`builtin:NAME` or a file path) shaped for `family`; `valid`
-    and `test` name files for those splits instead of cutting them from `data`;
-    `columns` picks TSV columns by header name (`user_files`); `stream` reads a
+    """The task of `data` (`builtin:NAME` or a file path, a `pathlib.Path` too) shaped for
+    `family`; `valid` and `test` name files for those splits instead of cutting them from
+    `data`; `columns` picks TSV columns by header name (`user_files`); `stream` reads a
     decoder-only file as one token stream (see the module docstring).
 
     Raises:
@@ -264,6 +264,8 @@ def load_task(
     """
     _check_family(family)
     check_columns(family, columns)
+    data = os.fspath(data)
+    valid, test = (None if path is None else os.fspath(path) for path in (valid, test))
     if data.startswith("builtin:"):
         if valid is not None or test is not None:
             _refuse_split_files(data)

@@ -9,8 +9,9 @@ Files are UTF-8 (a byte-order mark is allowed); blank lines are skipped. A TSV f
 has no header line, unless `columns` names the columns to read by their header names
 (`sentence,label`; any order of the file's columns, others ignored). Anything else that
 does not fit the format raises `DataError` naming the file and line, and a file without
-any example is rejected. A classification file of another split is read with the labels
-of the training data (`labels`): a row with another label is refused.
+any example is rejected. Classification labels are read in NFC; a classification file of
+another split is read with the labels of the training data (`labels`): a row with another
+label is refused.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from transformer_zoo.data.examples import (
     PromptCompletion,
     TranslationPair,
 )
+from transformer_zoo.text.tokenizer import is_blank
 
 MAX_SHOWN = 10  # labels a message lists
 
@@ -90,16 +92,24 @@ def decode_line(raw: bytes, path: str | os.PathLike, number: int) -> str:
         raise DataError(path, "the line is not valid UTF-8", number) from None
 
 
-def _lines(path: str | os.PathLike, keep_blank: bool = False) -> Iterator[tuple[int, str]]:
-    """(line number, text) for every non-blank line (every line with `keep_blank`)."""
+def split_lines(data: bytes, path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """(line number, text) for every line of the UTF-8 bytes `data` of the file `path`,
+    decoded one at a time (`decode_line`). Lines end at LF, CR LF or a lone CR
+    (`bytes.splitlines`; not str's, which also ends them at U+001C-U+001E, U+0085 and
+    U+2028/9), and the end of the last line starts no other."""
+    for number, raw in enumerate(data.splitlines(), 1):
+        yield number, decode_line(raw, path, number)
+
+
+def _lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """(line number, text) for every non-blank line."""
     try:
         with open(path, "rb") as file:
-            raw_lines = file.read().splitlines()
+            data = file.read()
     except OSError as error:
         raise DataError(path, f"cannot read the file ({error.strerror or error})") from None
-    for number, raw in enumerate(raw_lines, 1):
-        line = decode_line(raw, path, number)
-        if keep_blank or line.strip():
+    for number, line in split_lines(data, path):
+        if line.strip():
             yield number, line
 
 
@@ -182,19 +192,11 @@ def _fields(
             number,
         )
     for index, field in enumerate(fields, 1):
-        if _blank(field):
+        # Empty, or only whitespace, format (zero-width) and control characters, which
+        # encode to no token.
+        if is_blank(field):
             raise DataError(path, f"field {index} is empty; expected {layout}", number)
     return fields
-
-
-def _blank(field: str) -> bool:
-    """Whether a stripped field is empty, or holds only format characters (Unicode
-    category Cf: zero-width spaces and joiners, U+FEFF, the soft hyphen), which encode to
-    no token, and whitespace. Such characters are not printable, so a printable field is
-    checked no further."""
-    if field.isprintable():
-        return not field
-    return not "".join(c for c in field if unicodedata.category(c) != "Cf").strip()
 
 
 def read_text(path: str | os.PathLike, columns: None = None) -> list[PromptCompletion]:
@@ -267,14 +269,16 @@ def read_classification_tsv(
     header, the columns that `columns` names: `[text, label]` or `[text, text2, label]`
     (the label last, as SST-2 has it).
 
-    `labels`, those of the training data, check a file of another split: a row with
-    another label is refused. Without them (the training file) and without `columns`, a
-    first line whose label occurs on no other line, while the labels of the others
-    repeat, is taken for a header line and refused with the `columns` that read it.
+    Labels are read in NFC, so that canonically equivalent spellings (`café` with a
+    composed or a combining accent) are one label. `labels`, those of the training data,
+    check a file of another split: a row with another label is refused, and a row's label
+    is spelt as the training data spells it. Without them (the training file) and without
+    `columns`, a first line whose label occurs on no other line, while the labels of the
+    others repeat, is taken for a header line and refused with the `columns` that read it.
     """
     layout = "<TAB>".join(columns) if columns else "label<TAB>text[<TAB>text2]"
     counts = (len(columns),) if columns else (2, 3)
-    known = None if labels is None else set(labels)
+    known = None if labels is None else {_nfc(label): label for label in labels}
     first: list[int] = []  # the line number of the first row
     shapes: dict[bool, int] = {}  # pair or not: the first line of each
 
@@ -284,16 +288,18 @@ def read_classification_tsv(
             fields = [fields[-1], *fields[:-1]]  # the label last in `columns`
         if not first:
             first.append(number)
-        example = ClassificationExample(*fields)
-        shapes.setdefault(example.text2 is not None, number)
-        if known is not None and example.label not in known:
+        label = _nfc(fields[0])
+        if known is not None and label not in known:
             message = (
-                f"label {example.label!r} does not occur in the training data (labels: "
-                f"{_listed(sorted(known))})"
+                f"label {label!r} does not occur in the training data (labels: "
+                f"{_listed(sorted(known.values()))})"
             )
-            if not columns and number == first[0] and is_column_name(example.label):
+            if not columns and number == first[0] and is_column_name(label):
                 message += "; if this line is a header, name the columns with --columns"
             raise DataError(path, message, number)
+        label = known[label] if known is not None else label
+        example = ClassificationExample(label, *fields[1:])
+        shapes.setdefault(example.text2 is not None, number)
         return example
 
     examples = _read(path, parse, columns)
@@ -318,6 +324,10 @@ def read_classification_tsv(
             first[0],
         )
     return examples
+
+
+def _nfc(label: str) -> str:
+    return unicodedata.normalize("NFC", label)
 
 
 def is_column_name(text: str) -> bool:
