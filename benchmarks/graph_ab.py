@@ -35,7 +35,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.machine import cpu_flags  # noqa: E402
+from benchmarks.machine import check_file, cpu_flags  # noqa: E402
 from transformer_zoo.generation.onnx_runner import make_session  # noqa: E402
 
 CACHED = (16, 48, 80, 112, 144)
@@ -113,6 +113,8 @@ def main() -> None:
         "--cached", type=int, nargs="+", default=CACHED, help="a decoder's cached positions"
     )
     args = parser.parse_args()
+    check_file(__file__, "A", args.a)
+    check_file(__file__, "B", args.b)
     sessions = {
         key: make_session(path, args.threads, allow_spinning=False)
         for key, path in (("a", args.a), ("b", args.b), ("control", args.a))

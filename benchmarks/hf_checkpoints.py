@@ -56,6 +56,8 @@ SHAPES = {
     ),
 }  # fmt: skip
 
+# What the worker imports: checked in --torch-python before any work.
+WORKER_MODULES = ("torch", "transformers", "onnxruntime", "optimum.onnxruntime")
 # The torch-side worker: argv = work dir, threads; makes what is missing, then answers one
 # JSON command per stdin line: {"op": "decode", "model": "gpt2", "engine": "torch" |
 # "optimum" | "optimum_ours", "ids": [...], "new_tokens": N} -> {"s", "tokens"};
@@ -236,7 +238,11 @@ def record_suite_reference(worker: Worker) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--torch-python", default="/tmp/st-venv/bin/python")
+    parser.add_argument(
+        "--torch-python",
+        default="/tmp/st-venv/bin/python",
+        help="a python with torch, transformers and optimum (the worker's)",
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
@@ -248,15 +254,18 @@ def main() -> int:
     )
     args = parser.parse_args()
 
+    from benchmarks.machine import check_python, cpu_name
+
+    python = check_python(__file__, "--torch-python", args.torch_python, WORKER_MODULES)
+
     import numpy as np
 
-    from benchmarks.machine import cpu_name
     from transformer_zoo.generation.search import Greedy
     from transformer_zoo.generation.search import generate as run_search
     from transformer_zoo.serving import load_served_model
 
     WORK.mkdir(parents=True, exist_ok=True)
-    worker = Worker(args.torch_python, args.threads)  # makes the checkpoints first
+    worker = Worker(python, args.threads)  # makes the checkpoints first
     exports = {name: our_exports(name) for name in SHAPES}
     if "gpt2/optimum_ours" not in worker.info["ready"]:
         view = WORK / "gpt2-ours-for-optimum"

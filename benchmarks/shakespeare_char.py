@@ -19,10 +19,14 @@ batches (a steadier figure). Wall time: the whole training, compilation included
 median step time once compiled.
 
 nanoGPT needs torch: `--torch-python` points at a separate venv's python (torch is never a
-dependency of this package). Without it only our run is measured.
+dependency of this package), `--nanogpt` at nanoGPT's code (default ../shared/peers/nanogpt);
+both are checked, with `--corpus`, before any training. Without `--torch-python` only our
+run is measured.
 
 Usage:
     .venv/bin/python benchmarks/shakespeare_char.py [--corpus PATH] [--torch-python PY] [--cli]
+
+`--corpus` defaults to ../shared/data/tinyshakespeare/input.txt.
 
 `--cli` also runs the same recipe through `transformer-zoo train` (the issue's command-line
 form) and scores it with `transformer-zoo evaluate`.
@@ -60,11 +64,20 @@ from transformer_zoo.models import DecoderOnly  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.machine import cpu_flags, gpu_devices  # noqa: E402
+from benchmarks.machine import (  # noqa: E402
+    check_directory,
+    check_file,
+    check_python,
+    cpu_flags,
+    gpu_devices,
+)
 
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "runs" / "bench_shakespeare_char"
 NANOGPT = ROOT.parent / "shared" / "peers" / "nanogpt"
+# What run_nanogpt runs of nanoGPT's code, and what that code imports (prepare.py: requests).
+NANOGPT_FILES = ("train.py", "config/train_shakespeare_char.py", "data/shakespeare_char/prepare.py")
+NANOGPT_MODULES = ("torch", "numpy", "requests")
 LR, MIN_LR, WARMUP = 1e-3, 1e-4, 100
 
 
@@ -437,8 +450,14 @@ def main() -> None:
     )
     parser.add_argument("--recipe", choices=sorted(RECIPES), default="cpu")
     parser.add_argument("--steps", type=int, help="shorten the recipe (its cosine ends here)")
-    parser.add_argument("--torch-python", help="a python with torch, to run nanoGPT")
-    parser.add_argument("--nanogpt", type=Path, default=NANOGPT, help="nanoGPT's code")
+    parser.add_argument(
+        "--torch-python",
+        help="a python with torch and requests, to run nanoGPT (without it: ours only)",
+    )
+    parser.add_argument(
+        "--nanogpt", type=Path, default=NANOGPT,
+        help="nanoGPT's code, with --torch-python (default ../shared/peers/nanogpt)",
+    )  # fmt: skip
     parser.add_argument(
         "--eval-interval", type=int,
         help="both sides estimate the loss every so many steps (default: the recipe's: 250 "
@@ -459,6 +478,12 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--fast-learning-rate", type=float, default=FAST_LR)
     args = parser.parse_args()
+    check_file(__file__, "--corpus", args.corpus)
+    if args.torch_python:
+        args.torch_python = check_python(
+            __file__, "--torch-python", args.torch_python, NANOGPT_MODULES
+        )
+        check_directory(__file__, "--nanogpt", args.nanogpt, NANOGPT_FILES)
     recipe = RECIPES[args.recipe]
     steps = args.steps or recipe.steps
     fast_steps = recipe.fast_steps if args.fast_steps is None else args.fast_steps
