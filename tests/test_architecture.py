@@ -1,9 +1,11 @@
 """The rules of ARCHITECTURE.md, checked on the source: no import circles, no private
-Keras API outside the one isolated workaround, and the TensorFlow-free packages free of
-TensorFlow."""
+Keras API outside the one isolated workaround, the TensorFlow-free packages free of
+TensorFlow, and the standard-library-only modules free of any third-party module."""
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -13,6 +15,9 @@ PRIVATE_KERAS_ALLOWED = {
     ("train/distribution.py", "_build_lazily"),
     ("train/distribution.py", "_scalar_mean_reduction"),
 }
+# ARCHITECTURE.md's first row: modules that import the standard library only (the command
+# line reads run directories and presets with them before any third-party package).
+STANDARD_LIBRARY_ONLY = ("errors", "files", "run_directory", "architectures")
 TENSORFLOW_FREE = (
     "errors.py",
     "files.py",
@@ -202,3 +207,23 @@ def test_the_tensorflow_free_parts_import_no_tensorflow_or_keras(where):
         str(p.relative_to(PACKAGE)): _imports_tensorflow(ast.parse(p.read_text())) for p in paths
     }
     assert not {k: v for k, v in found.items() if v}
+
+
+@pytest.mark.parametrize("name", STANDARD_LIBRARY_ONLY)
+def test_the_standard_library_only_modules_import_no_third_party_module(name):
+    """Imported in a fresh interpreter, so that what else the tests loaded does not count;
+    what the interpreter loaded at startup (site's `.pth` hooks) does not count either."""
+    probe = (
+        "import sys; before = set(sys.modules); "
+        f"import transformer_zoo.{name}; "
+        "print(sorted({m.split('.')[0] for m in set(sys.modules) - before} "
+        "- set(sys.stdlib_module_names) - {'transformer_zoo'}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=PACKAGE.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "[]", f"transformer_zoo.{name} loads {done.stdout.strip()}"

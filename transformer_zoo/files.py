@@ -24,8 +24,6 @@ import stat
 import tempfile
 import threading
 
-import numpy as np
-
 STAGING_PREFIX = ".partial-"
 
 
@@ -126,6 +124,8 @@ def _nearest_existing(path: str | os.PathLike) -> str:
 def variables_bytes(model) -> int:
     """The bytes of `model`'s variables and its optimizer's: about what a `.keras` or
     `.weights.h5` file of it holds."""
+    import numpy as np  # here, not at the top: this module is standard library only
+
     variables = list(model.variables)
     if getattr(model, "optimizer", None) is not None:
         variables += list(model.optimizer.variables)
