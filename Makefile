@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# The long items (end-to-end training, the demo, large exports): about 10 minutes.
+# The long items (end-to-end training, the demo, large exports): about 8 minutes on 2 cores,
+# about 9 with the first install.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow -n 2 --dist loadfile
 

@@ -1,7 +1,8 @@
 """`transformer-zoo demo` (and `make demo`): the whole mission on the built-in task.
 
 1. Train a tiny `EncoderDecoder` on `builtin:dates-zh` (English → Chinese dates, numbers
-   and times) with `model.fit` and a progress bar, within a time budget.
+   and times) with `model.fit` and a progress bar: the whole recipe, unless
+   `--time-budget` gives a time budget.
 2. Evaluate it on the held-out test split: exact match, BLEU and chrF, per category.
 3. Export it to SavedModel and ONNX (each export validates itself against Keras).
 4. Translate held-out sentences with the Keras engine and with the TensorFlow-free
@@ -24,9 +25,10 @@ if TYPE_CHECKING:  # the command line imports this module before TensorFlow load
     from transformer_zoo.train.trainer import Prepared
 
 DEFAULT_OUT = os.path.join("runs", "demo")
-# The whole recipe (4 epochs, about 1,000 steps) takes under a minute on an idle 2-core
-# machine; a time budget would cut it short on a busy one and miss the quality bar, so the
-# demo trains it fully unless --time-budget says otherwise.
+# The whole recipe (4 epochs, about 1,000 steps) took 281 s of training on a 2-core machine
+# (the README's AVX2-only EPYC) and takes longer on a busy one; a time budget would cut it
+# short there and miss the quality bar, so the demo trains it fully unless --time-budget
+# says otherwise.
 TIME_BUDGET = None
 SHOWN = {"dates": 3, "numbers": 3, "times": 2}
 
