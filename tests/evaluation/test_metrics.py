@@ -125,6 +125,31 @@ def test_phone_error_rate_splits_every_string_as_its_corpus_does():
     assert phone_error_rate(["2021 年"], ["2021年"]) == pytest.approx(1 / 5)
 
 
+def test_a_category_of_one_phone_words_counts_phones_as_its_corpus_does(monkeypatch):
+    """evaluate scores PER per category with the whole test set's choice of symbols: a
+    category whose references are all one phone long still counts phones, not characters
+    (it had counted AH1 against AY1 as 1 edit over 3 characters)."""
+    from types import SimpleNamespace
+
+    from transformer_zoo.data.examples import TranslationPair
+    from transformer_zoo.data.task import Task
+    from transformer_zoo.evaluation import evaluate as module
+    from transformer_zoo.evaluation.metrics import phone_error_rate
+
+    test = [TranslationPair("a", "AY1", "one"), TranslationPair("bee", "B IY1", "two")]
+    task = Task("hand-made", "encoder-decoder", [], [], test)
+    served = SimpleNamespace(family="encoder-decoder")
+    monkeypatch.setattr(module, "_warn_cut", lambda *args: None)
+    monkeypatch.setattr(module, "predict", lambda *args: ["AH1", "B IY1"])
+    monkeypatch.setattr(module, "_token_scores", lambda *args: {})
+    result = module.evaluate(served, task, progress=False)
+    # AH1 -> AY1: one wrong phone of one; the corpus: one of three phones.
+    assert result["per"] == {"one": 1.0, "two": 0.0, "all": pytest.approx(1 / 3)}
+    # Alone, the category's references hold no space: characters, 1 edit over 3.
+    assert phone_error_rate(["AH1"], ["AY1"]) == pytest.approx(1 / 3)
+    assert phone_error_rate(["AH1"], ["AY1"], spaced=True) == 1.0
+
+
 def test_exact_match_bleu_and_chrf_take_several_references():
     from transformer_zoo.evaluation.metrics import bleu, chrf, exact_match
 

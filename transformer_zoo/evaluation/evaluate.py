@@ -34,6 +34,7 @@ import itertools
 import logging
 import re
 import time
+from functools import partial
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from transformer_zoo.evaluation.metrics import (
     matches,
     per_category,
     phone_error_rate,
+    space_separated,
     word_error_rate,
 )
 from transformer_zoo.generation.search import SearchConfig, log_softmax
@@ -140,7 +142,9 @@ def evaluate(
         if task.family == "encoder-decoder":
             result["sources"] = len(scored)
             result["wer"] = per_category(word_error_rate, predictions, references, categories)
-            result["per"] = per_category(phone_error_rate, predictions, references, categories)
+            # Phones or characters, decided over the whole test set for every category.
+            per = partial(phone_error_rate, spaced=space_separated(references))
+            result["per"] = per_category(per, predictions, references, categories)
         result.update(_token_scores(served, examples, progress))
     if predictions is not None:
         rows = list(zip(inputs, references, predictions, categories, strict=True))

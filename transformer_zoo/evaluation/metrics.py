@@ -100,13 +100,17 @@ def word_error_rate(predictions: Sequence[str], references: Sequence[Reference])
     return wrong / len(references)
 
 
-def phone_error_rate(predictions: Sequence[str], references: Sequence[Reference]) -> float:
+def phone_error_rate(
+    predictions: Sequence[str], references: Sequence[Reference], spaced: bool | None = None
+) -> float:
     """Corpus symbol error rate: for each prediction, the Levenshtein distance (rapidfuzz)
     in `symbols` to its closest reference, summed and divided by the summed lengths of
     those closest references. The symbols are phones where any reference is
-    space-separated, else characters (`space_separated`), the same for every string."""
+    space-separated, else characters (`space_separated`), the same for every string;
+    `spaced` gives that choice instead, decided over a whole corpus, so that a subset of
+    it (a category of one-phone words) counts the same symbols as the corpus does."""
     _check_lengths(predictions, references)
-    spaced = space_separated(references)
+    spaced = space_separated(references) if spaced is None else spaced
     edits = length = 0
     for prediction, reference in zip(predictions, references, strict=True):
         given = symbols(prediction, spaced)
