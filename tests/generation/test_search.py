@@ -253,6 +253,19 @@ def test_filter_keeps_the_nucleus_and_always_the_top_token():
     )
 
 
+def test_top_k_keeps_the_tokens_tied_with_the_kth():
+    """As Hugging Face's TopKLogitsWarper (`scores < topk(scores, k)[-1]` removed) and vLLM
+    keep them: no tie is broken towards the lower ids. A k past the vocabulary keeps all."""
+    probs = np.array([[0.1, 0.3, 0.3, 0.3], [0.4, 0.3, 0.2, 0.1]])
+    kept = search.filter_top_k_top_p(probs, top_k=1, top_p=None)
+    np.testing.assert_array_equal(
+        kept > 0, [[False, True, True, True], [True, False, False, False]]
+    )
+    kept = search.filter_top_k_top_p(probs, top_k=2, top_p=None)
+    np.testing.assert_array_equal(kept > 0, [[False, True, True, True], [True, True, False, False]])
+    np.testing.assert_array_equal(search.filter_top_k_top_p(probs, top_k=9, top_p=None), probs)
+
+
 @pytest.mark.parametrize(
     "kwargs, name",
     [

@@ -332,13 +332,16 @@ def sample(
 
 
 def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None) -> np.ndarray:
-    """Zero all but the `top_k` largest probabilities, then all outside the nucleus: the
-    most likely tokens whose total first reaches `top_p` (the top token is always kept)."""
+    """Zero all but the `top_k` largest probabilities (and those tied with the k-th, as
+    Hugging Face's and vLLM's top-k keep them, rather than the lowest ids among ties), then
+    all outside the nucleus: the most likely tokens whose total first reaches `top_p` (the
+    top token is always kept)."""
     order = np.argsort(-probs, axis=-1, kind="stable")  # (B, V), most likely first
     ranked = np.take_along_axis(probs, order, axis=-1)
     keep = np.ones_like(ranked, dtype=bool)
     if top_k is not None:
-        keep[:, top_k:] = False
+        kth = ranked[:, min(top_k, ranked.shape[-1]) - 1 :][:, :1]  # (B, 1)
+        keep &= ranked >= kth
     if top_p is not None:
         ranked = np.where(keep, ranked, 0.0)
         before = np.cumsum(ranked, axis=-1) - ranked  # mass of the tokens ranked higher
