@@ -13,7 +13,12 @@ import textwrap
 
 import pytest
 
-from transformer_zoo.train.distribution import check_strategy, is_chief, worker_index
+from transformer_zoo.train.distribution import (
+    check_strategy,
+    is_chief,
+    steps_per_execution,
+    worker_index,
+)
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -67,6 +72,59 @@ def test_mirrored_over_two_cpu_devices_matches_one_devices_loss_curve(tmp_path):
     for key, tolerance in (("loss", 0.04), ("val_loss", 0.08)):
         for a, b in zip(one[key], two[key], strict=True):
             assert b == pytest.approx(a, rel=tolerance), (key, one[key], two[key])
+
+
+MIRRORED_DEFAULT_STEPS_PER_EXECUTION = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+    from transformer_zoo.train.config import TrainConfig
+    from transformer_zoo.train.trainer import train
+
+    config = TrainConfig(
+        "encoder-only", out=sys.argv[1], strategy="mirrored", precision="float32",
+        max_examples=64, batch_size=8, steps=4, pretrain_steps=4, evaluate=False,
+        overrides={"num_layers": 1, "num_heads": 2, "hidden_dim": 16, "intermediate_dim": 32},
+    )
+    assert config.steps_per_execution == 10  # the default
+    result = train(config, verbose=0)
+    print(json.dumps(result.metrics["training"]))
+    """
+)
+
+
+@pytest.mark.slow  # a fresh process, two short fits over two replicas: 15 s; the rule: below
+def test_mirrored_over_two_replicas_trains_and_pretrains_with_the_default_steps_per_execution(
+    tmp_path,
+):
+    """Keras 3.15's multi-step loop fails under a multi-replica strategy ("You must feed a
+    value for placeholder tensor"), a plain Keras model too: the run takes one step per
+    execution, for the masked-LM pretraining as for the classifier, and says so once."""
+    result = subprocess.run(
+        [sys.executable, "-c", MIRRORED_DEFAULT_STEPS_PER_EXECUTION, str(tmp_path / "run")],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    training = json.loads(result.stdout.strip().splitlines()[-1])
+    assert training["replicas"] == 2 and training["steps"] == 4
+    assert training["pretraining"]["steps"] == 4
+    warning = "--steps-per-execution 10 becomes 1 under --strategy mirrored over 2 replicas"
+    assert result.stderr.count(warning) == 1
+
+
+def test_steps_per_execution_is_one_over_several_replicas_or_workers():
+    assert steps_per_execution("default", 10) == 10
+    assert steps_per_execution("mirrored", 10, replicas=1) == 10  # one GPU
+    assert steps_per_execution("mirrored", 10, replicas=2) == 1
+    assert steps_per_execution("multiworker", 10, replicas=1) == 1
+    assert steps_per_execution("mirrored", 1, replicas=2) == 1
 
 
 def _free_ports(count: int) -> list[int]:

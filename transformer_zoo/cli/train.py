@@ -204,8 +204,9 @@ def register(commands) -> None:
         "--steps-per-execution",
         type=int,
         default=10,
-        help="optimizer steps per compiled call (default 10; 1 under multiworker): an epoch "
-        "and --steps are rounded up to whole calls",
+        help="optimizer steps per compiled call (default 10; 1 over several replicas or "
+        "under multiworker, where Keras 3.15 fails with more): an epoch and --steps are "
+        "rounded up to whole calls",
     )
     train.add_argument(
         "--max-examples",

@@ -86,8 +86,8 @@ class TrainConfig:
     `builtin:` data, the quality-bar recipe, `USER_DEFAULTS` on user files, and
     `INIT_DEFAULTS` when fine-tuning from `init` (dropout stays the encoder's).
         seed: seeds the data, the initial weights, the shuffles and dropout.
-        steps_per_execution: train steps per `tf.function` call (1 under `multiworker`,
-            see `distribution.steps_per_execution`).
+        steps_per_execution: train steps per `tf.function` call (1 over several replicas
+            or under `multiworker`, see `distribution.steps_per_execution`).
         max_examples: use only this many training examples (and a tenth as many,
             at least 8, of valid and test): for quick trials and tests.
         backup_every: back up for crash recovery every this many steps; None: at the

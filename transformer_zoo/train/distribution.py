@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 
 import tensorflow as tf
 
 from transformer_zoo.train.config import STRATEGIES
+
+log = logging.getLogger(__name__)  # warnings; the command line shows them
 
 
 def cluster_spec() -> dict | None:
@@ -83,11 +86,22 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
-def steps_per_execution(strategy_name: str, requested: int) -> int:
-    """The train steps per `tf.function` call: as requested, but 1 for `multiworker`,
-    where Keras 3.15's multi-step loop fails ("You must feed a value for placeholder
-    tensor" in `multi_step_on_iterator`)."""
-    return 1 if strategy_name == "multiworker" else requested
+def steps_per_execution(strategy_name: str, requested: int, replicas: int = 1) -> int:
+    """The train steps per `tf.function` call: as requested, but 1 under `multiworker` or
+    over more than one replica, where Keras 3.15's multi-step loop fails ("You must feed
+    a value for placeholder tensor" in `multi_step_on_iterator`; a plain Keras model under
+    `MirroredStrategy` over two logical CPU devices fails the same way). One warning says
+    so when more were requested."""
+    if requested <= 1 or (strategy_name != "multiworker" and replicas <= 1):
+        return requested
+    log.warning(
+        "--steps-per-execution %d becomes 1 under --strategy %s over %d replicas: Keras "
+        "3.15 fails to run several steps per call under a multi-replica strategy",
+        requested,
+        strategy_name,
+        replicas,
+    )
+    return 1
 
 
 @contextlib.contextmanager

@@ -427,7 +427,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         train_data = setup.dataset(
             "train", model, config.batch_size, shuffle=True, seed=config.seed, replicas=replicas
         )
-        execution = distribution.steps_per_execution(config.strategy, config.steps_per_execution)
+        execution = distribution.steps_per_execution(
+            config.strategy, config.steps_per_execution, replicas
+        )
         # Bucketing hides the epoch length from tf.data; counting one pass (which fills the
         # pipeline's cache, so the first epoch is not slower) sizes the run. A token
         # stream's pipeline knows it (a pass over a 100 MB text: 5 s to count at batch
@@ -493,6 +495,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
                 strategy,
                 seed=config.seed,
                 steps_per_execution=model.steps_per_execution,
+                jit_compile=config.jit_compile,
                 verbose=verbose,
             )
             if prepared.chief:  # for the metrics of a run that resumes after it
