@@ -295,6 +295,27 @@ def test_pretrain_data_is_read_by_masked_lm_and_by_the_tokenizer(tmp_path, capsy
     assert load_run_config(out).extra["train"]["pretrain_data"] == str(tmp_path / "corpus.txt")
 
 
+def test_jit_compiles_the_masked_lm_pretraining_too(tmp_path, monkeypatch):
+    """`--jit` reached the classifier's fit, not the masked-LM pretraining's (Keras'
+    "auto" applied there)."""
+    rows = [f"{('neg', 'pos')[i % 2]}\tthe film number {i}" for i in range(40)]
+    (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    small = ["num_layers=1", "num_heads=2", "hidden_dim=16", "intermediate_dim=32"]
+    fits = []
+
+    def fit(model, *args, **kwargs):  # the first fit, pretraining's, is all it needs
+        fits.append((type(model).__name__, model.jit_compile))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(keras.Model, "fit", fit)
+    code = main([
+        "train", "--family", "encoder-only", "--data", str(tmp_path / "train.tsv"), "--jit",
+        "--pretrain-steps", "4", "--steps", "2", "--set", *small, "--batch-size", "8",
+        "--precision", "float32", "--out", str(tmp_path / "run"), "--verbose", "0",
+    ])  # fmt: skip
+    assert code == 130 and fits == [("EncoderOnlyMaskedLM", True)]
+
+
 def test_a_run_resumed_after_pretraining_keeps_its_pretraining_in_the_metrics(
     tmp_path, capsys, monkeypatch
 ):

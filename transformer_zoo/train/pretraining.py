@@ -65,6 +65,7 @@ def pretrain_masked_lm(
     strategy: tf.distribute.Strategy,
     seed: int = 0,
     steps_per_execution: int = 1,
+    jit_compile: bool = False,
     verbose: int = 2,
 ) -> dict:
     """Trains `backbone` (in place) to predict masked tokens for `steps` steps.
@@ -78,6 +79,7 @@ def pretrain_masked_lm(
         strategy: the run's distribution strategy.
         seed: the shuffle and masking seed.
         steps_per_execution: train steps per `tf.function` call.
+        jit_compile: compile the train step with XLA (the run's `--jit`).
         verbose: Keras verbosity.
 
     Returns:
@@ -102,6 +104,7 @@ def pretrain_masked_lm(
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.0),
             metrics=[MaskedAccuracy()],
             steps_per_execution=steps_per_execution,
+            jit_compile=jit_compile,
         )
         model.optimizer.build(model.trainable_variables)
     started = time.perf_counter()
