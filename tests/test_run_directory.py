@@ -101,6 +101,22 @@ def test_a_start_that_stopped_before_its_first_backup_may_be_rerun_with_other_se
         inspect_run_directory(str(tmp_path / "done"), lower)
 
 
+def test_a_different_run_is_refused_with_how_to_proceed(tmp_path):
+    """After a NaN loss, the advised rerun (--precision float32) is a different run: the
+    error says to choose another --out or delete the directory."""
+    from transformer_zoo.run_directory import inspect_run_directory
+
+    settings = {"data": "builtin:dates-zh", "precision": "mixed_float16"}
+    cfg = RunConfig("decoder-only", "tiny", "language-model", extra={"train": settings, "status": "finished"})  # fmt: skip
+    save_run_config(tmp_path / "run", cfg)
+    with pytest.raises(RunError) as error:
+        inspect_run_directory(str(tmp_path / "run"), {**settings, "precision": "float32"})
+    assert str(error.value) == (
+        f"--out {str(tmp_path / 'run')!r} holds a different run (precision='mixed_float16' "
+        "there, 'float32' now); choose another --out, or delete that directory to start over"
+    )
+
+
 def test_an_export_of_the_run_is_refused_as_out(tmp_path):
     """An export copies its run's config.json (its training settings and finished status)
     without model.keras: `train --out EXPORT` took it for the run, unfinished, and

@@ -417,7 +417,8 @@ def inspect_run_directory(out: str, identity: dict) -> str:
             f"{k}={previous.get(k)!r} there, {identity.get(k)!r} now" for k in changed
         )
         raise RunError(
-            f"--out {out!r} holds a different run ({details}); choose another --out or delete it"
+            f"--out {out!r} holds a different run ({details}); choose another --out, or "
+            "delete that directory to start over"
         )
     done = config.extra.get("status") == "finished"
     if done and all(os.path.isfile(os.path.join(out, f)) for f in (MODEL_FILE, METRICS_FILE)):

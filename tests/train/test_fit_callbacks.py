@@ -162,6 +162,22 @@ def test_nan_guard_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint
     assert all(np.isfinite(w).all() for w in kept.get_weights())
 
 
+def test_nan_guard_says_the_rerun_with_other_settings_needs_a_new_out(tmp_path):
+    """The advice (a lower rate, float32) changes the run's settings, which its run
+    directory refuses: the message said nothing of that."""
+    from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
+
+    out = tmp_path / "run"
+    (guard,) = (c for c in run_callbacks(str(out)) if isinstance(c, NaNGuard))
+    with pytest.raises(NaNLossError) as error:
+        guard.on_batch_end(0, {"loss": float("nan")})
+    message = str(error.value)
+    assert "Rerun with a lower learning rate, more warmup, or --precision float32" in message
+    assert message.endswith(
+        f"and a new --out (or remove {out} first: a run directory refuses other settings)."
+    )
+
+
 def test_nan_guard_lets_finite_losses_pass():
     history = _model().fit(X, Y, epochs=2, verbose=0, callbacks=[NaNGuard()])
     assert len(history.history["loss"]) == 2

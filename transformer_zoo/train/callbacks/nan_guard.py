@@ -22,15 +22,17 @@ class NaNGuard(keras.callbacks.Callback):
 
     Args:
         checkpoint: the path of the last-epoch checkpoint, named in the message.
+        out: the run directory, named in the message: a rerun with other settings (the
+            advice) needs a new `--out`, since the run directory refuses them.
 
     Example:
     >>> guard = NaNGuard("runs/x/checkpoints/last.keras")
     >>> guard.on_train_batch_end(0, {"loss": 0.5})  # a finite loss passes
     """
 
-    def __init__(self, checkpoint: str | None = None):
+    def __init__(self, checkpoint: str | None = None, out: str | None = None):
         super().__init__()
-        self.checkpoint = checkpoint
+        self.checkpoint, self.out = checkpoint, out
         self.epoch = 0
         self.last_good_epoch: int | None = None
 
@@ -52,6 +54,7 @@ class NaNGuard(keras.callbacks.Callback):
             kept = "no checkpoint was configured"
         raise NaNLossError(
             f"the training loss became {float(loss)} in epoch {self.epoch + 1} (batch "
-            f"{batch + 1}); training stopped and {kept}. Try a lower learning rate, more "
-            "warmup, or --precision float32."
+            f"{batch + 1}); training stopped and {kept}. Rerun with a lower learning rate, "
+            "more warmup, or --precision float32, and a new --out (or remove "
+            f"{self.out or 'the run directory'} first: a run directory refuses other settings)."
         )

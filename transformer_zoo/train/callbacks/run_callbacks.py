@@ -56,7 +56,7 @@ def run_callbacks(
     last = os.path.join(checkpoints, "last.keras")
     averaging = AveragedWeights() if averaged else None
     callbacks = [averaging] if averaging else []
-    callbacks.append(NaNGuard(last))
+    callbacks.append(NaNGuard(last, out))
     callbacks += [budget] if budget else []
     callbacks += [score] if score else []
     callbacks += [
