@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 
 import keras
 
@@ -58,3 +61,41 @@ def test_ctrl_c_while_the_data_is_read_says_what_a_rerun_does(tmp_path, capsys, 
         "transformer-zoo train: interrupted; rerun the same command to start again "
         "(nothing was backed up yet)"
     )
+
+
+# A child started with SIGINT ignored, as bash starts a script's `&` job; it says when it
+# has started (its TensorFlow import is stubbed to wait, which keeps it fast) and
+# whether SIGINT is still ignored.
+BACKGROUND_JOB = textwrap.dedent(
+    """
+    import signal, sys, time
+    import transformer_zoo.cli as cli
+
+    def waiting():
+        print("started", signal.getsignal(signal.SIGINT) == signal.SIG_IGN, flush=True)
+        time.sleep(60)
+
+    cli._import_tensorflow_quietly = waiting
+    sys.exit(cli.main(sys.argv[1:]))
+    """
+)
+
+
+def test_sigterm_stops_a_run_started_with_ctrl_c_ignored(tmp_path):
+    """bash starts a script's `&` job with SIGINT ignored; SIGTERM then ended the run
+    silently (exit 143), as the handler was only set where SIGINT was not ignored."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", BACKGROUND_JOB, *_train_argv(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert child.stdout.readline().split() == ["started", "True"]  # SIGINT stays ignored
+        child.send_signal(signal.SIGTERM)
+        err = child.communicate(timeout=30)[1]
+    finally:
+        child.kill()
+    assert child.returncode == 130, err[-2000:]
+    assert err.strip().splitlines() == ["transformer-zoo train: interrupted"]

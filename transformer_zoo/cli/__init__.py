@@ -148,14 +148,16 @@ SERVING_COMMANDS = ("serve", "demo")
 def _noting_ctrl_c(terminate_too: bool = False):
     """A list that holds True once SIGINT came (Python's KeyboardInterrupt is raised as
     ever); with `terminate_too`, SIGTERM (a job scheduler's stop, `kill`) is taken as
-    Ctrl-C, so that a run stops with the same line and rerun hint, not silently. On the
-    main thread only, where signal handlers can be set."""
+    Ctrl-C, so that a run stops with the same line and rerun hint, not silently. A process
+    started with SIGINT ignored (a script's `&` job) keeps ignoring it; SIGTERM is still
+    taken. On the main thread only, where signal handlers can be set."""
     interrupted: list[bool] = []
     if threading.current_thread() is not threading.main_thread():
         yield interrupted
         return
     previous = signal.getsignal(signal.SIGINT)
-    if previous == signal.SIG_IGN:  # started with Ctrl-C ignored (a background job)
+    ctrl_c = previous != signal.SIG_IGN  # ignored when started as a background job
+    if not ctrl_c and not terminate_too:
         yield interrupted
         return
 
@@ -165,14 +167,16 @@ def _noting_ctrl_c(terminate_too: bool = False):
             previous(signum, frame)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, note)
+    if ctrl_c:
+        signal.signal(signal.SIGINT, note)
     terminate = signal.getsignal(signal.SIGTERM)
     if terminate_too:
         signal.signal(signal.SIGTERM, note)
     try:
         yield interrupted
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if ctrl_c:
+            signal.signal(signal.SIGINT, previous)
         if terminate_too:
             signal.signal(signal.SIGTERM, terminate)
 
