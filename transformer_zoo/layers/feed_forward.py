@@ -30,7 +30,7 @@ class FeedForward(keras.layers.Layer):
 
     Example:
     >>> ffn = FeedForward(intermediate_dim=32)
-    >>> ffn(keras.ops.ones((2, 3, 8))).shape
+    >>> tuple(ffn(keras.ops.ones((2, 3, 8))).shape)
     (2, 3, 8)
     """
 

@@ -47,7 +47,7 @@ class LMHead(keras.layers.Layer):
 
     Example:
     >>> head = LMHead(vocabulary_size=50)
-    >>> head(keras.ops.ones((2, 3, 8))).shape
+    >>> tuple(head(keras.ops.ones((2, 3, 8))).shape)
     (2, 3, 50)
     """
 

@@ -57,7 +57,7 @@ class MultiHeadAttention(keras.layers.Layer):
     Example:
     >>> mha = MultiHeadAttention(num_heads=2)
     >>> x = keras.ops.ones((1, 4, 8))
-    >>> mha(x, causal=True).shape
+    >>> tuple(mha(x, causal=True).shape)
     (1, 4, 8)
 
     References:

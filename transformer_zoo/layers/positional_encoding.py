@@ -50,7 +50,7 @@ class PositionalEncoding(keras.layers.Layer):
 
     Example:
     >>> pe = PositionalEncoding(max_length=64)
-    >>> pe(keras.ops.zeros((2, 10, 16))).shape
+    >>> tuple(pe(keras.ops.zeros((2, 10, 16))).shape)
     (1, 10, 16)
 
     References:

@@ -46,7 +46,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
 
     Example:
     >>> emb = TokenAndPositionEmbedding(vocabulary_size=100, max_length=32, embedding_dim=16)
-    >>> emb(keras.ops.ones((2, 5), "int32")).shape
+    >>> tuple(emb(keras.ops.ones((2, 5), "int32")).shape)
     (2, 5, 16)
     """
 

@@ -66,7 +66,7 @@ class TransformerBlock(keras.layers.Layer):
 
     Example:
     >>> block = TransformerBlock(num_heads=2, intermediate_dim=16, causal=True)
-    >>> block(keras.ops.ones((1, 4, 8))).shape
+    >>> tuple(block(keras.ops.ones((1, 4, 8))).shape)
     (1, 4, 8)
     """
 

@@ -40,7 +40,7 @@ class DecoderOnly(keras.Model):
     Example:
     >>> model = DecoderOnly(100, num_layers=2, num_heads=2, hidden_dim=16,
     ...                     intermediate_dim=32, max_length=32)
-    >>> model(keras.ops.ones((1, 5), "int32")).shape
+    >>> tuple(model(keras.ops.ones((1, 5), "int32")).shape)
     (1, 5, 100)
     """
 

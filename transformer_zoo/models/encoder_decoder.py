@@ -58,7 +58,7 @@ class EncoderDecoder(keras.Model):
     >>> model = EncoderDecoder(100, num_layers=1, num_heads=2, hidden_dim=16,
     ...                        intermediate_dim=32, max_length=32)
     >>> ids = keras.ops.ones((2, 5), "int32")
-    >>> model({"encoder_token_ids": ids, "decoder_token_ids": ids}).shape
+    >>> tuple(model({"encoder_token_ids": ids, "decoder_token_ids": ids}).shape)
     (2, 5, 100)
     """
 

@@ -44,7 +44,7 @@ class EncoderOnly(keras.Model):
     Example:
     >>> model = EncoderOnly(100, num_layers=1, num_heads=2, hidden_dim=16,
     ...                     intermediate_dim=32, max_length=32)
-    >>> model(keras.ops.ones((2, 5), "int32"))["pooled_output"].shape
+    >>> tuple(model(keras.ops.ones((2, 5), "int32"))["pooled_output"].shape)
     (2, 16)
     """
 

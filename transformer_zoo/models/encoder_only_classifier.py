@@ -31,7 +31,7 @@ class EncoderOnlyClassifier(keras.Model):
     Example:
     >>> backbone = EncoderOnly(100, num_layers=1, num_heads=2, hidden_dim=16,
     ...                        intermediate_dim=32, max_length=32)
-    >>> EncoderOnlyClassifier(backbone, num_classes=3)(keras.ops.ones((2, 5), "int32")).shape
+    >>> tuple(EncoderOnlyClassifier(backbone, num_classes=3)(keras.ops.ones((2, 5), "int32")).shape)
     (2, 3)
     """
 

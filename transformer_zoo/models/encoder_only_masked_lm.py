@@ -30,7 +30,7 @@ class EncoderOnlyMaskedLM(keras.Model):
     Example:
     >>> backbone = EncoderOnly(100, num_layers=1, num_heads=2, hidden_dim=16,
     ...                        intermediate_dim=32, max_length=32)
-    >>> EncoderOnlyMaskedLM(backbone)(keras.ops.ones((2, 5), "int32")).shape
+    >>> tuple(EncoderOnlyMaskedLM(backbone)(keras.ops.ones((2, 5), "int32")).shape)
     (2, 5, 100)
     """
 
