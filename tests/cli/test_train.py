@@ -129,6 +129,24 @@ def test_a_bad_model_setting_is_one_line_before_anything_is_read_or_written(
     assert not out.exists()
 
 
+def test_a_word_tokenizer_for_a_token_stream_is_refused_before_the_data_is_read(
+    capsys, tmp_path, monkeypatch
+):
+    """SentencePiece's word model has no newline piece: every line end read as <unk>."""
+    from transformer_zoo.train import trainer
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was read before the tokenizer was checked")
+
+    monkeypatch.setattr(trainer, "load_task", no_data)
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat\non the mat\n" * 50)
+    out = tmp_path / "run"
+    argv = ["train", "--family", "decoder-only", "--data", text, "--tokenizer", "word"]
+    assert "--windows lines" in _error(capsys, [*argv, "--out", out])
+    assert not out.exists()
+
+
 def test_help_gives_the_defaults_the_run_uses(capsys):
     """It said `files: paper-adam` and `files: 400` where a run on files used
     adamw-cosine and a warmup of 10% of its steps."""

@@ -206,6 +206,10 @@ class TrainConfig:
                 setattr(self, name, value)
         if self.family == "decoder-only" and not builtin and self.windows is None:
             self.windows = "random"
+        if self.stream and self.tokenizer == "word":  # before the data is read
+            from transformer_zoo.data.task import STREAM_WORDS
+
+            raise ValueError(STREAM_WORDS)
         _validate_score(self)
 
     @property
