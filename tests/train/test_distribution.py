@@ -51,16 +51,23 @@ MIRRORED_VS_ONE_DEVICE = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # 40 s; even_batches is tested fast below
-def test_mirrored_over_two_cpu_devices_matches_one_devices_loss_curve(tmp_path):
+def _run_script(script: str, out) -> subprocess.CompletedProcess:
+    """`script` in a fresh Python (its two logical CPU devices set before anything else
+    of TensorFlow runs), its argument `out`; it must succeed."""
     result = subprocess.run(
-        [sys.executable, "-c", MIRRORED_VS_ONE_DEVICE, str(tmp_path)],
+        [sys.executable, "-c", script, str(out)],
         env=ENV,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow  # 40 s; even_batches is tested fast below
+def test_mirrored_over_two_cpu_devices_matches_one_devices_loss_curve(tmp_path):
+    result = _run_script(MIRRORED_VS_ONE_DEVICE, tmp_path)
     curves = json.loads(result.stdout.strip().splitlines()[-1])
     one, two = curves["default"], curves["mirrored"]
     assert (one["replicas"], two["replicas"]) == (1, 2)
@@ -104,14 +111,7 @@ def test_mirrored_over_two_replicas_trains_and_pretrains_with_the_default_steps_
     """Keras 3.15's multi-step loop fails under a multi-replica strategy ("You must feed a
     value for placeholder tensor"), a plain Keras model too: the run takes one step per
     execution, for the masked-LM pretraining as for the classifier, and says so once."""
-    result = subprocess.run(
-        [sys.executable, "-c", MIRRORED_DEFAULT_STEPS_PER_EXECUTION, str(tmp_path / "run")],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = _run_script(MIRRORED_DEFAULT_STEPS_PER_EXECUTION, tmp_path / "run")
     training = json.loads(result.stdout.strip().splitlines()[-1])
     assert training["replicas"] == 2 and training["steps"] == 4
     assert training["pretraining"]["steps"] == 4
