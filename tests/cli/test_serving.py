@@ -46,6 +46,19 @@ def test_export_command_writes_both_formats_from_a_run_directory(
     )
 
 
+def test_output_is_utf8_whatever_the_locale_says(family_artifacts, monkeypatch):
+    """Under `PYTHONIOENCODING=ascii` or a Latin-1 locale, an input's é in JSONL (or a
+    Chinese translation) was a UnicodeEncodeError traceback with nothing written."""
+    art = family_artifacts("decoder-only")
+    written = io.BytesIO()
+    stdout = io.TextIOWrapper(written, encoding="ascii")
+    monkeypatch.setattr("sys.stdout", stdout)
+    argv = ["generate", "café", "--model", art.export_dir, "--max-new-tokens", 2]
+    assert main([str(a) for a in [*argv, "--format", "jsonl"]]) == 0
+    stdout.flush()
+    assert json.loads(written.getvalue().decode("utf-8"))["input"] == "café"
+
+
 @pytest.mark.parametrize("engine", ["onnx", "saved_model", "keras"])
 def test_generate_prints_the_same_text_on_every_engine(family_artifacts, capsys, engine):
     art = family_artifacts("decoder-only")

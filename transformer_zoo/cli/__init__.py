@@ -5,6 +5,7 @@ registers its parser and a handler that calls the library; every misuse ends in 
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import json
 import logging
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         owner = parser if set(unknown) & set(before) else parser.command_parsers[args.command]
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     _show_warnings(args.command)
+    _utf8_output()
     with _noting_ctrl_c(terminate_too=args.command not in SERVING_COMMANDS) as interrupted:
         try:
             if not args.show_logs and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
@@ -138,6 +140,18 @@ def main(argv: list[str] | None = None) -> int:
                 raise
     print(f"\ntransformer-zoo {args.command}: interrupted", file=sys.stderr)
     return 130
+
+
+def _utf8_output() -> None:
+    """Standard output in UTF-8 whatever the locale says, as the inputs are read: a
+    translation into Chinese, or an input's é echoed in JSONL, cannot be written in
+    Latin-1 or ASCII (`PYTHONIOENCODING=ascii`, a Latin-1 locale), which ended the command
+    in a UnicodeEncodeError traceback with nothing written. (Standard error already
+    escapes what its encoding cannot write.)"""
+    stdout = sys.stdout
+    encoding = getattr(stdout, "encoding", None) or "utf-8"
+    if codecs.lookup(encoding).name != "utf-8" and hasattr(stdout, "reconfigure"):
+        stdout.reconfigure(encoding="utf-8")
 
 
 # Commands that handle SIGTERM themselves (a server drains its requests first).
