@@ -222,6 +222,8 @@ def prepare(config: TrainConfig) -> Prepared:
     # first (`make_strategy`), so there the constructor checks run when the model is built.
     if config.init is None and config.strategy != "multiworker":
         check_model_arguments(config.preset, config.family, config.overrides)
+    if not config.data.startswith("builtin:"):  # a large file takes a while: say what runs
+        print(f"Reading {config.data} …", flush=True)
     task = load_task(
         config.data,
         config.family,
@@ -247,6 +249,8 @@ def prepare(config: TrainConfig) -> Prepared:
         check_data_digests(rd.load_run_config(out))  # the splits it trained on, unchanged
     if os.path.isfile(os.path.join(out, "tokenizer.model")) and (resumes or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
+    if tokenizers is None and config.init is None:
+        print(f"Training the {_tokenizers(config)} on {_training_text(task)} …", flush=True)
     setup = FamilySetup.create(
         task,
         config.preset,
@@ -260,6 +264,24 @@ def prepare(config: TrainConfig) -> Prepared:
     if tokenizers is None and config.init is None:  # trained just now
         _say_vocabulary_sizes(config, setup)
     return Prepared(config, setup, state, chief, write_dir)
+
+
+def _tokenizers(config: TrainConfig) -> str:
+    """ "tokenizers" where an encoder-decoder's sides get one each, else "tokenizer"."""
+    from transformer_zoo.models.presets import PRESETS, resolve_preset
+
+    preset = PRESETS[resolve_preset(config.preset, config.family)]
+    tied = preset["config"].get("tie_weights") == "all"
+    return "tokenizers" if config.family == "encoder-decoder" and not tied else "tokenizer"
+
+
+def _training_text(task) -> str:
+    """What the tokenizers train on, for the line that says so: "the 900,000 training
+    examples", or a token stream's characters."""
+    if task.stream:
+        return f"the training text ({len(task.train[0].text):,} characters)"
+    more = f" and {len(task.pretraining):,} pretraining texts" if task.pretraining else ""
+    return f"the {len(task.train):,} training examples{more}"
 
 
 def _say_vocabulary_sizes(config: TrainConfig, setup: FamilySetup) -> None:
@@ -436,6 +458,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         # 128, more at smaller ones).
         batches = int(train_data.cardinality())
         if batches < 0:
+            print("Counting the training batches (one pass over the data) …", flush=True)
             batches = sum(1 for _ in train_data)
         plan = plan_steps(config, batches, execution)
         print(plan.describe(config, setup.backbone(model).dropout), flush=True)
