@@ -145,6 +145,28 @@ def test_training_examples_longer_than_the_model_are_counted(tmp_path):
     assert setup.longer_than(1000) == 0
 
 
+def test_a_validation_batch_holds_no_more_logits_than_a_budget_or_a_training_batch():
+    """256 windows of a 256-token context over 8,000 pieces (2 GB of float32 logits, and
+    the loss's copies) took a tiny decoder-only run on a user's file to 9.4 GB."""
+    from types import SimpleNamespace
+
+    from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, LOGITS_BUDGET, FamilySetup
+
+    def setup(family, max_length, vocabulary):
+        tokenizer = SimpleNamespace(vocabulary_size=vocabulary)
+        task = SimpleNamespace(family=family)
+        return SimpleNamespace(
+            family=family, max_length=max_length, target_tokenizer=tokenizer, task=task
+        )
+
+    rows = FamilySetup.validation_batch_size
+    assert LOGITS_BUDGET // (256 * 8000) == 32
+    assert rows(setup("decoder-only", 256, 8000), 8) == 32
+    assert rows(setup("decoder-only", 256, 8000), 128) == 128  # the training batch's rows
+    assert rows(setup("encoder-decoder", 64, 500), 128) == EVAL_BATCH_SIZE
+    assert rows(setup("encoder-only", 512, 30522), 32) == EVAL_BATCH_SIZE  # labels out
+
+
 def test_held_out_examples_longer_than_the_model_are_reported_too(tmp_path, caplog):
     """Only the training examples were counted: validation and test ones were cut
     silently."""

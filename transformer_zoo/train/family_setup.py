@@ -39,6 +39,10 @@ from transformer_zoo.train.recipe import (
 )
 
 EVAL_BATCH_SIZE = 256
+# The most logits (rows × positions × vocabulary) a validation batch may hold, unless a
+# training batch already holds more: 256 windows of a 256-token context over 8,000 pieces
+# are 524 M floats, 2 GB, and the loss's float32 copies took a tiny model's run to 9.4 GB.
+LOGITS_BUDGET = 2**26
 
 
 def check_model_arguments(preset: str, family: str, overrides: dict | None) -> None:
@@ -185,6 +189,16 @@ class FamilySetup:
             return config["max_length"]
         parameters = inspect.signature(MODEL_CLASSES[self.family].__init__).parameters
         return parameters["max_length"].default
+
+    def validation_batch_size(self, batch_size: int) -> int:
+        """Rows per validation batch: `EVAL_BATCH_SIZE`, fewer where a batch of the
+        model's context would hold more than `LOGITS_BUDGET` logits, but never fewer than
+        the training batch's `batch_size` rows. The rows hold no more than the context;
+        an encoder-only model's logits are its labels'."""
+        if self.family == "encoder-only":
+            return EVAL_BATCH_SIZE
+        per_row = self.max_length * self.target_tokenizer.vocabulary_size
+        return min(EVAL_BATCH_SIZE, max(batch_size, LOGITS_BUDGET // per_row))
 
     @property
     def separate_target(self) -> bool:

@@ -63,7 +63,7 @@ from transformer_zoo.train.config import (
     WARMUP_SHARE,
     TrainConfig,
 )
-from transformer_zoo.train.family_setup import EVAL_BATCH_SIZE, FamilySetup, check_model_arguments
+from transformer_zoo.train.family_setup import FamilySetup, check_model_arguments
 from transformer_zoo.train.pretraining import pretrain_masked_lm
 from transformer_zoo.train.recipe.optimizers import capped_warmup, make_optimizer
 from transformer_zoo.visualize.curves import plot_curves, read_history
@@ -544,7 +544,8 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         for callback in all_callbacks:  # the clocks (budget, schedule, backup) go on
             if hasattr(callback, "spent"):
                 callback.spent = spent
-        valid_data = setup.dataset("valid", model, EVAL_BATCH_SIZE, replicas=replicas)
+        valid_batch = setup.validation_batch_size(config.batch_size)
+        valid_data = setup.dataset("valid", model, valid_batch, replicas=replicas)
         started = time.perf_counter()
         load = os.getloadavg()[0]
         with warnings.catch_warnings():
