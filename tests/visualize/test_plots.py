@@ -98,3 +98,58 @@ def test_a_metric_of_the_validation_split_only_has_a_panel_of_its_own(tmp_path, 
             if key in HISTORY[0]
         }
         assert curves == expected
+
+
+def _drawn_figure(monkeypatch, draw):
+    from matplotlib.figure import Figure
+
+    drawn = []
+    save = Figure.savefig
+
+    def keep(figure, *args, **kwargs):
+        drawn.append(figure)
+        return save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    draw()
+    return drawn[0]
+
+
+def test_curves_read_in_plain_numbers_whole_epochs_and_fixed_colours(tmp_path, monkeypatch):
+    """The log axes were labelled 8.2×10⁻¹ over a narrow range, the epochs 1.2, 1.4, and a
+    validation-only panel drew 'valid' in the training colour."""
+    history = [
+        {"epoch": float(i), "loss": 60.0 / (i + 1) ** 3, "val_loss": 50.0 / (i + 1) ** 3,
+         "perplexity": 4.2 - 0.1 * i, "val_perplexity": 4.0 - 0.1 * i, "val_wer": 0.5 - 0.1 * i}
+        for i in range(4)
+    ]  # fmt: skip
+    figure = _drawn_figure(
+        monkeypatch,
+        lambda: plot_curves(history, tmp_path / "c.png", "t", "epoch (30 steps each)"),
+    )
+    panels = {axis.get_title(): axis for axis in figure.axes}
+    loss, perplexity, wer = panels["loss"], panels["perplexity"], panels["wer"]
+    assert loss.get_yscale() == "log"  # 60 → 0.8 spans more than a factor of 10
+    assert perplexity.get_yscale() == "linear"  # 4.2 → 3.7 does not
+    labels = [t.get_text() for t in loss.yaxis.get_ticklabels() if t.get_text()]
+    assert labels and all("10" not in t or t in ("10", "100") for t in labels), labels
+    assert not [t for t in loss.yaxis.get_ticklabels(minor=True) if t.get_text()]
+    ticks = [t for t in loss.get_xticks() if 1 <= t <= 4]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    assert loss.get_xlabel() == "epoch (30 steps each)"
+    colours = {line.get_label(): line.get_color() for ax in figure.axes for line in ax.lines}
+    assert colours == {"train": "C0", "valid": "C1"}  # the valid-only wer panel too
+    assert [line.get_color() for line in wer.lines] == ["C1"]
+
+
+def test_attention_heads_of_a_long_sentence_make_a_grid_not_a_strip(tmp_path, monkeypatch):
+    """Four heads of a 28-piece source in one row made a 15:1 picture."""
+    weights = np.random.default_rng(0).dirichlet(np.ones(28), size=(4, 8))  # (H, T, S)
+    source, target = [f"s{i}" for i in range(28)], [f"t{i}" for i in range(8)]
+    figure = _drawn_figure(
+        monkeypatch,
+        lambda: plot_attention_heads(weights, source, target, str(tmp_path / "a.png")),
+    )
+    width, height = figure.get_size_inches()
+    assert 1 <= width / height <= 3, (width, height)
+    assert len([ax for ax in figure.axes if ax.images]) == 4

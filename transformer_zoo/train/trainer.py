@@ -686,8 +686,11 @@ def _finish(prepared: Prepared, model: keras.Model, summary: dict, resumed) -> T
     if len(history) < summary["planned_epochs"] and ended:
         summary["stopped_by"] = "early_stopping"
     if history:
-        title = f"{setup.family} {setup.preset} on {config.data}"
-        plot_curves(history, os.path.join(out, rd.CURVES_FILE), title)
+        data = config.data  # a file by its name: a long path did not fit the title
+        data = data if data.startswith("builtin:") else os.path.basename(data)
+        title = f"{setup.family} {setup.preset} on {data}"
+        xlabel = f"epoch ({summary['steps_per_epoch']} steps each)"
+        plot_curves(history, os.path.join(out, rd.CURVES_FILE), title, xlabel)
     metrics = {"training": summary}
     write_json(os.path.join(out, rd.METRICS_FILE), metrics)
     save_run_config(out, _run_config(prepared, serving, TRAINED))

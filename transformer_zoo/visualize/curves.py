@@ -23,40 +23,58 @@ def _float(text: str) -> float:
         return math.nan
 
 
-def plot_curves(history: list[dict[str, float]], path: str | os.PathLike, title: str = "") -> None:
+def plot_curves(
+    history: list[dict[str, float]],
+    path: str | os.PathLike,
+    title: str = "",
+    xlabel: str = "epoch",
+) -> None:
     """One panel per metric (loss first), training and validation curves over epochs;
     written atomically to `path`, in the format its extension names (PNG, SVG, PDF, ...).
 
     A metric measured on the validation split only (`val_exact_match`, the task's score
-    that early stopping watches) has a panel of its own, with its one curve.
+    that early stopping watches) has a panel of its own, with its one curve, in the
+    validation curves' colour. Loss and perplexity are drawn on a log scale where they
+    span more than a factor of 10, labelled in plain numbers (0.5, 1, 2); epochs are
+    whole numbers.
 
     Args:
         history: rows as `read_history` returns them.
         path: the picture to write.
         title: the figure title.
+        xlabel: what an epoch is (`"epoch (30 steps each)"`).
     """
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     keys = {k for row in history[:1] for k in row} - {"epoch", "learning_rate"}
     names = sorted({k.removeprefix("val_") for k in keys}, key=lambda n: (n != "loss", n))
     names = names or ["loss"]
     # A Figure of its own, not pyplot's: the caller's backend and figures stay as they are.
-    figure = Figure(figsize=(4.5 * len(names), 3.6))
+    figure = Figure(figsize=(4.5 * len(names), 3.6), layout="constrained")
     axes = figure.subplots(1, len(names), squeeze=False)
     epochs = [row.get("epoch", i) + 1 for i, row in enumerate(history)]
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
     for axis, name in zip(axes[0], names, strict=True):
-        for key, label in ((name, "train"), (f"val_{name}", "valid")):
+        drawn = []
+        # Fixed colours: train blue and valid orange in every panel, a valid-only one too.
+        for key, label, color in ((name, "train", "C0"), (f"val_{name}", "valid", "C1")):
             values = [row.get(key, math.nan) for row in history]
             if any(math.isfinite(v) for v in values):
-                axis.plot(epochs, values, marker="o", markersize=3, label=label)
-        axis.set_xlabel("epoch")
+                axis.plot(epochs, values, marker="o", markersize=3, label=label, color=color)
+                drawn += [v for v in values if math.isfinite(v)]
+        axis.set_xlabel(xlabel)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_title(name)
-        if name in ("loss", "perplexity"):
+        positive = [v for v in drawn if v > 0]
+        if name in ("loss", "perplexity") and positive and max(positive) > 10 * min(positive):
             axis.set_yscale("log")
+            axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.yaxis.set_major_formatter(plain)
+            axis.yaxis.set_minor_formatter(NullFormatter())
         axis.grid(alpha=0.3)
         axis.legend()
     if title:
         figure.suptitle(title)
-    figure.tight_layout()
     with atomic_path(path) as temporary:
         figure.savefig(temporary, dpi=100)

@@ -51,6 +51,17 @@ def _font_kwargs() -> dict:
     return {"fontfamily": [family, "DejaVu Sans"]} if family else {}
 
 
+def _columns(panels: int, aspect: float, most: int = 4) -> int:
+    """Columns of a grid of `panels` panels of width/height `aspect` whose whole comes
+    closest to a 16:10 landscape (four wide panels of a long sentence in one row made a
+    15:1 strip), `most` at most."""
+
+    def whole(columns: int) -> float:  # the grid's width over its height
+        return aspect * columns / math.ceil(panels / columns)
+
+    return min(range(1, min(panels, most) + 1), key=lambda c: abs(math.log(whole(c) / 1.6)))
+
+
 def plot_attention_heads(
     weights: np.ndarray,
     source_tokens: Sequence[str],
@@ -79,11 +90,11 @@ def plot_attention_heads(
             f"{len(source_tokens)} source labels."
         )
     heads = weights.shape[0]
-    columns = min(heads, 4)
-    rows = math.ceil(heads / columns)
     cell = 0.32
     width = max(3.0, cell * len(source_tokens) + 1.5)
     height = max(2.5, cell * len(target_tokens) + 1.2)
+    columns = _columns(heads, width / height)
+    rows = math.ceil(heads / columns)
     fig = _figure(width * columns, height * rows, layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False)
     font = _font_kwargs()
