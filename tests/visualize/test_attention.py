@@ -57,3 +57,18 @@ def test_an_export_given_for_its_run_directory_is_named_so(family_artifacts, tmp
     export_dir = family_artifacts("encoder-decoder").export_dir
     with pytest.raises(ModelDirectoryError, match="it is an export .* needs its run directory"):
         attention.draw_run_attention(str(export_dir), "the cat", str(tmp_path / "pictures"))
+
+
+def test_a_source_longer_than_the_model_is_said_as_translate_says_it(
+    family_artifacts, tmp_path, capsys
+):
+    """It named an internal argument: "`encoder_token_ids` holds a sequence of 811 tokens"."""
+    from transformer_zoo.cli import main
+
+    art = family_artifacts("encoder-decoder")
+    text = " ".join(["cat"] * 400)
+    argv = ["attention", str(art.run_dir), "--text", text, "--out", str(tmp_path / "p")]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "the source is" in error and "longer than the model's" in error, error
+    assert "encoder_token_ids" not in error

@@ -47,6 +47,11 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
     if not text.strip():
         raise ValueError("`text` is empty: give a sentence to translate.")
     source = np.array([source_ids(source_tokenizer, text)], np.int32)
+    if source.shape[1] > model.max_length:  # as `translate` says it
+        raise ValueError(
+            f"the source is {source.shape[1]} tokens long and is longer than the model's "
+            f"{model.max_length}"
+        )
     # An `ids != 0` mask, `generate`'s and `attention_weights`' default for an array,
     # would hide an imported Marian run's `</s>` (id 0), which `translate` attends to.
     source_mask = np.ones_like(source, bool)
