@@ -172,6 +172,9 @@ def _fail(capsys, *argv):
 def test_bad_checkpoints_fail_in_one_line(tmp_path, capsys):
     out = tmp_path / "out"
     assert "no such directory" in _fail(capsys, tmp_path / "nowhere", "--out", out)
+    (tmp_path / "model.safetensors").write_bytes(b"")  # a file of it, not its directory
+    file_error = _fail(capsys, tmp_path / "model.safetensors", "--out", out)
+    assert "is a file; give the checkpoint's directory" in file_error
     (tmp_path / "empty").mkdir()
     assert "model.safetensors" in _fail(capsys, tmp_path / "empty", "--out", out)
 
