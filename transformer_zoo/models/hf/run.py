@@ -148,8 +148,7 @@ def import_hf_run(
     checkpoint_dir, run_dir = os.fspath(checkpoint_dir), os.fspath(run_dir)
     if os.path.isfile(checkpoint_dir):  # a checkpoint is a directory of files
         raise ValueError(
-            f"{checkpoint_dir} is a file; give the checkpoint's directory, which holds "
-            "config.json"
+            f"{checkpoint_dir} is a file; give the checkpoint's directory, which holds config.json"
         )
     if not os.path.isdir(checkpoint_dir):
         raise ValueError(f"no such directory: {checkpoint_dir}")
