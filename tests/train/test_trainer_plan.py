@@ -83,6 +83,10 @@ def test_the_plan_line_says_what_a_short_run_and_an_init_run_do():
     assert "Training 10 steps (--steps 4 in whole executions), validating every 10" in line
     assert "one validation, at the end (the run is shorter than a pass)" in line
     assert "every pass over the data" not in line
+    every = TrainConfig("decoder-only", data="a.txt", steps=20, eval_every=5)
+    line = plan_steps(every, batches=25, steps_per_execution=10).describe(every, 0.0)
+    # It said "validating every 10" without the 5 asked, which whole executions round up.
+    assert "Training 20 steps, validating every 10 (--eval-every 5 in whole executions)" in line
     longer = plan_steps(short, batches=7, steps_per_execution=10)  # 10 steps ≥ a pass of 7
     assert "a validation every pass over the data" in longer.describe(short, 0.0)
     fine_tune = TrainConfig("encoder-only", data="pairs.tsv", init="runs/minilm", steps=10)

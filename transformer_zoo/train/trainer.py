@@ -117,8 +117,15 @@ class StepPlan:
             rounded = (
                 f" (--steps {config.steps} in whole executions)" if total != config.steps else ""
             )
+            asked = config.eval_every
+            rounded_too = (
+                f" (--eval-every {asked} in whole executions)"
+                if asked is not None and asked != self.steps_per_epoch
+                else ""
+            )
             length = (
-                f"{count(total, 'step')}{rounded}, validating every {self.steps_per_epoch} (batch"
+                f"{count(total, 'step')}{rounded}, validating every {self.steps_per_epoch}"
+                f"{rounded_too} (batch"
             )
         else:
             length = f"{count(self.epochs, 'epoch')} of {self.steps_per_epoch} steps ({count(total, 'step')}, batch"
