@@ -24,7 +24,11 @@ def register(commands) -> None:
         "attention", help="draw attention heatmaps of a translation run for one input"
     )
     attention.add_argument("run_dir", help="a translation run directory")
-    attention.add_argument("--text", required=True, help="the English sentence to translate")
+    attention.add_argument(
+        "--text",
+        required=True,
+        help="the source sentence to translate (English for the built-in task)",
+    )
     attention.add_argument("--out", help="where to write the PNGs (default: RUN_DIR)")
     attention.set_defaults(handler=_attention)
 
