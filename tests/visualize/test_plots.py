@@ -75,31 +75,6 @@ def test_drawing_leaves_the_callers_matplotlib_backend_and_figures_alone(tmp_pat
         matplotlib.use(before)
 
 
-def test_a_metric_of_the_validation_split_only_has_a_panel_of_its_own(tmp_path, monkeypatch):
-    from matplotlib.figure import Figure
-
-    drawn = []
-    save = Figure.savefig
-
-    def keep(figure, *args, **kwargs):
-        drawn.append(figure)
-        return save(figure, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    plot_curves(HISTORY, tmp_path / "curves.png")
-    metrics = {k.removeprefix("val_") for k in HISTORY[0]} - {"epoch", "learning_rate"}
-    panels = {axis.get_title(): axis for axis in drawn[0].axes}
-    assert set(panels) == metrics
-    for name in metrics:
-        curves = {line.get_label(): list(line.get_ydata()) for line in panels[name].lines}
-        expected = {
-            label: [row[key] for row in HISTORY]
-            for key, label in ((name, "train"), (f"val_{name}", "valid"))
-            if key in HISTORY[0]
-        }
-        assert curves == expected
-
-
 def _drawn_figure(monkeypatch, draw):
     from matplotlib.figure import Figure
 
@@ -113,6 +88,21 @@ def _drawn_figure(monkeypatch, draw):
     monkeypatch.setattr(Figure, "savefig", keep)
     draw()
     return drawn[0]
+
+
+def test_a_metric_of_the_validation_split_only_has_a_panel_of_its_own(tmp_path, monkeypatch):
+    figure = _drawn_figure(monkeypatch, lambda: plot_curves(HISTORY, tmp_path / "curves.png"))
+    metrics = {k.removeprefix("val_") for k in HISTORY[0]} - {"epoch", "learning_rate"}
+    panels = {axis.get_title(): axis for axis in figure.axes}
+    assert set(panels) == metrics
+    for name in metrics:
+        curves = {line.get_label(): list(line.get_ydata()) for line in panels[name].lines}
+        expected = {
+            label: [row[key] for row in HISTORY]
+            for key, label in ((name, "train"), (f"val_{name}", "valid"))
+            if key in HISTORY[0]
+        }
+        assert curves == expected
 
 
 def test_curves_read_in_plain_numbers_whole_epochs_and_fixed_colours(tmp_path, monkeypatch):
