@@ -241,8 +241,7 @@ class ServedModel:
                 if not text.strip():  # nothing to translate; a model would still write
                     raise InputError("the source is empty", index)
             ids = [source_ids(self._tokenizer(), text) for text in texts]
-            problem = f"is longer than the model's {self.max_length}"
-            _check_lengths(ids, self.max_length, "source", problem)
+            check_sources(ids, self.max_length)
         return ids
 
     def start_ids(
@@ -547,6 +546,12 @@ def _texts(texts, name: str = "texts") -> list[str]:
                     index,
                 ) from None
     return texts
+
+
+def check_sources(rows: list[list[int]], max_length: int) -> None:
+    """Raises `InputError` naming the first source (encoder ids) longer than the model's
+    `max_length`: `translate`'s check, which the attention pictures make too."""
+    _check_lengths(rows, max_length, "source", f"is longer than the model's {max_length}")
 
 
 def _check_lengths(rows: list[list[int]], limit: int, what: str, problem: str) -> None:

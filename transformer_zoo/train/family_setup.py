@@ -45,6 +45,12 @@ EVAL_BATCH_SIZE = 256
 LOGITS_BUDGET = 2**26
 
 
+def one_vocabulary(preset: str) -> bool:
+    """Whether the (resolved) `preset` ties all its weights, source and target embeddings
+    and the output layer, which needs one vocabulary for both sides of an encoder-decoder."""
+    return PRESETS[preset]["config"].get("tie_weights") == "all"
+
+
 def check_model_arguments(preset: str, family: str, overrides: dict | None) -> None:
     """Runs the family constructor's own checks on the preset with `overrides`, before
     any data is read or tokenizer trained: a width the heads do not divide, no layers,
@@ -157,8 +163,7 @@ class FamilySetup:
         if init is not None:
             start, tokenizers = _load_init(init, task.family)
         if tokenizers is None:
-            tied = PRESETS[name]["config"].get("tie_weights") == "all"
-            if tied:  # three-way tying needs one vocabulary for both sides
+            if one_vocabulary(name):
                 pairs = task.train
                 shared = train_tokenizer(
                     [p.source for p in pairs] + [p.target for p in pairs],

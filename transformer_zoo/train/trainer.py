@@ -63,7 +63,7 @@ from transformer_zoo.train.config import (
     WARMUP_SHARE,
     TrainConfig,
 )
-from transformer_zoo.train.family_setup import FamilySetup, check_model_arguments
+from transformer_zoo.train.family_setup import FamilySetup, check_model_arguments, one_vocabulary
 from transformer_zoo.train.pretraining import pretrain_masked_lm
 from transformer_zoo.train.recipe.optimizers import capped_warmup, make_optimizer
 from transformer_zoo.visualize.curves import plot_curves, read_history
@@ -275,11 +275,10 @@ def prepare(config: TrainConfig) -> Prepared:
 
 def _tokenizers(config: TrainConfig) -> str:
     """ "tokenizers" where an encoder-decoder's sides get one each, else "tokenizer"."""
-    from transformer_zoo.models.presets import PRESETS, resolve_preset
+    from transformer_zoo.models.presets import resolve_preset
 
-    preset = PRESETS[resolve_preset(config.preset, config.family)]
-    tied = preset["config"].get("tie_weights") == "all"
-    return "tokenizers" if config.family == "encoder-decoder" and not tied else "tokenizer"
+    shared = one_vocabulary(resolve_preset(config.preset, config.family))
+    return "tokenizers" if config.family == "encoder-decoder" and not shared else "tokenizer"
 
 
 def _training_text(task) -> str:

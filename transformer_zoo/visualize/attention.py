@@ -42,16 +42,13 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
     """
     from transformer_zoo.generation import generate
     from transformer_zoo.models.attention_weights import attention_weights
+    from transformer_zoo.serving.served_model import check_sources
     from transformer_zoo.text import source_ids
 
     if not text.strip():
         raise ValueError("`text` is empty: give a sentence to translate.")
     source = np.array([source_ids(source_tokenizer, text)], np.int32)
-    if source.shape[1] > model.max_length:  # as `translate` says it
-        raise ValueError(
-            f"the source is {source.shape[1]} tokens long and is longer than the model's "
-            f"{model.max_length}"
-        )
+    check_sources(source.tolist(), model.max_length)  # as `translate` says it
     # An `ids != 0` mask, `generate`'s and `attention_weights`' default for an array,
     # would hide an imported Marian run's `</s>` (id 0), which `translate` attends to.
     source_mask = np.ones_like(source, bool)

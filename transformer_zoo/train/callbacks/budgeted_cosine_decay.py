@@ -16,9 +16,10 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
     (step - warmup) / (total_steps - warmup) and the time progress elapsed / seconds. On
     a machine fast enough to run `total_steps` within the budget it follows the step
     schedule of `optimizers.adamw_cosine` (but for its warmup, one step ahead: step 0
-    trains at peak / warmup where Keras' `CosineDecay` gives 0); on a slower (or busier) one the rate reaches
-    its floor when the budget ends, so a run cut short by `Budget` still gets the
-    low-rate end of the schedule, where much of the final accuracy comes from.
+    trains at peak / warmup where Keras' `CosineDecay` gives 0); on a slower (or busier)
+    one the rate reaches its floor when the budget ends, so a run cut short by `Budget`
+    still gets the low-rate end of the schedule, where much of the final accuracy comes
+    from.
 
     The optimizer must have a float learning rate (Keras keeps it in a variable that a
     callback may assign, as `ReduceLROnPlateau` does).
