@@ -228,6 +228,14 @@ def test_sampling_frequencies_follow_the_filtered_distribution():
     )
 
 
+def test_a_tiny_temperature_samples_the_argmax():
+    """float32 logits over 1e-38 overflowed to inf: every row drew token 0 (the padding)."""
+    logits = np.array([[1.0, 4.0, 2.0, -np.inf], [3.0, -1.0, 2.5, 0.0]], dtype=np.float32)
+    rng = np.random.default_rng(0)
+    for temperature in (1e-3, 1e-38, 1e-300, 5e-324):
+        np.testing.assert_array_equal(Sampling(temperature=temperature).draw(logits, rng), [1, 0])
+
+
 def test_a_seeded_rows_text_does_not_depend_on_the_rows_beside_it():
     """One generator per row (a vLLM request's seed): the CLI's "the cat" sampled alone and
     beside "a dog" gave three different texts for one seed."""

@@ -175,7 +175,12 @@ class Sampling:
         """The next token of each row of (B, V) logits (or log-probabilities: the same
         distribution), drawn with `rng` (one uniform per row: inverse-CDF sampling of the
         filtered distribution)."""
-        probs = np.exp(log_softmax(np.asarray(logits) / self.temperature))  # (B, V)
+        # Shifted to a maximum of 0 in float64 before the division, so that no temperature
+        # overflows: a tiny one sends every other logit to -inf (the argmax, as greedy).
+        logits = np.asarray(logits, dtype=np.float64)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        with np.errstate(over="ignore"):
+            probs = np.exp(log_softmax(shifted / self.temperature))  # (B, V)
         probs = filter_top_k_top_p(probs, self.top_k, self.top_p)
         cdf = np.cumsum(probs / probs.sum(-1, keepdims=True), axis=-1)
         draws = rng.random((probs.shape[0], 1))
