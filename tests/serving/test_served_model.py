@@ -12,7 +12,7 @@ import pytest
 
 from transformer_zoo.generation import Sampling
 from transformer_zoo.run_directory import RunError
-from transformer_zoo.serving import InputError, ModelDirectoryError, load_onnx
+from transformer_zoo.serving import InputError, ModelDirectoryError, load_onnx, load_served_model
 
 # A meta-path finder that makes every import of tensorflow or keras fail, installed before
 # anything else is imported.
@@ -119,6 +119,22 @@ def test_corrupted_onnx_file_raises_a_clear_error(export_copy):
     (export_copy / "model.onnx").write_bytes(data[: len(data) // 3])
     with pytest.raises(ModelDirectoryError, match="not a valid ONNX model"):
         load_onnx(export_copy)
+
+
+@pytest.mark.parametrize(
+    "damage", ["saved_model.pb", "variables/variables.data-00000-of-00001", "variables"]
+)
+def test_a_damaged_saved_model_raises_a_clear_error(family_artifacts, tmp_path, damage):
+    """Each gave a TensorFlow traceback (IndexError, OSError, OpError, FileNotFoundError)."""
+    target = tmp_path / "export"
+    shutil.copytree(family_artifacts("encoder-only").export_dir, target)
+    path = target / "saved_model" / damage
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(ModelDirectoryError, match="is not a SavedModel that TensorFlow can load"):
+        load_served_model(target, "saved_model")
 
 
 def test_corrupted_tokenizer_and_config_raise_clear_errors(export_copy, tmp_path):

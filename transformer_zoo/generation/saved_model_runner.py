@@ -8,6 +8,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from transformer_zoo.errors import ModelDirectoryError, first_line
+
 
 class SavedModelRunner:
     """Runs the signatures of an exported SavedModel.
@@ -15,10 +17,26 @@ class SavedModelRunner:
     Args:
         path: the `saved_model` directory.
         graphs: graph name → signature name (`export.saved_model.graphs` in config.json).
+
+    Raises:
+        ModelDirectoryError: `path` is not a SavedModel that TensorFlow can load (a missing
+            or truncated `saved_model.pb` or variables file), or lacks one of `graphs`.
     """
 
     def __init__(self, path: str, graphs: dict[str, str]):
-        self.loaded = tf.saved_model.load(os.fspath(path))
+        try:
+            self.loaded = tf.saved_model.load(os.fspath(path))
+        except Exception as error:  # TensorFlow raises OSError, IndexError, OpError …
+            raise ModelDirectoryError(
+                f"{path} is not a SavedModel that TensorFlow can load ({first_line(error)}); "
+                "export it again with `transformer-zoo export --format saved_model`."
+            ) from None
+        missing = sorted(set(graphs.values()) - set(self.loaded.signatures))
+        if missing:
+            raise ModelDirectoryError(
+                f"{path} lacks the signatures {', '.join(missing)} that config.json names; "
+                "export it again with `transformer-zoo export --format saved_model`."
+            )
         self.signatures = {name: self.loaded.signatures[sig] for name, sig in graphs.items()}
         # Per graph, each input's ONNX name (`past_key_values.0.key`) → its keyword and
         # dtype: TensorFlow keeps the name in the spec and takes the keyword with "_" for
