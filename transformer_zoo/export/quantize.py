@@ -6,6 +6,15 @@ head) and of the embedding Gathers become int8 through onnxruntime's
 `quantize_dynamic`; activations are quantized per call (uint8), so no calibration data
 is needed. Attention's activation × activation products stay float32.
 
+One activation scale per call (onnxruntime's `DynamicQuantizeLinear`, per tensor) spans every
+row of a batch, so an int8 row's output can change with the rows batched beside it (a
+token where two were nearly tied); float32 and int4 rows (int4 quantizes activations per
+row and block) do not. onnxruntime's `MatMulNBits` with 8 bits would quantize per row too,
+but took longer over several tokens (2026-12-05, AVX-512 VNNI EPYC, `benchmarks/graph_ab.py`
+against this int8 file: a decoder step 0.97× its time, the same-file control 0.99×; an
+encoder 1.36× on one sentence of 16 tokens, 1.64× on 16 sentences), so int8 stays
+`quantize_dynamic`'s.
+
 Weights use 7 of the 8 bits (`reduce_range=True`): onnxruntime's u8×s8 kernels on CPUs
 without VNNI (AVX2 only) add pairs of products in 16 bits, which full-range weights
 overflow. Measured on an AVX2-only EPYC: largest difference from float32 0.46 with full
