@@ -74,3 +74,57 @@ def test_a_tied_head_refuses_inputs_narrower_than_its_embedding_by_name():
     keras_embedding = keras.layers.Embedding(30, 5)
     with pytest.raises(ValueError, match="the embedding's D=5"):
         LMHead(30, embedding=keras_embedding).build((None, None, 6))
+
+
+def _tied_head_and_float_table(vocabulary_size=30, width=16):
+    emb = TokenAndPositionEmbedding(vocabulary_size, 8, width)
+    emb(np.ones((1, 2), "int32"))
+    return emb, LMHead(vocabulary_size, embedding=emb), np.array(emb.embeddings)
+
+
+@pytest.mark.parametrize("mode, levels", [("int8", 127), ("int4", 7)])
+def test_a_tied_head_over_a_quantized_table_stays_within_its_rounding_bound(mode, levels):
+    """`model.quantize` rounds each row v of E to `levels` steps of max|E_v| / levels
+    (Keras' per-row abs-max quantizer), so each entry moves by at most half a step and
+    logit (b, v) by at most sum_d |h_bd| · max|E_v| / (2 · levels). Reading the raw
+    integers instead put the logits hundreds of times too large."""
+    emb, head, table = _tied_head_and_float_table()
+    token_ids, hidden = keras.Input((None,), dtype="int32"), keras.Input((None, 16))
+    model = keras.Model([token_ids, hidden], [emb(token_ids), head(hidden)])
+    h = rng.normal(size=(2, 4, 16)).astype("float32")
+    expected = h @ table.T
+    with pytest.warns(UserWarning):  # layers without weights to quantize say so
+        model.quantize(mode)
+    assert emb.token_embedding.quantization_mode == mode
+    bound = np.abs(h).sum(-1, keepdims=True) * np.abs(table).max(-1) / (2 * levels)
+    error = np.abs(np.asarray(head(h)) - expected)
+    assert np.all(error <= bound + 1e-5), float(np.max(error - bound))
+
+
+@pytest.mark.parametrize("block_size", [None, 8])
+def test_a_tied_head_over_an_int4_table_matches_keras_reversible_embedding(block_size):
+    """Keras' `ReversibleEmbedding(reverse=True)` dequantizes its int4 table (per row, or
+    per group of `block_size` columns with zero points) and, for int4, leaves the inputs
+    in float: with the same table quantized the same way, the logits agree."""
+    emb, head, table = _tied_head_and_float_table()
+    reference = keras.layers.ReversibleEmbedding(30, 16)
+    reference.build()
+    reference.embeddings.assign(table)
+    config = keras.quantizers.Int4QuantizationConfig(block_size=block_size)
+    emb.token_embedding.quantize("int4", config=config)
+    reference.quantize("int4", config=config)
+    h = rng.normal(size=(2, 4, 16)).astype("float32")
+    expected = np.asarray(reference(h, reverse=True))
+    np.testing.assert_allclose(np.asarray(head(h)), expected, atol=1e-5)
+    assert not np.allclose(expected, h @ table.T, atol=1e-3)  # quantization did happen
+
+
+def test_a_head_tied_to_a_quantized_keras_embedding_dequantizes_it():
+    emb = keras.layers.Embedding(30, 16)
+    emb.build()
+    table = np.array(emb.embeddings)
+    emb.quantize("int8")
+    h = rng.normal(size=(2, 4, 16)).astype("float32")
+    bound = np.abs(h).sum(-1, keepdims=True) * np.abs(table).max(-1) / (2 * 127)
+    error = np.abs(np.asarray(LMHead(30, embedding=emb)(h)) - h @ table.T)
+    assert np.all(error <= bound + 1e-5)

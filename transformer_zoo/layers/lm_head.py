@@ -20,7 +20,9 @@ class LMHead(keras.layers.Layer):
       `head.trainable = False` leaves it trainable. Its config
       names the embedding as a shared object: `.keras` files (`model.save`,
       `keras.models.load_model`) tie the loaded head to the loaded model's embedding, and
-      a config rebuilt outside them needs the embedding passed again (`from_config`).
+      a config rebuilt outside them needs the embedding passed again (`from_config`;
+      `keras.models.clone_model` in its `clone_function`). After
+      `model.quantize("int8" | "int4")` the head projects with the dequantized table.
     - Untied: its own (D, V) kernel.
     - `transform_activation` adds BERT's transform before the projection:
       Dense(D) → activation → LayerNorm.
@@ -140,7 +142,7 @@ class LMHead(keras.layers.Layer):
         if self._transform_fn is not None:
             x = self.transform_norm(self._transform_fn(self.transform_dense(x)))
         if self.tied:
-            weights = ops.cast(self.embedding.embeddings, x.dtype)  # (V, D)
+            weights = _token_matrix(self.embedding, x.dtype)  # (V, D)
             logits = ops.matmul(x, ops.transpose(weights))  # (B, T, V)
         else:
             logits = ops.matmul(x, self.kernel)  # (B, T, V)
@@ -184,7 +186,8 @@ class LMHead(keras.layers.Layer):
 _UNTIED_CONFIG = (
     "This LMHead is tied to an embedding that its config cannot share outside a `.keras` "
     "file (`model.save` / `keras.models.load_model` keep the tie): pass the embedding "
-    "again, e.g. `LMHead.from_config({**config, 'embedding': token_embedding})`."
+    "again, e.g. `LMHead.from_config({**config, 'embedding': token_embedding})` (for "
+    "`keras.models.clone_model`, in its `clone_function`)."
 )
 
 
@@ -195,6 +198,25 @@ class _Untracked:
 
     def __init__(self, value):
         self.value = value
+
+
+def _token_matrix(embedding, dtype):
+    """The tied embedding's (V, D) token matrix, in `dtype`, as its lookups see it.
+
+    `model.quantize("int8" | "int4")` replaces a `keras.layers.Embedding`'s table by
+    integers (int4 packed two to a byte) with per-row scales, or per-group scales and
+    zero points; its `embeddings` are then those raw integers, and logits read from them
+    were off by the scale (~500x under int8). The layer's own lookup dequantizes (LoRA
+    included), so a quantized table is the lookup of every id: one (V, D) gather and
+    divide per call, small beside the (B, T, D) x (D, V) product. `"float8"` leaves
+    embeddings alone, and an unquantized table is read as before.
+    """
+    table = (
+        embedding if isinstance(embedding, keras.layers.Embedding) else embedding.token_embedding
+    )
+    if table.quantization_mode is None:
+        return ops.cast(table.embeddings, dtype)
+    return ops.cast(table(ops.arange(table.input_dim, dtype="int32")), dtype)
 
 
 def _embedding_dim(embedding) -> int:
