@@ -1,10 +1,11 @@
 import math
 
+import keras
 import numpy as np
 import pytest
 
 from tests.helpers import np_sinusoid
-from transformer_zoo.layers import TokenAndPositionEmbedding
+from transformer_zoo.layers import TokenAndPositionEmbedding, TransformerBlock
 
 
 def test_paper_embedding_is_scaled_token_vector_plus_sinusoid():
@@ -65,3 +66,39 @@ def test_token_ids_that_are_not_b_by_t_are_refused_by_name(shape):
     with pytest.raises(ValueError, match=r"`token_ids` must be \(B, T\)") as error:
         TokenAndPositionEmbedding(20, 8, 8)(np.ones(shape, "int32"))
     assert f"token_ids.shape={shape}" in str(error.value)
+
+
+def test_the_default_segment_after_int8_quantization_is_the_looked_up_segment_zero():
+    """Without `segment_ids` every token is in segment 0; after `quantize("int8")` that row
+    must be dequantized as an explicit `segment_ids=0` lookup is, not added as raw int8."""
+    layer = TokenAndPositionEmbedding(20, 16, 8, type_vocabulary_size=2)
+    ids = np.array([[3, 7, 1], [2, 0, 5]])
+    layer(ids)
+    layer.token_embedding.quantize("int8")
+    layer.segment_embedding.quantize("int8")
+    explicit = np.asarray(layer(ids, segment_ids=np.zeros_like(ids)))
+    np.testing.assert_allclose(np.asarray(layer(ids)), explicit, atol=1e-6)
+
+
+def test_mask_zero_masks_the_padding_and_survives_its_config():
+    layer = TokenAndPositionEmbedding(20, 16, 8, mask_zero=True)
+    ids = np.array([[3, 7, 0, 0], [2, 4, 5, 0]])
+    np.testing.assert_array_equal(np.asarray(layer(ids)._keras_mask), ids != 0)
+    config = layer.get_config()
+    assert config["mask_zero"] is True
+    assert TokenAndPositionEmbedding.from_config(config).mask_zero
+    assert getattr(TokenAndPositionEmbedding(20, 16, 8)(ids), "_keras_mask", None) is None
+
+
+def test_with_mask_zero_a_block_gives_padded_inputs_the_outputs_of_unpadded_ones():
+    """The mask reaches the attention of the next layer: padding changes no real position
+    (without it, the real tokens would attend to the padding)."""
+    keras.utils.set_random_seed(0)
+    token_ids = keras.Input((None,), dtype="int32")
+    embedding = TokenAndPositionEmbedding(20, 16, 8, mask_zero=True)
+    model = keras.Model(token_ids, TransformerBlock(2, 16)(embedding(token_ids)))
+    short = np.array([[3, 7, 1]])
+    padded = np.array([[3, 7, 1, 0, 0]])
+    np.testing.assert_allclose(
+        np.asarray(model(padded))[:, :3], np.asarray(model(short)), atol=1e-5
+    )

@@ -31,6 +31,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         embeddings_initializer: initializer of the token, position and segment tables.
         position_layout: the sinusoidal table's `"interleaved"` or `"halves"` layout
             (`PositionalEncoding`).
+        mask_zero: treat id 0 as padding: the output then carries a (B, T) Keras mask,
+            True at real tokens, which `MultiHeadAttention` and `TransformerBlock` read
+            as their `padding_mask` (as after `keras.layers.Embedding(mask_zero=True)`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -42,7 +45,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         training: whether dropout is active.
 
     Returns:
-        (B, T, D) embeddings.
+        (B, T, D) embeddings; with `mask_zero`, they carry the mask `token_ids != 0`.
 
     Example:
     >>> emb = TokenAndPositionEmbedding(vocabulary_size=100, max_length=32, embedding_dim=16)
@@ -61,6 +64,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         dropout: float = 0.0,
         embeddings_initializer: str | keras.initializers.Initializer = "glorot_uniform",
         position_layout: str = "interleaved",
+        mask_zero: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -90,6 +94,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.dropout = dropout
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.position_layout = position_layout
+        self.mask_zero = mask_zero
+        self.supports_masking = mask_zero
 
         self.token_embedding = keras.layers.Embedding(
             vocabulary_size,
@@ -148,9 +154,15 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             )
             x = x + self.segment_embedding(segment_ids)
         elif self.segment_embedding is not None:
-            # BERT's default: every token is in segment 0.
-            x = x + ops.cast(self.segment_embedding.embeddings[0], x.dtype)
+            # BERT's default: every token is in segment 0. Looked up, not read from
+            # `embeddings`, which `model.quantize` turns into raw integers.
+            x = x + self.segment_embedding(ops.zeros((1, 1), "int32"))  # (1, 1, D)
         return self.dropout_layer(x, training=training)
+
+    def compute_mask(self, token_ids, mask=None):
+        if not self.mask_zero:
+            return None
+        return ops.not_equal(token_ids, 0)  # (B, T), True = a real token
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
         _check_token_ids_shape(token_ids_shape)
@@ -169,6 +181,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 "dropout": self.dropout,
                 "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
                 "position_layout": self.position_layout,
+                "mask_zero": self.mask_zero,
             }
         )
         return config
