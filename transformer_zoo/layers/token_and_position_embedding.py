@@ -139,7 +139,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     def call(self, token_ids, segment_ids=None, start_index=0, positions=None, training=None):
         _check_token_ids_shape(token_ids.shape)
         check_token_ids(token_ids, self.vocabulary_size)
-        x = self.token_embedding(token_ids)  # (B, T, D)
+        x = self._look_up(self.token_embedding, token_ids)  # (B, T, D)
         if self.scale_embeddings:
             x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
         x = x + self.position_encoding(x, start_index=start_index, positions=positions)
@@ -152,12 +152,17 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             check_token_ids(
                 segment_ids, self.type_vocabulary_size, "segment_ids", "`type_vocabulary_size`"
             )
-            x = x + self.segment_embedding(segment_ids)
+            x = x + self._look_up(self.segment_embedding, segment_ids)
         elif self.segment_embedding is not None:
             # BERT's default: every token is in segment 0. Looked up, not read from
             # `embeddings`, which `model.quantize` turns into raw integers.
-            x = x + self.segment_embedding(ops.zeros((1, 1), "int32"))  # (1, 1, D)
+            x = x + self._look_up(self.segment_embedding, ops.zeros((1, 1), "int32"))
         return self.dropout_layer(x, training=training)
+
+    def _look_up(self, table, ids):
+        """`table(ids)` in the compute dtype: an Embedding that `model.quantize` made int8
+        or int4 returns float32 under a mixed policy (its float32 scales promote it)."""
+        return ops.cast(table(ids), self.compute_dtype)
 
     def compute_mask(self, token_ids, mask=None):
         if not self.mask_zero:

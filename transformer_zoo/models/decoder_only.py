@@ -6,11 +6,12 @@ import keras
 
 from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding, TransformerBlock
 from transformer_zoo.models.decoding_cache import DecodingCache
-from transformer_zoo.models.model_inputs import check_positive_int, unpack_inputs
+from transformer_zoo.models.model_inputs import check_positive_int, token_specs, unpack_inputs
+from transformer_zoo.models.zoo_model import ZooModel
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
-class DecoderOnly(keras.Model):
+class DecoderOnly(ZooModel):
     """GPT-2's architecture: token + learned positions, Pre-LN causal blocks, a final
     LayerNorm, and an LM head tied to the token embedding.
 
@@ -112,6 +113,9 @@ class DecoderOnly(keras.Model):
     @property
     def head_dim(self) -> int:
         return self.hidden_dim // self.num_heads
+
+    def input_specs(self) -> dict[str, keras.InputSpec]:
+        return token_specs("token_ids", "padding_mask")
 
     def call(self, inputs, training=None):
         token_ids, padding_mask = unpack_inputs(inputs, "token_ids", "padding_mask")

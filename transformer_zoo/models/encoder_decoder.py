@@ -7,13 +7,19 @@ from keras import ops
 
 from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding, TransformerBlock
 from transformer_zoo.models.decoding_cache import DecodingCache
-from transformer_zoo.models.model_inputs import check_choice, check_positive_int, unpack_inputs
+from transformer_zoo.models.model_inputs import (
+    check_choice,
+    check_positive_int,
+    token_specs,
+    unpack_inputs,
+)
+from transformer_zoo.models.zoo_model import ZooModel
 
 TIE_WEIGHTS = ("none", "decoder", "all")
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
-class EncoderDecoder(keras.Model):
+class EncoderDecoder(ZooModel):
     """N Post-LN encoder blocks, N decoder blocks (masked self-attention, cross-attention,
     FFN), and an LM head; sinusoidal positions and embeddings scaled by √D (§3.4-3.5).
 
@@ -171,6 +177,11 @@ class EncoderDecoder(keras.Model):
     @property
     def head_dim(self) -> int:
         return self.hidden_dim // self.num_heads
+
+    def input_specs(self) -> dict[str, keras.InputSpec]:
+        return token_specs(
+            "encoder_token_ids", "encoder_padding_mask", "decoder_token_ids", "decoder_padding_mask"
+        )
 
     def call(self, inputs, training=None):
         source, source_mask = unpack_inputs(inputs, "encoder_token_ids", "encoder_padding_mask")

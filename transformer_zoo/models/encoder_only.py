@@ -6,11 +6,12 @@ import keras
 from keras import ops
 
 from transformer_zoo.layers import TokenAndPositionEmbedding, TransformerBlock
-from transformer_zoo.models.model_inputs import check_positive_int, unpack_inputs
+from transformer_zoo.models.model_inputs import check_positive_int, token_specs, unpack_inputs
+from transformer_zoo.models.zoo_model import ZooModel
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
-class EncoderOnly(keras.Model):
+class EncoderOnly(ZooModel):
     """BERT's encoder: token + learned position + segment embeddings, LayerNorm and
     dropout, Post-LN blocks with exact GELU, and an optional pooler.
 
@@ -119,6 +120,10 @@ class EncoderOnly(keras.Model):
         if self.pooler_dense is not None:
             self.pooler_dense.build((None, hidden_dim))
         self.built = True
+
+    def input_specs(self) -> dict[str, keras.InputSpec]:
+        segments = ("segment_ids",) if self.type_vocabulary_size else ()
+        return token_specs("token_ids", "padding_mask", *segments)
 
     def call(self, inputs, training=None):
         token_ids, padding_mask = unpack_inputs(inputs, "token_ids", "padding_mask")

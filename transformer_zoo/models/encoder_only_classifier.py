@@ -6,10 +6,11 @@ import keras
 
 from transformer_zoo.models.encoder_only import EncoderOnly
 from transformer_zoo.models.model_inputs import check_positive_int
+from transformer_zoo.models.zoo_model import ZooModel
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
-class EncoderOnlyClassifier(keras.Model):
+class EncoderOnlyClassifier(ZooModel):
     """Logits over `num_classes` from the pooled [CLS] representation.
 
     With a pooler the head reads `pooled_output`; without one, the first token's
@@ -51,6 +52,9 @@ class EncoderOnlyClassifier(keras.Model):
         )
         self.classifier.build((None, backbone.hidden_dim))
         self.built = True
+
+    def input_specs(self) -> dict[str, keras.InputSpec]:
+        return self.backbone.input_specs()
 
     def call(self, inputs, training=None):
         outputs = self.backbone(inputs, training=training)

@@ -8,10 +8,11 @@ from keras import ops
 from transformer_zoo.layers import LMHead
 from transformer_zoo.layers.validation import check_indices
 from transformer_zoo.models.encoder_only import EncoderOnly
+from transformer_zoo.models.zoo_model import ZooModel
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
-class EncoderOnlyMaskedLM(keras.Model):
+class EncoderOnlyMaskedLM(ZooModel):
     """Predicts masked tokens: BERT's transform (Dense → GELU → LayerNorm), then logits
     tied to the backbone's token embedding, plus an output bias.
 
@@ -50,6 +51,9 @@ class EncoderOnlyMaskedLM(keras.Model):
         )
         self.lm_head.build((None, None, backbone.hidden_dim))
         self.built = True
+
+    def input_specs(self) -> dict[str, keras.InputSpec]:
+        return self.backbone.input_specs()
 
     def call(self, inputs, training=None):
         sequence = self.backbone(inputs, training=training)["sequence_output"]  # (B, T, D)

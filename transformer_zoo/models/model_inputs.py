@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -30,6 +31,11 @@ def unpack_inputs(inputs, ids_key: str, mask_key: str):
     if padding_mask is None:
         padding_mask = ops.not_equal(token_ids, 0)
     return token_ids, padding_mask
+
+
+def token_specs(*names: str) -> dict[str, keras.InputSpec]:
+    """(B, T) int32 `keras.InputSpec`s under `names`: ids, 0/1 masks and segment ids."""
+    return {name: keras.InputSpec(shape=(None, None), dtype="int32", name=name) for name in names}
 
 
 def check_choice(name: str, value, choices) -> None:
