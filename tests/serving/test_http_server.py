@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import json
+import logging
 import socket
 import time
 
@@ -585,6 +586,96 @@ def test_a_request_past_the_timeout_gets_504(exports):
         live.stop()
 
 
+def _head(path: str, length: int) -> bytes:
+    """A POST's request line and headers, for a JSON body of `length` bytes."""
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v2/models/gpt/infer"])
+def test_a_stalled_body_gets_408_within_the_timeout_and_its_connection_is_closed(exports, path):
+    """A client that sends part of a body and stalls held its connection for as long as
+    it stayed (300 such clients, 300 descriptors), whatever `--timeout` said."""
+    live = LiveServer({"gpt": exports["gpt"]}, ServerSettings(request_timeout=1.0)).start()
+    connection = socket.create_connection(("127.0.0.1", live.port), timeout=10)
+    try:
+        body = json.dumps(_v2_body(["the cat"], 4) if "v2" in path else {"model": "gpt"})
+        started = time.monotonic()
+        connection.sendall(_head(path, len(body)) + body[:10].encode())
+        received = b""
+        while chunk := connection.recv(4096):  # until the server closes the connection
+            received += chunk
+        took = time.monotonic() - started
+        head, _, answer = received.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408") and 0.9 < took < 5
+        error = json.loads(answer)["error"]
+        assert "timeout" in (error if "v2" in path else error["message"])
+        if path.startswith("/v1"):
+            assert (error["code"], error["type"]) == (408, "timeout")
+        _until(lambda: not live.server.server_state.connections, 2)
+        assert not live.server.server_state.connections  # its descriptor is released
+    finally:
+        connection.close()
+        live.stop()
+
+
+def test_a_client_that_leaves_while_sending_its_body_counts_499_without_a_traceback(server, caplog):
+    """Counted as 500 and logged with a 46-line traceback ending in `ClientDisconnect`."""
+    route = "/v1/completions"
+    counts = {
+        status: _metric(server, "transformer_zoo_requests_total", endpoint=route, status=status)
+        for status in ("499", "500")
+    }
+    body = json.dumps({"model": "gpt", "prompt": "the cat", "max_tokens": 4}).encode()
+    connection = socket.create_connection(("127.0.0.1", server.port))
+    connection.sendall(_head(route, len(body)) + body[:10])
+    time.sleep(0.2)  # the route is reading the body
+    connection.close()
+
+    def count(status):
+        return _metric(server, "transformer_zoo_requests_total", endpoint=route, status=status)
+
+    _until(lambda: count("499") != counts["499"], 5)
+    assert count("499") == counts["499"] + 1 and count("500") == counts["500"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+def test_a_stream_counts_as_it_ended_not_as_it_began(exports):
+    """A stream opens with 200; one its client left is 499 and one that ended with a
+    timeout's error event is 504 (both were counted as 200), a complete one 200."""
+    live = LiveServer({"gpt": exports["gpt"]}, ServerSettings(request_timeout=0.5)).start()
+    route = "/v1/completions"
+
+    def count(status):
+        return _metric(live, "transformer_zoo_requests_total", endpoint=route, status=status)
+
+    body = {"model": "gpt", "prompt": "the cat", "stream": True, "temperature": 0}
+    undo = slow_down(live.entry("gpt"), 0.03)  # 40 tokens take 1.2 s or more
+    try:
+        status, _, raw = live.request("POST", route, {**body, "max_tokens": 2})
+        _until(lambda: count("200") == 1, 5)  # counted once the response has ended
+        assert status == 200 and raw.endswith(b"data: [DONE]\n\n") and count("200") == 1
+        status, _, raw = live.request("POST", route, {**body, "max_tokens": 40})
+        events = [line.removeprefix(b"data: ") for line in raw.split(b"\n\n") if line]
+        assert status == 200 and json.loads(events[-2])["error"]["code"] == 504
+        _until(lambda: count("504") == 1, 5)
+        assert count("504") == 1 and count("200") == 1
+        connection = socket.create_connection(("127.0.0.1", live.port))
+        raw = json.dumps({**body, "max_tokens": 40})
+        connection.sendall(_head(route, len(raw)) + raw.encode())
+        received = b""
+        while b"data: " not in received:  # the headers, then the first chunk
+            received += connection.recv(4096)
+        connection.close()
+        _until(lambda: count("499") == 1, 5)
+        assert count("499") == 1 and count("200") == 1 and count("504") == 1
+    finally:
+        undo()
+        live.stop()
+
+
 def test_shutdown_finishes_the_requests_in_flight(exports):
     live = LiveServer({"gpt": exports["gpt"]}).start()
     undo = slow_down(live.entry("gpt"), 0.01)
@@ -703,6 +794,22 @@ def test_generated_tokens_are_the_completions_tokens(server, client):
         ),
         client.completions.create(model="gpt", prompt=PROMPTS, max_tokens=8, n=2, seed=3),
     ]
+    generated = _metric(server, "transformer_zoo_generated_tokens_total", model="gpt") - before
+    assert generated == sum(answer.usage.completion_tokens for answer in answers)
+
+
+def test_generated_tokens_equal_the_usage_with_stop_strings(server, client):
+    """A row that meets a stop string ends on the event loop, while the scheduler decodes
+    on until the cancel reaches it: counting its draws gave 2,933 tokens for a usage of
+    2,249 (200 requests, `stop` ["a", "e"], n 2)."""
+    before = _metric(server, "transformer_zoo_generated_tokens_total", model="gpt")
+    answers = [
+        client.completions.create(
+            model="gpt", prompt=prompt, max_tokens=30, n=2, seed=seed, stop=["a", "e"]
+        )
+        for seed, prompt in enumerate(PROMPTS * 2)
+    ]
+    assert any(c.finish_reason == "stop" for answer in answers for c in answer.choices)
     generated = _metric(server, "transformer_zoo_generated_tokens_total", model="gpt") - before
     assert generated == sum(answer.usage.completion_tokens for answer in answers)
 

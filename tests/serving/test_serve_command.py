@@ -84,6 +84,81 @@ def test_serve_answers_without_tensorflow_and_exits_on_sigterm(family_artifacts)
     assert f"http://127.0.0.1:{port} serving gpt" in stderr and "; no API key required" in stderr
 
 
+def _ready(port: int, process) -> None:
+    deadline = time.monotonic() + 60
+    while _health(port) != 200:
+        assert process.poll() is None, process.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the server did not become ready"
+        time.sleep(0.1)
+
+
+def _sigterm_with_a_request_open(family_artifacts, body: bytes, sent: int, prelude: str = ""):
+    """SIGTERM to a `--timeout 0.5` server while a client has sent `sent` bytes of `body` to
+    /v1/completions and waits: `(exit status, seconds to exit, stderr, what the client
+    received)`."""
+    port = _free_port()
+    decoder = family_artifacts("decoder-only").export_dir
+    process = _serve(
+        decoder, "--port", port, "--name", "gpt", "--timeout", 0.5, "--log-level", "warning",
+        prelude=prelude,
+    )  # fmt: skip
+    try:
+        _ready(port, process)
+        connection = socket.create_connection(("127.0.0.1", port), timeout=30)
+        connection.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[:sent]
+        )
+        time.sleep(0.3)  # the route has the request
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+        took = time.monotonic() - started
+        connection.settimeout(1)
+        try:
+            received = connection.recv(4096)
+        except OSError:
+            received = b""
+        connection.close()
+    finally:
+        process.kill()
+    return process.returncode, took, stderr, received
+
+
+def test_sigterm_with_a_stalled_body_exits_once_its_read_times_out(family_artifacts):
+    """A client that sent half a body and stalled kept the draining server running (still
+    running after 45 s): its body read now ends at `--timeout`, with 408."""
+    body = b'{"model": "gpt", "prompt": "the cat", "max_tokens": 4}'
+    code, took, stderr, received = _sigterm_with_a_request_open(family_artifacts, body, 10)
+    assert code == 0, stderr[-2000:]
+    assert took < 5 and "Traceback" not in stderr  # --timeout 0.5, and slack
+    assert received.startswith(b"HTTP/1.1 408")
+
+
+# A route that never ends: what the drain's bound (`serve`'s `timeout_graceful_shutdown`)
+# is there for, whatever holds a request past its timeout.
+STUCK_ROUTE = """
+import asyncio
+import transformer_zoo.serving.http.openai_routes as routes
+
+async def stuck(request, model, settings):
+    await asyncio.Event().wait()
+
+routes.parse_body = stuck
+"""
+
+
+def test_sigterm_exits_within_the_timeout_and_a_margin_whatever_is_in_flight(family_artifacts):
+    body = b'{"model": "gpt", "prompt": "the cat", "max_tokens": 4}'
+    code, took, stderr, _ = _sigterm_with_a_request_open(
+        family_artifacts, body, len(body), prelude=STUCK_ROUTE
+    )
+    assert code == 0, stderr[-2000:]
+    assert took < 0.5 + 5 + 5  # --timeout 0.5, serve's margin of 5 s, and slack
+    assert "timeout graceful shutdown exceeded" in stderr
+
+
 def test_a_wrong_directory_is_one_usage_line(tmp_path):
     process = _serve(tmp_path / "missing", "--port", _free_port())
     _, stderr = process.communicate(timeout=60)

@@ -8,7 +8,8 @@
 
 Generation is continuously batched and encoder requests are micro-batched
 (`scheduler`); the queue is bounded (429 past it) and SIGTERM finishes the requests in
-flight before the process exits (uvicorn's graceful shutdown, then the workers').
+flight before the process exits (uvicorn's graceful shutdown, bounded by the request
+timeout plus `SHUTDOWN_MARGIN`, then the workers').
 
 Example:
     from transformer_zoo.serving.http import serve
@@ -25,6 +26,8 @@ from transformer_zoo.serving.http.app import create_app
 from transformer_zoo.serving.http.models import ServerSettings, model_names
 
 __all__ = ["ServerSettings", "create_app", "listening_socket", "model_names", "serve"]
+
+SHUTDOWN_MARGIN = 5.0  # seconds past `request_timeout` that SIGTERM waits for requests
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -70,10 +73,15 @@ def serve(
         if server is not None:
             server.should_exit = True
 
+    settings = settings or ServerSettings()
     app = create_app(directories, settings, on_load_error)
+    # Every request in flight ends within `request_timeout` (its body read included:
+    # `handling.time_left`), so the drain is bounded by it, plus a margin for answering;
+    # what is still running then (nothing that should be) is cancelled.
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on"
-    )
+        app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on",
+        timeout_graceful_shutdown=settings.request_timeout + SHUTDOWN_MARGIN,
+    )  # fmt: skip
     server = uvicorn.Server(config)
     # uvicorn drains on SIGTERM, then raises the signal again under the handler that was
     # there before it ran: this one, so that a drained server exits with status 0.

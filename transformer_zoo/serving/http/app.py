@@ -94,7 +94,8 @@ def create_app(
 
 
 class Gate:
-    """Counts responses by route and status, refuses `/v1` and `/v2` requests without
+    """Counts responses by route and status (a stream's by how it ended: 499 when its
+    client left, 504 when it timed out), refuses `/v1` and `/v2` requests without
     the API key (when there is one), and answers an unexpected failure with a logged 500
     in the protocol's error shape; plain ASGI, so responses pass untouched.
 
@@ -136,7 +137,9 @@ class Gate:
         finally:
             # `/v2/models/{name}/infer`, its `{name:path}` written as `{name}`
             route = getattr(scope.get("route"), "path_format", "other")
-            self.metrics.requests.labels(route, str(status[0] if status else 500)).inc()
+            # a stream opens with 200 and says how it ended (`handling.record_outcome`)
+            outcome = scope.get("state", {}).get("outcome") or (status[0] if status else 500)
+            self.metrics.requests.labels(route, str(outcome)).inc()
 
 
 def _error(path: str, error: RequestError) -> JSONResponse:

@@ -285,7 +285,9 @@ class Generation:
 
     async def next(self, choices: list[Choice], wait: float):
         """The next `(index, event)`, applied to `choices`; None after `wait` seconds
-        without one. A stop string ends its row here."""
+        without one. A stop string ends its row here. Each token a choice takes is
+        counted for `/metrics` (the scheduler's `observe("tokens", 1)`), so the count
+        is the sum of the usages' `completion_tokens`."""
         try:
             index, event = await asyncio.wait_for(self.queue.get(), wait)
         except TimeoutError:
@@ -296,8 +298,12 @@ class Generation:
         elif isinstance(event, Token):
             if self.first_token_at is None:
                 self.first_token_at = time.monotonic()
-            if choice.finish_reason is None and choice.add(event):
-                self.rows[index].cancel()
+            if choice.finish_reason is None:
+                # Counted here, as the usage counts it: the scheduler decodes on until
+                # the cancel of a row that met a stop string reaches it.
+                self.scheduler.observe("tokens", 1)
+                if choice.add(event):
+                    self.rows[index].cancel()
         elif isinstance(event, Finished):
             self.open -= 1
             if choice.finish_reason is None:

@@ -12,6 +12,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
 from transformer_zoo.serving.http.completions import Choice, Generation, RequestError
 from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
@@ -41,12 +42,32 @@ def json_response(data: dict) -> Response:
     return Response(dumps(data), media_type="application/json")
 
 
+def time_left(request: Request, settings: ServerSettings) -> float:
+    """Seconds left of the request's `request_timeout`, which runs from when its body
+    began to be read (`read_body`): reading the body and the work share one limit, so
+    that every request in flight when SIGTERM comes ends within it (`serve` bounds the
+    graceful shutdown by it)."""
+    deadline = getattr(request.state, "deadline", None)
+    if deadline is None:
+        deadline = request.state.deadline = time.monotonic() + settings.request_timeout
+    return deadline - time.monotonic()
+
+
+def record_outcome(request: Request, status: int) -> None:
+    """The status a response ended with when it is not the one it opened with (a stream
+    opens with 200): `app.Gate` counts this one."""
+    request.state.outcome = status
+
+
 async def read_body(request: Request, settings: ServerSettings) -> bytes:
     """The request's body, refused with 413 past `max_body_bytes` (before reading it when
     the client says its length), decoded when it is compressed (`Content-Encoding: gzip`
     or `deflate`, as tritonclient's `request_compression_algorithm` sends it): the limit
     holds for the decoded body too, so that a small body cannot unpack into a huge one.
-    Another encoding is refused with 415."""
+    Another encoding is refused with 415. A body not received within the request's
+    timeout (`time_left`) is 408, and the connection closes: a client that sent part of
+    one and stalled held its connection (and the shutdown) for as long as it stayed. A
+    client that goes away meanwhile is 499, as one that leaves a running request."""
     limit = settings.max_body_bytes
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ENCODINGS:
@@ -57,11 +78,22 @@ async def read_body(request: Request, settings: ServerSettings) -> bytes:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"The body is {declared} bytes; the most is {limit}.")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"The body is over {limit} bytes.")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(time_left(request, settings)):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(413, f"The body is over {limit} bytes.")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestError(
+            408,
+            f"The body did not arrive within the server's timeout of "
+            f"{settings.request_timeout:g} s.",
+            headers={"Connection": "close"},  # the rest of the body may never come
+        ) from None
+    except ClientDisconnect:
+        raise RequestError(499, "The client went away.") from None
     body = b"".join(chunks)
     if encoding == "identity":
         return body
@@ -168,14 +200,18 @@ async def wait_for(request: Request, generation: Generation, choices: list[Choic
     queue is never quiet for long): a client that has gone cancels the rows, and the
     request ends as 499."""
     asked = time.monotonic()
-    while generation.open:
-        await generation.next(choices, POLL)
-        if time.monotonic() - asked < POLL:
-            continue
-        asked = time.monotonic()
-        if await request.is_disconnected():
-            generation.cancel()
-            raise RequestError(499, "The client went away.")
+    try:
+        while generation.open:
+            await generation.next(choices, POLL)
+            if time.monotonic() - asked < POLL:
+                continue
+            asked = time.monotonic()
+            if await request.is_disconnected():
+                generation.cancel()
+                raise RequestError(499, "The client went away.")
+    except asyncio.CancelledError:  # a shutdown past its bound (`serve`) frees the rows
+        generation.cancel()
+        raise
 
 
 def raise_failure(choices: list[Choice]) -> None:
@@ -189,7 +225,7 @@ def raise_failure(choices: list[Choice]) -> None:
 async def encoder_run(request, entry, kind: str, texts: list[str], settings) -> list | np.ndarray:
     future = queue_on(entry.worker.submit, kind, texts)
     waiting = asyncio.wrap_future(future)
-    deadline = time.monotonic() + settings.request_timeout
+    deadline = time.monotonic() + time_left(request, settings)
     while True:
         done, _ = await asyncio.wait({waiting}, timeout=POLL)
         if done:

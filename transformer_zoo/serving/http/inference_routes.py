@@ -25,6 +25,7 @@ from transformer_zoo.serving.http.handling import (
     raise_failure,
     read_body,
     submit,
+    time_left,
     wait_for,
 )
 from transformer_zoo.serving.http.metrics import Metrics
@@ -204,7 +205,7 @@ async def _v2_run(request, entry, texts, names, parameters, settings, metrics) -
     make_strategy(0)
     generation = Generation(
         entry.worker, [row.ids for row in rows], max_tokens, make_strategy, 1, [], None,
-        settings.request_timeout,
+        time_left(request, settings),
     )  # fmt: skip
     choices = [Choice(served, [], row.ids) for row in rows]
     submit(generation)

@@ -25,6 +25,7 @@ ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    408: "timeout",
     413: "invalid_request_error",
     415: "invalid_request_error",
     422: "invalid_request_error",

@@ -30,7 +30,9 @@ from transformer_zoo.serving.http.handling import (
     loaded,
     parse_body,
     raise_failure,
+    record_outcome,
     submit,
+    time_left,
     wait_for,
 )
 from transformer_zoo.serving.http.metrics import Metrics
@@ -85,7 +87,7 @@ def add_openai_routes(
 
         generation = Generation(
             entry.worker, [row.ids for row in rows], max_tokens, make_strategy, body.n,
-            body.stop, body.logprobs, settings.request_timeout,
+            body.stop, body.logprobs, time_left(request, settings),
             prompt_logprobs=body.echo and body.logprobs is not None,
         )  # fmt: skip
         choices = [
@@ -172,7 +174,9 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
 
 def _stream(request, generation: Generation, choices, meta, body, usage_prompt, include_usage):
     """Server-sent events: a chunk per released piece of text, a last chunk per choice
-    with its finish_reason, the usage chunk if asked, then `[DONE]`."""
+    with its finish_reason, the usage chunk if asked, then `[DONE]`. The stream's outcome
+    is recorded for `/metrics` (`record_outcome`): 200 once `[DONE]` has gone out, 504 or
+    500 after an error event, and 499 when the client left before the end."""
 
     def event(data) -> str:
         return f"data: {dumps(data).decode()}\n\n"
@@ -184,6 +188,7 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
     async def events(ttft):
         logged = [0] * len(choices)  # tokens whose logprobs were sent, per choice
         started = [False] * len(choices)  # its first chunk (the echoed prompt) was sent
+        record_outcome(request, 499)  # until the stream has ended otherwise
         try:
             while generation.open:
                 got = await generation.next(choices, POLL)
@@ -202,6 +207,7 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                     generation.cancel()
                     yield event(error_body(kind, message))
                     yield "data: [DONE]\n\n"
+                    record_outcome(request, kind)
                     return
                 first = not started[index]
                 text = (choice.prefix if first else "") + choice.delta()
@@ -222,10 +228,12 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                 tokens = sum(len(c.tokens) for c in choices)
                 yield event({**meta, "choices": [], "usage": _usage(usage_prompt, tokens)})
             yield "data: [DONE]\n\n"
+            record_outcome(request, 200)
         except Exception as error:  # past the status line: the stream tells the client
             log.exception("streaming failed")
             yield event(error_body(500, f"Internal error: {error}"))
             yield "data: [DONE]\n\n"
+            record_outcome(request, 500)
         finally:
             generation.cancel()  # a client that went away frees its rows at the next step
 

@@ -169,7 +169,9 @@ class GenerationScheduler(_Worker):
         max_batch_size: the most rows decoded together.
         max_queue: the most rows waiting to join; past it `submit` raises `QueueFull`.
         observe: optional `observe(event, value)` for metrics (`"batch_size"`,
-            `"queue_depth"`, `"tokens"`).
+            `"queue_depth"`; the app's `Generation` observes `"tokens"` as its choices
+            take them, since a row may decode past a stop string until its cancel
+            arrives).
     """
 
     def __init__(self, served, max_batch_size: int = 16, max_queue: int = 256, observe=None):
@@ -282,7 +284,6 @@ class GenerationScheduler(_Worker):
             tokens[i] = row.strategy.draw(logits[i : i + 1], row.rng)[0]
         most = max(row.top_logprobs for row in rows)
         chosen, top_ids, top_values = ranked_log_probs(logits, tokens, most)  # (B,), (B, most)
-        emitted = 0  # EOS and an echo-only row's draw are no completion tokens
         for i, row in enumerate(rows):
             token = int(tokens[i])
             if row.max_new_tokens == 0:  # `echo` of the prompt alone: scored, nothing drawn
@@ -294,12 +295,9 @@ class GenerationScheduler(_Worker):
             k = row.top_logprobs
             top = list(zip(top_ids[i, :k].tolist(), top_values[i, :k].tolist(), strict=True))
             row.generated += 1
-            emitted += 1
             row.emit(Token(token, float(chosen[i]), top))
             if row.generated >= row.max_new_tokens:
                 self._finish(row, "length")
-        if emitted:
-            self.observe("tokens", emitted)
         return tokens
 
     def _leave(self, now: float | None) -> None:
