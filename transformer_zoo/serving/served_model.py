@@ -179,7 +179,8 @@ class ServedModel:
         stopping)` (a `SearchResult`) called on batches of at most `batch_size`: all of
         them at once when they fit, else batches of similar lengths, sorted so that each
         pads little. A row's output does not depend on its batch (a seeded sampling gives
-        each row a generator of its own).
+        each row a generator of its own), except with int8 weights, whose activation
+        scale spans the batch (`export.quantize`).
 
         With `stops`, each row's text is followed as its tokens come (`StopText`) and the
         row ends when a stop string is complete (`stopping`); beam search's finished

@@ -6,7 +6,8 @@
   each row; a row leaves (`CachedEngine.keep`) when it ends, is cancelled or times out,
   without waiting for the others. Each row draws with its own strategy and random
   generator (`Greedy.draw`, `Sampling.draw`), so a seeded request gives the same text
-  whoever shares its batch.
+  whoever shares its batch (with int8 weights the logits themselves move with the batch:
+  one activation scale per call, `export.quantize`).
 - `EncoderBatcher`: requests for embeddings or classes that arrive within a few
   milliseconds of each other run as one batch, up to a bounded number of texts (an idle
   model runs a request at once); a few threads take turns forming batches, so one batch
