@@ -214,6 +214,27 @@ def test_fused_and_plain_graphs_give_the_same_outputs(family, family_artifacts, 
 
 
 @pytest.mark.parametrize("family", PLAIN_FAMILIES)
+def test_fused_and_plain_graphs_name_their_inputs_and_outputs_alike(
+    family, family_artifacts, plain_export
+):
+    """Names, types and shapes, dimension names included: tf2onnx named every symbolic
+    dimension of the plain graphs `unk__N`, each apart."""
+    art = family_artifacts(family)
+    plain_dir, _ = plain_export(family)
+
+    def signature(session, values):
+        return {v.name: (v.type, v.shape) for v in values(session)}
+
+    for graph in step_graphs(art.model):
+        fused = ort.InferenceSession(str(art.export_dir / graph.file))
+        plain = ort.InferenceSession(str(plain_dir / graph.file))
+        for values in (ort.InferenceSession.get_inputs, ort.InferenceSession.get_outputs):
+            ours = signature(fused, values)
+            ours.pop("logits_to_keep", None)  # the fused decoders' optional input
+            assert signature(plain, values) == ours
+
+
+@pytest.mark.parametrize("family", PLAIN_FAMILIES)
 def test_fused_and_plain_exports_score_the_same_on_the_task(family, family_artifacts, plain_export):
     art = family_artifacts(family)
     # The artifacts' models were built, not trained, on the built-in task's tokenizers.

@@ -82,6 +82,25 @@ def convert_graph(
     return proto, info
 
 
+def name_dimensions(proto: onnx.ModelProto, reference: onnx.ModelProto) -> None:
+    """Names the symbolic dimensions of `proto`'s inputs and outputs as `reference` (the
+    fused graph of the same model) names them: `batch`, `sequence`, `past_sequence` …
+    tf2onnx names each one `unk__N` apart, so that nothing said that two inputs share
+    their batch, and onnxruntime's dimension overrides by name found none."""
+    shapes = {
+        value.name: value.type.tensor_type.shape
+        for value in (*reference.graph.input, *reference.graph.output)
+    }
+    for value in (*proto.graph.input, *proto.graph.output):
+        named = shapes.get(value.name)
+        dims = value.type.tensor_type.shape.dim
+        if named is None or len(named.dim) != len(dims):
+            continue
+        for dim, name in zip(dims, named.dim, strict=True):
+            if name.HasField("dim_param") and not dim.HasField("dim_value"):
+                dim.dim_param = name.dim_param
+
+
 def _weight_bytes(graph: Graph) -> int:
     """The bytes of the variables a graph's function captures (its weights)."""
     function = graph.function.get_concrete_function(*graph.inputs)
@@ -209,12 +228,12 @@ def export_onnx(
     dims = dimensions_of(model)
     report, entries = {}, {}
     with staged:
-        written = {}
+        started = time.perf_counter()
         if graphs == "fused":
-            started = time.perf_counter()
             log.info("writing the fused graphs (opset %d + com.microsoft)", opset)
-            written = fused.fused_graphs(model, opset, config.normalizes_embeddings)
-            seconds = round(time.perf_counter() - started, 2)
+        # The plain graphs take their dimension names from the fused ones.
+        written = fused.fused_graphs(model, opset, config.normalizes_embeddings)
+        seconds = round(time.perf_counter() - started, 2)
         for graph in step_graphs(model, config.normalizes_embeddings):
             if graphs == "fused":
                 proto = written[graph.name]
@@ -222,6 +241,7 @@ def export_onnx(
             else:
                 log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
                 proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
+                name_dimensions(proto, written[graph.name])
             path = staged.path(graph.file)
             onnx.save(proto, path)
             if validate:
