@@ -67,3 +67,19 @@ def test_evaluate_refuses_an_export_of_another_run(family_artifacts, tmp_path):
     export_run(gpt2_run, gpt2_export, formats=("onnx",))
     with pytest.raises(ValueError, match="is an export of another run"):
         evaluate_directory(str(decoder.run_dir), engine="onnx", model=str(gpt2_export))
+
+
+@pytest.mark.filterwarnings("ignore")  # layers without a quantized form (LayerNorm, ...)
+@pytest.mark.parametrize("mode", ["int8", "float8"])
+def test_a_model_that_keras_quantized_is_refused_before_anything_is_written(mode, tmp_path):
+    """The exporters read its int8 weights as float32 ones: the ONNX validation failed by
+    1.2e3 with advice to try the plain graphs."""
+    from transformer_zoo.export import export_onnx, export_saved_model
+    from transformer_zoo.models import DecoderOnly
+
+    model = DecoderOnly(50, num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64)
+    model.quantize(mode)
+    for export in (export_onnx, export_saved_model):
+        with pytest.raises(ValueError, match="export the model before quantizing it"):
+            export(model, tmp_path / "out")
+        assert not (tmp_path / "out").exists()

@@ -58,7 +58,24 @@ log = logging.getLogger("transformer_zoo.export")
 
 def float32_model(model):
     """`model`, or its float32 copy (`float32_copy`) when it was built under a mixed
-    precision policy: what every format exports and validates, as training saves it."""
+    precision policy: what every format exports and validates, as training saves it.
+
+    Raises:
+        ValueError: `model.quantize(...)` quantized some of its layers (Keras' own int8,
+            int4 or float8), whose weights the exporters would read as float32 ones.
+    """
+    quantized = [
+        weight.path
+        for weight in model.weights
+        if weight.dtype == "int8" or weight.path.rsplit("/", 1)[-1].endswith("_scale")
+    ]
+    if quantized:
+        raise ValueError(
+            f"This model's layers were quantized by `model.quantize` ({quantized[0]}, "
+            f"{len(quantized)} quantized weights): export the model before quantizing it, "
+            "and get int8 or int4 ONNX files with `--quantize int8 int4` "
+            "(`quantize_onnx`)."
+        )
     if model.compute_dtype == "float32":
         return model
     log.info("exporting a float32 copy of the %s model", model.compute_dtype)
