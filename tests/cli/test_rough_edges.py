@@ -348,6 +348,12 @@ def test_a_stream_run_evaluates_from_another_directory_and_names_a_short_test_fi
     line = cli_error(capsys, ["evaluate", "work/run"])
     assert "corpus.txt (the data file) has changed since this run trained on it" in line
     assert main(["evaluate", "work/run", "--test", "work/corpus.txt"]) == 0  # a file to score
+    # Moved away, the file is named as the run's data, with the ways on (it was a bare
+    # "cannot read the file (No such file or directory)").
+    (tmp_path / "work" / "corpus.txt").rename(tmp_path / "corpus.txt")
+    line = cli_error(capsys, ["evaluate", "work/run"])
+    assert "corpus.txt (the data file this run trained on, as its config.json records" in line
+    assert "put it back at that path (to score another file: evaluate --test FILE" in line
 
 
 def test_a_tokenizer_that_cannot_be_trained_is_one_line(tmp_path, capsys, monkeypatch):

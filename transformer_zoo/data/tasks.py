@@ -309,12 +309,21 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:  # size, mtime: the cac
     return digest.hexdigest()
 
 
-def check_data_digests(config) -> None:
-    """Raises `RunError` when a data file of the run differs from the one it trained on
-    (runs trained before the digests were recorded are not checked)."""
+def check_data_files(config) -> None:
+    """Raises `RunError` when a data file of the run is gone from the path its config.json
+    records, or differs from the one it trained on (runs trained before the digests were
+    recorded are not checked for that)."""
     recorded = config.extra.get("data_digests") or {}
     settings = config.extra.get("train") or {}
     paths = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
+    for name, path in paths.items():
+        flag = "the data file" if name == "data" else f"the --{name} file"
+        if path and not str(path).startswith("builtin:") and not os.path.isfile(path):
+            raise RunError(
+                f"{path} ({flag} this run trained on, as its config.json records it) is not "
+                "there: put it back at that path (to score another file: evaluate --test "
+                "FILE; to quantize an export unscored: --max-accuracy-drop none)"
+            )
     for name, digest in recorded.items():
         path = paths.get(name)
         if path and os.path.isfile(path) and _file_digest(path) != digest:
@@ -359,7 +368,7 @@ def run_task(config, test: str | None = None) -> Task:
         labels = tuple(config.label_names or ())
         examples = read_split(test, config.family, settings.get("columns"), labels or None, stream)
         return Task(config.data or test, config.family, [], [], examples, labels)
-    check_data_digests(config)
+    check_data_files(config)
     task = load_task(
         config.data,
         config.family,

@@ -26,7 +26,7 @@ import keras
 
 from transformer_zoo import run_directory as rd
 from transformer_zoo.data.task import SPLIT_NAMES
-from transformer_zoo.data.tasks import check_data_digests, data_digests, limit_task, load_task
+from transformer_zoo.data.tasks import check_data_files, data_digests, limit_task, load_task
 from transformer_zoo.data.user_files import read_lines
 from transformer_zoo.errors import count
 from transformer_zoo.evaluation.evaluate import evaluate
@@ -253,7 +253,7 @@ def prepare(config: TrainConfig) -> Prepared:
     tokenizers = None
     resumes = state in (rd.RESUME, TRAINED)
     if resumes:
-        check_data_digests(rd.load_run_config(out))  # the splits it trained on, unchanged
+        check_data_files(rd.load_run_config(out))  # the splits it trained on, unchanged
     if os.path.isfile(os.path.join(out, "tokenizer.model")) and (resumes or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
     if tokenizers is None and config.init is None:
