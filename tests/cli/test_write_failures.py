@@ -118,3 +118,23 @@ def test_evaluate_that_would_write_metrics_to_a_read_only_run_is_refused_first(
     line = cli_error(capsys, ["evaluate", run_dir])
     assert "cannot be written to" in line and "metrics.json" in line
     assert evaluated == []
+
+
+def test_attention_into_a_read_only_run_is_refused_before_the_model_loads(
+    family_artifacts, capsys, monkeypatch
+):
+    """It loaded the model, then failed with "[Errno 30] Read-only file system:
+    '…/.partial-…'"."""
+    run_dir = str(family_artifacts("encoder-decoder").run_dir)
+    real = os.access
+    monkeypatch.setattr(
+        files.os, "access", lambda p, mode: False if str(p) == run_dir else real(p, mode)
+    )
+    import transformer_zoo.models.saving as saving
+
+    monkeypatch.setattr(saving, "load_run_model", lambda *a, **k: pytest.fail("loaded"))
+    line = cli_error(capsys, ["attention", run_dir, "--text", "a source"])
+    assert line.endswith(
+        f"error: {run_dir} cannot be written to (read-only or not yours): name a directory "
+        "for the pictures with --out DIR."
+    )

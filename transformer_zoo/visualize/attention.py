@@ -96,6 +96,7 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
     """`draw_attention` for the `model.keras` of a translation run directory (or `model`,
     that file already loaded, e.g. by the Keras engine: no second load or trace)."""
     from transformer_zoo.errors import with_article
+    from transformer_zoo.files import check_writable
     from transformer_zoo.models.saving import load_run_model
     from transformer_zoo.run_directory import RunError, load_run_config
     from transformer_zoo.text import load_tokenizers
@@ -113,6 +114,12 @@ def draw_run_attention(run_dir: str, text: str, out_dir: str | None = None, mode
     if not os.path.isdir(existing):
         under = "" if existing == out_dir else f" lies under {existing}, which"
         raise ValueError(f"--out {out_dir}{under} is a file: name a directory for the pictures.")
+    try:
+        check_writable(out_dir)  # a read-only run directory gave a raw errno after the load
+    except OSError as error:
+        raise ValueError(
+            f"{error.strerror}: name a directory for the pictures with --out DIR."
+        ) from None
     if model is None:
         model = load_run_model(run_dir)
     source_tokenizer, target_tokenizer = load_tokenizers(run_dir, config)
