@@ -286,3 +286,15 @@ def test_a_name_with_a_slash_has_every_v2_route(exports):
 def test_names_that_would_read_as_other_v2_routes_are_refused(name):
     with pytest.raises(ValueError, match=f"model name {name!r}"):
         model_names(["exports/gpt"], [name])
+
+
+def test_a_directory_given_as_dot_is_named_after_itself(tmp_path, monkeypatch):
+    """`serve .` named its model "." (and `serve ..` ".."), whose /v2 routes curl
+    normalises away."""
+    (tmp_path / "gpt" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "gpt" / "deep")
+    assert model_names([".", ".."]) == {"deep": ".", "gpt": ".."}
+    assert model_names(["./"]) == {"deep": "./"}
+    for name in (".", ".."):
+        with pytest.raises(ValueError, match=f"model name {name!r}"):
+            model_names(["exports/gpt"], [name])

@@ -92,14 +92,20 @@ def model_names(directories: list[str], names: list[str] | None = None) -> dict[
         raise ValueError(
             f"Give one --name per directory: {len(names)} names for {len(directories)} directories."
         )
-    chosen = names or [os.path.basename(os.path.normpath(d)) for d in directories]
+    # abspath: `serve .` is named after the directory, not "." (whose /v2 routes clients
+    # such as curl normalise away).
+    chosen = names or [os.path.basename(os.path.abspath(d)) for d in directories]
     for name in chosen:
         parts = name.split("/")
-        if not name or (len(parts) > 1 and set(parts) & {"", ".", "..", *ROUTE_WORDS}):
+        if (
+            not name
+            or set(parts) & {".", ".."}
+            or (len(parts) > 1 and set(parts) & {"", *ROUTE_WORDS})
+        ):
             raise ValueError(
                 f"The model name {name!r} would not have its own /v2 routes: a name is "
-                f"not empty, and the parts of one with '/' are neither empty nor "
-                f"{', '.join(map(repr, ('.', '..', *ROUTE_WORDS)))}."
+                "not empty, none of its parts is '.' or '..', and the parts of one with '/' "
+                f"are neither empty nor {', '.join(map(repr, ROUTE_WORDS))}."
             )
     twice = sorted({n for n in chosen if chosen.count(n) > 1})
     if twice:
