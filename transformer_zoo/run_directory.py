@@ -416,6 +416,12 @@ def inspect_run_directory(out: str, identity: dict) -> str:
         details = ", ".join(
             f"{k}={previous.get(k)!r} there, {identity.get(k)!r} now" for k in changed
         )
+        if set(changed) <= set(PATH_SETTINGS):
+            raise RunError(
+                f"--out {out!r} holds a run of files at other paths ({details}): a run "
+                "reads its data where it recorded it, so to resume it put the files back "
+                "there (or link them there) and give those paths; or choose another --out"
+            )
         raise RunError(
             f"--out {out!r} holds a different run ({details}); choose another --out, or "
             "delete that directory to start over"
