@@ -111,6 +111,35 @@ def test_backup_interrupted_mid_write_keeps_the_previous_backup(tmp_path):
     assert not backup.exists()
 
 
+def test_ctrl_c_while_a_backup_is_written_leaves_a_backup_of_one_epoch(tmp_path):
+    """Ctrl-C during epoch 2's `save_weights` was deferred to the end of the weights file
+    only: the metadata still said epoch 1 beside epoch 2's weights, and the rerun trained
+    an epoch twice."""
+    import signal
+
+    backup = tmp_path / "backup"
+    model = _model()
+    save_weights, saved = model.save_weights, []
+
+    def interrupted_save(path, *args, **kwargs):
+        saved.append(path)
+        if len(saved) == 2:  # the backup of epoch 2
+            signal.raise_signal(signal.SIGINT)
+        return save_weights(path, *args, **kwargs)
+
+    model.save_weights = interrupted_save
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X, Y, epochs=4, batch_size=16, verbose=0, callbacks=[Backup(backup)])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert backup_epoch(backup) == 2
+    restored = _model()
+    restore_backup(backup, restored)
+    assert int(restored.optimizer.iterations) == int(model.optimizer.iterations) == 8
+
+
 def test_backup_restores_the_weights_and_the_optimizer_step(tmp_path):
     backup = tmp_path / "backup"
 

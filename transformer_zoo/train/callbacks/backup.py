@@ -106,13 +106,16 @@ class Backup(keras.callbacks.Callback):
         os.makedirs(self.backup_dir, exist_ok=True)
         check_free_space(self.backup_dir, variables_bytes(self.model), "the crash backup")
         raw = self.averaged.raw_weights() if self.averaged else contextlib.nullcontext()
+        # The weights and the metadata that names their epoch are written as one: a Ctrl-C
+        # between the two left a backup of epoch N's weights that said N - 1, and the
+        # rerun trained an epoch twice (or, at the first backup, started afresh).
         with interruptions_deferred(), raw:
             with atomic_path(os.path.join(self.backup_dir, WEIGHTS_FILE)) as temporary:
                 self.model.save_weights(temporary)
-        metadata = {"epoch": resume_epoch, "seconds": time.perf_counter() - self._start}
-        if self.early_stopping is not None:
-            metadata["early_stopping"] = self._save_early_stopping()
-        write_json(os.path.join(self.backup_dir, METADATA_FILE), metadata)
+            metadata = {"epoch": resume_epoch, "seconds": time.perf_counter() - self._start}
+            if self.early_stopping is not None:
+                metadata["early_stopping"] = self._save_early_stopping()
+            write_json(os.path.join(self.backup_dir, METADATA_FILE), metadata)
         named = metadata.get("early_stopping", {}).get("weights")
         for name in os.listdir(self.backup_dir):  # best epochs the metadata no longer names
             if name.startswith(BEST_WEIGHTS_PREFIX) and name != named:
