@@ -91,3 +91,22 @@ def test_ctrl_c_in_the_test_evaluation_keeps_the_training_and_evaluates_again(
     assert (out / rd.MODEL_FILE).read_bytes() == saved
     assert rd.load_run_config(out).extra["status"] == "finished"
     assert not (out / rd.BACKUP_DIR).exists()
+
+
+def test_train_from_python_under_an_ascii_stdout_prints_its_stages_escaped(tmp_path, monkeypatch):
+    """`train(...)` printed "Reading FILE …" with `print`: under an ASCII or Latin-1
+    stdout that raised UnicodeEncodeError before anything ran (the command line writes
+    UTF-8 whatever the locale; Python callers keep theirs)."""
+    import io
+    import sys
+
+    from transformer_zoo.data.user_files import DataError
+
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    data = tmp_path / "données.tsv"  # missing: the run stops once it has said so
+    with pytest.raises(DataError, match="cannot read the file"):
+        train(TrainConfig("encoder-decoder", data=str(data), out=str(tmp_path / "run")))
+    stdout.flush()
+    said = stdout.buffer.getvalue().decode("ascii")
+    assert said == f"Reading {str(data)[:-11]}donn\\xe9es.tsv \\u2026\n"

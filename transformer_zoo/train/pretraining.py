@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from transformer_zoo.data.masked_lm import masked_lm_dataset
 from transformer_zoo.models import EncoderOnly, EncoderOnlyMaskedLM
+from transformer_zoo.progress import say
 from transformer_zoo.train.distribution import fit_scope
 from transformer_zoo.train.family_setup import FamilySetup, even_batches
 from transformer_zoo.train.recipe.masked_accuracy import MaskedAccuracy
@@ -49,10 +50,9 @@ class ProgressLines(keras.callbacks.Callback):
         if done // self.every > self.shown // self.every or done == self.total:
             self.shown = done
             accuracy = logs.get("masked_accuracy", float("nan"))
-            print(
+            say(
                 f"  pretraining step {done}/{self.total}: loss {logs.get('loss', float('nan')):.4f}, "
-                f"masked accuracy {accuracy:.4f}, {time.perf_counter() - self.started:.0f} s",
-                flush=True,
+                f"masked accuracy {accuracy:.4f}, {time.perf_counter() - self.started:.0f} s"
             )
 
 
@@ -108,7 +108,7 @@ def pretrain_masked_lm(
         )
         model.optimizer.build(model.trainable_variables)
     started = time.perf_counter()
-    print(f"Masked-LM pretraining of the encoder: {steps} steps.", flush=True)
+    say(f"Masked-LM pretraining of the encoder: {steps} steps.")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*`shuffle=True` was passed")
         # The pooler serves the classifier only; masked-LM gives it no gradient.

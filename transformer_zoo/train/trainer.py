@@ -41,6 +41,7 @@ from transformer_zoo.files import (
 )
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.models.family import float32_copy
+from transformer_zoo.progress import say
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, load_run_config, save_run_config
 from transformer_zoo.serving import ServedModel
 from transformer_zoo.text import load_tokenizers, save_tokenizers
@@ -230,7 +231,7 @@ def prepare(config: TrainConfig) -> Prepared:
     if config.init is None and config.strategy != "multiworker":
         check_model_arguments(config.preset, config.family, config.overrides)
     if not config.data.startswith("builtin:"):  # a large file takes a while: say what runs
-        print(f"Reading {config.data} …", flush=True)
+        say(f"Reading {config.data} …")
     task = load_task(
         config.data,
         config.family,
@@ -257,7 +258,7 @@ def prepare(config: TrainConfig) -> Prepared:
     if os.path.isfile(os.path.join(out, "tokenizer.model")) and (resumes or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
     if tokenizers is None and config.init is None:
-        print(f"Training the {_tokenizers(config)} on {_training_text(task)} …", flush=True)
+        say(f"Training the {_tokenizers(config)} on {_training_text(task)} …")
     setup = FamilySetup.create(
         task,
         config.preset,
@@ -308,10 +309,9 @@ def _say_vocabulary_sizes(config: TrainConfig, setup: FamilySetup) -> None:
             continue
         asked = asked or options.get(f"{option}vocabulary_size")
         if asked and tokenizer.vocabulary_size != asked:
-            print(
+            say(
                 f"The {side}tokenizer has {tokenizer.vocabulary_size:,} pieces ({asked:,} "
-                "asked: as many as its training text holds)",
-                flush=True,
+                "asked: as many as its training text holds)"
             )
 
 
@@ -435,7 +435,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         history = read_history(os.path.join(out, rd.HISTORY_FILE))
         return TrainResult(out, history, metrics, already_finished=True)
     if prepared.state == TRAINED:
-        print(f"{out} holds this run, trained; evaluating its {MODEL_FILE} again.", flush=True)
+        say(f"{out} holds this run, trained; evaluating its {MODEL_FILE} again.")
         remove_backup(os.path.join(out, rd.BACKUP_DIR))  # killed before it was removed
         model = keras.saving.load_model(os.path.join(out, MODEL_FILE), compile=False)
         return _evaluate(prepared, model, read_json(os.path.join(out, rd.METRICS_FILE)), None)
@@ -464,10 +464,10 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         # 128, more at smaller ones).
         batches = int(train_data.cardinality())
         if batches < 0:
-            print("Counting the training batches (one pass over the data) …", flush=True)
+            say("Counting the training batches (one pass over the data) …")
             batches = sum(1 for _ in train_data)
         plan = plan_steps(config, batches, execution)
-        print(plan.describe(config, setup.backbone(model).dropout), flush=True)
+        say(plan.describe(config, setup.backbone(model).dropout))
         _warn_cut(setup, setup.backbone(model).max_length)
         if config.init is not None:
             _warn_unknown(setup, config.init)
@@ -507,9 +507,9 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
             config, plan, resumed, stopping, spent, int(model.optimizer.iterations.numpy())
         )
         if ended:
-            print(f"{out}: its training had ended before it was interrupted.", flush=True)
+            say(f"{out}: its training had ended before it was interrupted.")
         elif resumed is not None:
-            print(f"Resuming {out} from its backup at epoch {resumed + 1}.", flush=True)
+            say(f"Resuming {out} from its backup at epoch {resumed + 1}.")
             # The batches the uninterrupted run would see next: the pipeline's order is
             # fixed by the seed, pass after pass, and a resumed `fit` starts it afresh.
             train_data = train_data.skip(resumed * plan.steps_per_epoch)
