@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import math
 import os
+import random
 import shutil
 import sys
 import time
@@ -23,6 +24,7 @@ import warnings
 from dataclasses import dataclass
 
 import keras
+import numpy as np
 
 from transformer_zoo import run_directory as rd
 from transformer_zoo.data.task import SPLIT_NAMES
@@ -419,6 +421,11 @@ def _save_model(model: keras.Model, out: str) -> None:
 def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> TrainResult:
     """Trains, evaluates and writes the run directory `config.out` (see `run_directory`).
 
+    The run is reproducible from `config.seed`, which seeds TensorFlow's and Keras' global
+    generators (`keras.utils.set_random_seed`); the caller's Python and numpy global
+    generators get their state back when it returns or raises (a notebook drawing with
+    `np.random` between two runs drew the same numbers after each).
+
     Args:
         config: the settings.
         callbacks: more Keras callbacks for `fit`.
@@ -428,6 +435,15 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         ValueError: as `prepare`.
         NaNLossError: the loss became NaN or infinite (the last good checkpoint is kept).
     """
+    generators = random.getstate(), np.random.get_state()
+    try:
+        return _train(config, callbacks, verbose)
+    finally:
+        random.setstate(generators[0])
+        np.random.set_state(generators[1])
+
+
+def _train(config, callbacks, verbose) -> TrainResult:
     prepared = config if isinstance(config, Prepared) else prepare(config)
     config, out, setup = prepared.config, prepared.write_dir, prepared.setup
     if prepared.state == rd.FINISHED:
@@ -444,7 +460,7 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
     os.makedirs(out, exist_ok=True)
     for folder in (out, os.path.join(out, rd.CHECKPOINT_DIR), os.path.join(out, rd.BACKUP_DIR)):
         remove_stale_staging(folder)  # what a killed run was writing
-    keras.utils.set_random_seed(config.seed)
+    keras.utils.set_random_seed(config.seed)  # TensorFlow's, Keras', Python's and numpy's
     strategy = distribution.make_strategy(config.strategy)
     policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(config.precision)
