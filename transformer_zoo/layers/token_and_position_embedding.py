@@ -133,7 +133,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
 
     @property
     def embeddings(self):
-        """The (V, D) token matrix; a tied `LMHead` projects with its transpose."""
+        """The (V, D) token matrix; a tied `LMHead` projects with its transpose. Once
+        `model.quantize` has quantized it, its raw integers (the head dequantizes)."""
         return self.token_embedding.embeddings
 
     def call(self, token_ids, segment_ids=None, start_index=0, positions=None, training=None):
