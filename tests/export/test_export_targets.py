@@ -75,11 +75,13 @@ def test_a_model_that_keras_quantized_is_refused_before_anything_is_written(mode
     """The exporters read its int8 weights as float32 ones: the ONNX validation failed by
     1.2e3 with advice to try the plain graphs."""
     from transformer_zoo.export import export_onnx, export_saved_model
+    from transformer_zoo.export.hf import export_hf
     from transformer_zoo.models import DecoderOnly
 
     model = DecoderOnly(50, num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64)
     model.quantize(mode)
-    for export in (export_onnx, export_saved_model):
+    hf = lambda model, out: export_hf(model, out, config=None, tokenizer_dir=None)  # noqa: E731
+    for export in (export_onnx, export_saved_model, hf):
         with pytest.raises(ValueError, match="export the model before quantizing it"):
             export(model, tmp_path / "out")
         assert not (tmp_path / "out").exists()

@@ -61,9 +61,18 @@ def float32_model(model):
     precision policy: what every format exports and validates, as training saves it.
 
     Raises:
-        ValueError: `model.quantize(...)` quantized some of its layers (Keras' own int8,
-            int4 or float8), whose weights the exporters would read as float32 ones.
+        ValueError: as `refuse_quantized`.
     """
+    refuse_quantized(model)
+    if model.compute_dtype == "float32":
+        return model
+    log.info("exporting a float32 copy of the %s model", model.compute_dtype)
+    return float32_copy(model)
+
+
+def refuse_quantized(model) -> None:
+    """Raises `ValueError` when `model.quantize(...)` quantized some of its layers (Keras'
+    own int8, int4 or float8), whose weights every exporter would read as float32 ones."""
     quantized = [
         weight.path
         for weight in model.weights
@@ -76,10 +85,6 @@ def float32_model(model):
             "and get int8 or int4 ONNX files with `--quantize int8 int4` "
             "(`quantize_onnx`)."
         )
-    if model.compute_dtype == "float32":
-        return model
-    log.info("exporting a float32 copy of the %s model", model.compute_dtype)
-    return float32_copy(model)
 
 
 def weights_digest(model) -> str:

@@ -49,14 +49,17 @@ def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_di
 
     Raises:
         ValueError: a model the formats cannot express (an encoder-decoder, an activation
-            GPT-2 lacks, a classifier without pooler).
+            GPT-2 lacks, a classifier without pooler), or one that `model.quantize`
+            quantized.
     """
     from safetensors.numpy import save_file
 
+    from transformer_zoo.export.directory import refuse_quantized
     from transformer_zoo.models import DecoderOnly, EncoderOnly, EncoderOnlyClassifier
     from transformer_zoo.models.hf.bert import to_bert
     from transformer_zoo.models.hf.gpt2 import to_gpt2
 
+    refuse_quantized(model)  # before anything is written
     if isinstance(model, DecoderOnly):
         hf_config, tensors = to_gpt2(model)
     elif isinstance(model, (EncoderOnly, EncoderOnlyClassifier)):
