@@ -32,7 +32,13 @@ from transformer_zoo.export import FORMATS, WEIGHT_TYPES
 from transformer_zoo.export.hf import exported_run
 from transformer_zoo.export.onnx.genai_config import GENAI_CONFIG_FILE
 from transformer_zoo.files import STAGING_PREFIX, remove_stale_staging
-from transformer_zoo.models.family import default_task, dimensions_of, family_of, float32_copy
+from transformer_zoo.models.family import (
+    default_task,
+    dimensions_of,
+    family_of,
+    float32_copy,
+    refuse_quantized,
+)
 from transformer_zoo.run_directory import (
     CONFIG_FILE,
     MODEL_FILE,
@@ -68,23 +74,6 @@ def float32_model(model):
         return model
     log.info("exporting a float32 copy of the %s model", model.compute_dtype)
     return float32_copy(model)
-
-
-def refuse_quantized(model) -> None:
-    """Raises `ValueError` when `model.quantize(...)` quantized some of its layers (Keras'
-    own int8, int4 or float8), whose weights every exporter would read as float32 ones."""
-    quantized = [
-        weight.path
-        for weight in model.weights
-        if weight.dtype == "int8" or weight.path.rsplit("/", 1)[-1].endswith("_scale")
-    ]
-    if quantized:
-        raise ValueError(
-            f"This model's layers were quantized by `model.quantize` ({quantized[0]}, "
-            f"{len(quantized)} quantized weights): export the model before quantizing it, "
-            "and get int8 or int4 ONNX files with `--quantize int8 int4` "
-            "(`quantize_onnx`)."
-        )
 
 
 def weights_digest(model) -> str:

@@ -54,8 +54,8 @@ def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_di
     """
     from safetensors.numpy import save_file
 
-    from transformer_zoo.export.directory import refuse_quantized
     from transformer_zoo.models import DecoderOnly, EncoderOnly, EncoderOnlyClassifier
+    from transformer_zoo.models.family import refuse_quantized
     from transformer_zoo.models.hf.bert import to_bert
     from transformer_zoo.models.hf.gpt2 import to_gpt2
 

@@ -86,3 +86,20 @@ def float32_copy(model):
         keras.config.set_dtype_policy(policy)
     copy.set_weights(model.get_weights())
     return copy
+
+
+def refuse_quantized(model) -> None:
+    """Raises `ValueError` when `model.quantize(...)` quantized some of its layers (Keras'
+    own int8, int4 or float8), whose weights every exporter would read as float32 ones."""
+    quantized = [
+        weight.path
+        for weight in model.weights
+        if weight.dtype == "int8" or weight.path.rsplit("/", 1)[-1].endswith("_scale")
+    ]
+    if quantized:
+        raise ValueError(
+            f"This model's layers were quantized by `model.quantize` ({quantized[0]}, "
+            f"{len(quantized)} quantized weights): export the model before quantizing it, "
+            "and get int8 or int4 ONNX files with `--quantize int8 int4` "
+            "(`quantize_onnx`)."
+        )
