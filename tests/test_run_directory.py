@@ -79,13 +79,17 @@ def test_a_run_that_stored_relative_paths_resumes_from_the_same_directory(tmp_pa
     (tmp_path / "run" / "backup" / "training_metadata.json").write_text('{"epoch": 1}')
     now = {**old, "data": str(tmp_path / "corpus.txt")}
     assert inspect_run_directory(str(tmp_path / "run"), now) == RESUME
-    # Only a path differs: the advice keeps the backup (it said to delete the directory).
+    other = {**now, "data": str(tmp_path / "other.txt")}
+    (tmp_path / "corpus.txt").write_text("the run's data")
+    with pytest.raises(RunError, match="holds a different run"):  # the recorded file is there
+        inspect_run_directory(str(tmp_path / "run"), other)
+    # The recorded file moved away: the advice keeps the backup (it said to delete it).
+    (tmp_path / "corpus.txt").rename(tmp_path / "moved.txt")
     with pytest.raises(RunError, match="holds a run of files at other paths .* put the files back"):
-        inspect_run_directory(str(tmp_path / "run"), {**now, "data": str(tmp_path / "other.txt")})
-    with pytest.raises(RunError, match="holds a different run"):
-        inspect_run_directory(
-            str(tmp_path / "run"), {**now, "data": str(tmp_path / "other.txt"), "epochs": 99}
-        )
+        inspect_run_directory(str(tmp_path / "run"), other)
+    for different in ({**other, "epochs": 99}, {**now, "valid": str(tmp_path / "v.txt")}):
+        with pytest.raises(RunError, match="holds a different run"):
+            inspect_run_directory(str(tmp_path / "run"), different)
 
 
 def test_a_start_that_stopped_before_its_first_backup_may_be_rerun_with_other_settings(

@@ -376,6 +376,18 @@ def _absolute(key: str, value):
     return value
 
 
+def _moved(key: str, before, now) -> bool:
+    """Whether a setting names a data file at another path, the one it names gone from
+    where the run recorded it: the same run, whose files moved (not a new --valid, other
+    data, or another --init checkpoint)."""
+    files = [v for v in (before, now) if isinstance(v, str) and not v.startswith("builtin:")]
+    return (
+        key in ("data", "valid", "test", "pretrain_data")
+        and len(files) == 2
+        and not os.path.exists(before)
+    )
+
+
 def inspect_run_directory(out: str, identity: dict) -> str:
     """`"fresh"`, `"resume"` (the same run, unfinished) or `"finished"` (the same run, done).
 
@@ -416,7 +428,7 @@ def inspect_run_directory(out: str, identity: dict) -> str:
         details = ", ".join(
             f"{k}={previous.get(k)!r} there, {identity.get(k)!r} now" for k in changed
         )
-        if set(changed) <= set(PATH_SETTINGS):
+        if all(_moved(k, previous.get(k), identity.get(k)) for k in changed):
             raise RunError(
                 f"--out {out!r} holds a run of files at other paths ({details}): a run "
                 "reads its data where it recorded it, so to resume it put the files back "
