@@ -178,6 +178,10 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
     is recorded for `/metrics` (`record_outcome`): 200 once `[DONE]` has gone out, 504 or
     500 after an error event, and 499 when the client left before the end."""
 
+    # 499 until the stream has ended otherwise: also when the client leaves before its
+    # first event is asked for (then the events below never run).
+    record_outcome(request, 499)
+
     def event(data) -> str:
         return f"data: {dumps(data).decode()}\n\n"
 
@@ -188,7 +192,6 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
     async def events(ttft):
         logged = [0] * len(choices)  # tokens whose logprobs were sent, per choice
         started = [False] * len(choices)  # its first chunk (the echoed prompt) was sent
-        record_outcome(request, 499)  # until the stream has ended otherwise
         try:
             while generation.open:
                 got = await generation.next(choices, POLL)
