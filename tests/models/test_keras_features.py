@@ -163,3 +163,15 @@ def test_enable_lora_trains_only_the_query_and_key_value_adapters(
     assert_same(
         keras.saving.load_model(tmp_path / "lora.keras", compile=False)(inputs), trained, atol=1e-5
     )
+
+
+def test_lora_on_a_classifiers_backbone_keeps_its_head_trainable():
+    """As keras-hub's `classifier.backbone.enable_lora(rank)` (README)."""
+    classifier = MODELS["classifier"][0]()
+    classifier.backbone.enable_lora(2)
+    names = sorted(w.path.split("/", 1)[-1] for w in classifier.trainable_weights)
+    assert names == [
+        "bias", "kernel",  # the classifier's Dense
+        "self_attention/key_value/lora_kernel_a", "self_attention/key_value/lora_kernel_b",
+        "self_attention/query/lora_kernel_a", "self_attention/query/lora_kernel_b",
+    ]  # fmt: skip
