@@ -70,7 +70,9 @@ def main() -> None:
     parser.add_argument(
         "--family", required=True, choices=("encoder-decoder", "decoder-only", "encoder-only")
     )
-    parser.add_argument("--seconds", type=float, default=150.0, help="training time budget")
+    parser.add_argument(
+        "--seconds", type=float, help="training time budget (default 150, none with --steps)"
+    )
     parser.add_argument("--steps", type=int, help="stop after this many steps instead")
     parser.add_argument("--dropout", type=float, help="override the preset's dropout")
     parser.add_argument(
@@ -141,7 +143,9 @@ def main() -> None:
         train,
         validation_data=valid,
         epochs=1000,
-        callbacks=[StopAfter(args.seconds, args.steps)],
+        # --steps alone trains that many steps: with the 150 s default still in force, the
+        # README's --steps commands stopped at 150 s.
+        callbacks=[StopAfter(args.seconds or (float("inf") if args.steps else 150.0), args.steps)],
         verbose=2,
     )
     train_seconds = time.perf_counter() - fit_start
