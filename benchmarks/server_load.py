@@ -210,7 +210,7 @@ def one_request(
             chunk = json.loads(data)
             if "error" in chunk:
                 return {"status": "error in stream"}
-            if first is None and chunk["choices"] and chunk["choices"][0]["text"]:
+            if first is None:  # the first streamed chunk, as README's "time to first token"
                 first = time.perf_counter() - start
             usage = chunk.get("usage") or usage
         response.read()  # the end of the chunked body, so that the connection can be reused
@@ -219,7 +219,9 @@ def one_request(
             return {"status": "incomplete"}
         return {"status": 200, "latency": seconds, "first": first or seconds,
                 "units": usage["completion_tokens"]}  # fmt: skip
-    except (OSError, http.client.HTTPException) as error:
+    except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError) as error:
+        # A dropped connection, or an answer not in the API's shape (a malformed chunk):
+        # the request failed, and the load goes on.
         connection.close()  # the next request reconnects
         return {"status": f"failed: {error}"}
     finally:
@@ -262,6 +264,7 @@ def level(port, path, bodies, concurrency: int, count: int, stream: bool, limit:
 
     return {
         "concurrency": concurrency,
+        "planned": count,  # `requests` falls short of it when the time limit ended the level
         "requests": len(results),
         "complete": len(good),
         "429": sum(r["status"] == 429 for r in results),
@@ -289,7 +292,8 @@ def run(name, directory, path, bodies, args, stream, unit, per_level: int) -> di
             print(
                 f"{name} c={concurrency:3d}: {row['units_per_s']:8.1f} {unit}/s, "
                 f"p50 {row['latency_p50']:.3f} s, p99 first {row['first_p99']:.3f} s, "
-                f"{row['complete']}/{row['requests']} complete, {row['429']} x 429, "
+                f"{row['complete']}/{row['planned']} complete ({row['requests']} sent), "
+                f"{row['429']} x 429, "
                 f"{row['failed']} failed",
                 flush=True,
             )
@@ -356,14 +360,14 @@ def markdown(report: dict) -> str:
         f"Machine: {report['machine']} ({report['cpu_flags']}); load {report['load_before']}",
         f"Server flags: `{' '.join(['--threads 2', report['server_args']]).strip()}`",
         "",
-        "| model | concurrency | requests | 429 | failed | req/s | units/s | p50 latency (s) | "
+        "| model | concurrency | complete / planned | 429 | failed | req/s | units/s | p50 latency (s) | "
         "p99 latency (s) | p50 TTFT (s) | p99 TTFT (s) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, result in report["models"].items():
         for r in result["levels"]:
             lines.append(
-                f"| {name} ({result['unit']}) | {r['concurrency']} | {r['complete']}/{r['requests']} "
+                f"| {name} ({result['unit']}) | {r['concurrency']} | {r['complete']}/{r['planned']} "
                 f"| {r['429']} | {r['failed']} | {r['requests_per_s']:.1f} | {r['units_per_s']:.0f} "
                 f"| {r['latency_p50']:.3f} | {r['latency_p99']:.3f} | {r['first_p50']:.3f} "
                 f"| {r['first_p99']:.3f} |"

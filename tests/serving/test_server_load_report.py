@@ -9,7 +9,8 @@ from benchmarks import server_load
 
 def _level(concurrency, units_per_s):
     return {
-        "concurrency": concurrency, "requests": 32, "complete": 32, "429": 0, "failed": 0,
+        "concurrency": concurrency, "planned": 32, "requests": 32, "complete": 32, "429": 0,
+        "failed": 0,
         "seconds": 1.0, "requests_per_s": units_per_s / 64, "units_per_s": units_per_s,
         "latency_p50": 0.1 * concurrency, "latency_p99": 0.2 * concurrency,
         "first_p50": 0.01 * concurrency, "first_p99": 0.02 * concurrency,
@@ -34,7 +35,10 @@ def _report():
             "minilm": {
                 "unit": "sentences",
                 "stream": False,
-                "levels": [_level(c, s) for c, s in zip(levels, (150, 210, 300, 330), strict=True)],
+                "levels": [
+                    *[_level(c, s) for c, s in zip(levels[:3], (150, 210, 300), strict=True)],
+                    {**_level(64, 330), "planned": 40},
+                ],
             },
         },  # fmt: skip
         "ratios": {"decoder: tokens/s at concurrency 16 over 1": 5.0},
@@ -47,6 +51,8 @@ def test_markdown_gives_the_levels_the_ratios_and_what_batching_can_buy(tmp_path
     for case in (report, json.loads(json.dumps(report))):
         text = server_load.markdown(case)
         assert "| decoder (tokens) | 16 | 32/32 | 0 | 0 |" in text
+        # A level the time limit ended shows the requests it never sent.
+        assert "| minilm (sentences) | 64 | 32/40 | 0 | 0 |" in text
         assert "- decoder: tokens/s at concurrency 16 over 1: 5.00x" in text
         assert "k = 1: 8.00, 8: 5.00, 32: 4.00" in text
         assert "2.00x as productive" in text and "500 sentences/s" in text
