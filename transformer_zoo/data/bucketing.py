@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 
 import keras_hub
@@ -14,7 +15,20 @@ TOKENIZE_BATCH = 1024
 
 
 def in_graph_tokenizer(tokenizer: Tokenizer) -> keras_hub.tokenizers.SentencePieceTokenizer:
-    """The keras-hub (TensorFlow Text) tokenizer over the same model: identical ids."""
+    """The keras-hub (TensorFlow Text) tokenizer over the same model: identical ids.
+
+    Raises:
+        ValueError: `tokenizer` is not this package's SentencePiece `Tokenizer` (an imported
+            checkpoint's Marian or byte-level BPE tokenizer, whose ids and special tokens
+            the pipelines' constants would get wrong).
+    """
+    if not isinstance(tokenizer, Tokenizer):
+        raise ValueError(
+            "The translation and language-model pipelines take this package's SentencePiece "
+            f"`Tokenizer` (with its <bos> 2 and <eos> 3); got a {type(tokenizer).__name__}. "
+            "An imported checkpoint's tokenizer serves, exports and evaluates, but its "
+            "ids would be wrong here (Marian's </s> is 0, GPT-2's tokens are byte-level BPE)."
+        )
     return keras_hub.tokenizers.SentencePieceTokenizer(proto=tokenizer.proto)
 
 
@@ -63,17 +77,32 @@ def batch_by_length(
     seed: int = 0,
     drop_remainder: bool = False,
     pad_to_bucket_boundary: bool = False,
+    keep_order: bool = False,
 ) -> tf.data.Dataset:
     """Cache, shuffle (if `shuffle_buffer` > 0), bucket by length, pad each batch with 0.
 
-    Examples of similar length share a batch, so little compute goes to padding. The
-    cache keeps the tokenized examples, so tokenization runs once, not every epoch.
-    `pad_to_bucket_boundary` pads to the bucket's edge instead of the batch's longest
-    example, which bounds the number of distinct shapes (XLA compiles one per shape).
+    Examples of similar length share a batch, so little compute goes to padding: even
+    unshuffled, batches do not come in the examples' order. The cache keeps the tokenized
+    examples, so tokenization runs once, not every epoch. `pad_to_bucket_boundary` pads to
+    the bucket's edge instead of the batch's longest example, which bounds the number of
+    distinct shapes (XLA compiles one per shape). `keep_order` batches the examples in
+    their order instead, unbucketed (`model.predict` rows then line up with the examples;
+    unshuffled only).
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, numbers.Integral)
+        or batch_size < 1
+    ):
         raise ValueError(f"`batch_size` must be a positive integer. Received: {batch_size!r}")
+    batch_size = int(batch_size)
     data = data.cache()
+    if keep_order:
+        if shuffle_buffer > 0 or pad_to_bucket_boundary:
+            raise ValueError(
+                "`keep_order` keeps the examples' order: not with `shuffle` or buckets."
+            )
+        return data.padded_batch(batch_size, drop_remainder=drop_remainder)
     if shuffle_buffer > 0:
         data = data.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     boundaries = bucket_boundaries(max_length)

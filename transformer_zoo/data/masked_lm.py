@@ -73,7 +73,8 @@ def masked_lm_dataset(
         mask_rate: the share of ordinary tokens to predict.
         shuffle: reshuffle every epoch.
         seed: seed of the shuffle and of the masks.
-        **batching: `drop_remainder`, `pad_to_bucket_boundary`.
+        **batching: `drop_remainder`, `pad_to_bucket_boundary`, `keep_order` (see
+            `batch_by_length`).
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)},

@@ -11,13 +11,19 @@ is the one of `transformer_zoo.text.formats`, which generation and serving use.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from transformer_zoo.data.bucketing import batch_by_length, tokenize_columns
-from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TranslationPair
+from transformer_zoo.data.examples import (
+    ClassificationExample,
+    PromptCompletion,
+    TextStream,
+    TranslationPair,
+)
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.formats import encoder_rows, stream_window
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -29,7 +35,7 @@ def _check(examples: Sequence, max_lengths: dict[str, int], minimum: int = 2) ->
     if len(examples) == 0:
         raise ValueError("`examples` is empty: a pipeline needs at least one example.")
     for name, value in max_lengths.items():
-        if not isinstance(value, int) or value < minimum:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
             raise ValueError(f"`{name}` must be an integer ≥ {minimum}. Received: {name}={value!r}")
 
 
@@ -73,7 +79,9 @@ def translation_dataset(
             have no `<eos>` label.
         shuffle: reshuffle every epoch (deterministically for `seed`).
         seed: the shuffle seed.
-        **batching: `drop_remainder`, `pad_to_bucket_boundary` (see `batch_by_length`).
+        **batching: `drop_remainder`, `pad_to_bucket_boundary`, `keep_order` (see
+            `batch_by_length`: batches group examples of similar length, shuffled or not;
+            `keep_order=True` batches them in order, for `model.predict`).
 
     Returns:
         A dataset of `({"encoder_token_ids": (B, S), "encoder_padding_mask": (B, S),
@@ -133,13 +141,21 @@ def language_model_dataset(
     first. With `completion_only_loss` (the default) the loss covers only the
     completion and its `<eos>`: the prompt is given at inference, so learning to
     write it is wasted capacity. Plain text (empty prompts) trains on every token.
-    Examples whose completion was cut away entirely are dropped.
+    Examples whose completion was cut away entirely are dropped. `shuffle`, `seed` and
+    `**batching` as in `translation_dataset` (batches group examples of similar length
+    unless `keep_order=True`).
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T)}, labels (B, T),
         sample_weight (B, T))`.
     """
     _check(examples, {"max_length": max_length}, minimum=1)
+    if any(isinstance(e, TextStream) for e in examples):
+        raise ValueError(
+            "A TextStream (`load_task(..., stream=True)`) is one token stream, cut into "
+            "windows by `stream_dataset(stream.token_ids(tokenizer), ...)`; "
+            "`language_model_dataset` takes PromptCompletion examples (a file read by lines)."
+        )
     data = tokenize_columns(
         {"prompt": [e.prompt for e in examples], "completion": [e.completion for e in examples]},
         {"prompt": tokenizer, "completion": tokenizer},
@@ -280,6 +296,8 @@ def classification_dataset(
 
     The texts are encoded as serving encodes them (`text.formats.encoder_rows`: a
     SentencePiece `Tokenizer`, or the `WordPieceTokenizer` of an imported checkpoint).
+    `shuffle`, `seed` and `**batching` as in `translation_dataset` (batches group examples
+    of similar length unless `keep_order=True`: to line `model.predict` up with them).
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)},
