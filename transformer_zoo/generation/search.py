@@ -177,11 +177,12 @@ class Sampling:
         filtered distribution)."""
         # Shifted to a maximum of 0 in float64 before the division, so that no temperature
         # overflows: a tiny one sends every other logit to -inf (the argmax, as greedy).
+        # The exponentials are the softmax times a constant per row, which the filter's
+        # nucleus and the CDF below divide out: no log-softmax is needed.
         logits = np.asarray(logits, dtype=np.float64)
-        shifted = logits - logits.max(axis=-1, keepdims=True)
         with np.errstate(over="ignore"):
-            probs = np.exp(log_softmax(shifted / self.temperature))  # (B, V)
-        probs = filter_top_k_top_p(probs, self.top_k, self.top_p)
+            weights = np.exp((logits - logits.max(axis=-1, keepdims=True)) / self.temperature)
+        probs = filter_top_k_top_p(weights, self.top_k, self.top_p)  # (B, V)
         cdf = np.cumsum(probs / probs.sum(-1, keepdims=True), axis=-1)
         draws = rng.random((probs.shape[0], 1))
         return np.minimum((cdf < draws).sum(-1), probs.shape[-1] - 1)
@@ -339,8 +340,9 @@ def sample(
 def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None) -> np.ndarray:
     """Zero all but the `top_k` largest probabilities (and those tied with the k-th, as
     Hugging Face's and vLLM's top-k keep them, rather than the lowest ids among ties), then
-    all outside the nucleus: the most likely tokens whose total first reaches `top_p` (the
-    top token is always kept)."""
+    all outside the nucleus: the most likely tokens whose total first reaches `top_p` of the
+    row's (the top token is always kept). `probs` may be any weights proportional to the
+    probabilities."""
     order = np.argsort(-probs, axis=-1, kind="stable")  # (B, V), most likely first
     ranked = np.take_along_axis(probs, order, axis=-1)
     keep = np.ones_like(ranked, dtype=bool)
