@@ -82,23 +82,27 @@ def convert_graph(
     return proto, info
 
 
-def name_dimensions(proto: onnx.ModelProto, reference: onnx.ModelProto) -> None:
-    """Names the symbolic dimensions of `proto`'s inputs and outputs as `reference` (the
-    fused graph of the same model) names them: `batch`, `sequence`, `past_sequence` …
-    tf2onnx names each one `unk__N` apart, so that nothing said that two inputs share
-    their batch, and onnxruntime's dimension overrides by name found none."""
-    shapes = {
-        value.name: value.type.tensor_type.shape
-        for value in (*reference.graph.input, *reference.graph.output)
+def dimension_names(proto: onnx.ModelProto) -> dict[str, list[str]]:
+    """Each input's and output's dimension names (`""` for a fixed size) in `proto`."""
+    return {
+        value.name: [dim.dim_param for dim in value.type.tensor_type.shape.dim]
+        for value in (*proto.graph.input, *proto.graph.output)
     }
+
+
+def name_dimensions(proto: onnx.ModelProto, names: dict[str, list[str]]) -> None:
+    """Names the symbolic dimensions of `proto`'s inputs and outputs as `names` (the fused
+    graph's `dimension_names`) does: `batch`, `sequence`, `past_sequence` … tf2onnx names
+    each one `unk__N` apart, so that nothing said that two inputs share their batch, and
+    onnxruntime's dimension overrides by name found none."""
     for value in (*proto.graph.input, *proto.graph.output):
-        named = shapes.get(value.name)
+        named = names.get(value.name)
         dims = value.type.tensor_type.shape.dim
-        if named is None or len(named.dim) != len(dims):
+        if named is None or len(named) != len(dims):
             continue
-        for dim, name in zip(dims, named.dim, strict=True):
-            if name.HasField("dim_param") and not dim.HasField("dim_value"):
-                dim.dim_param = name.dim_param
+        for dim, name in zip(dims, named, strict=True):
+            if name and not dim.HasField("dim_value"):
+                dim.dim_param = name
 
 
 def _weight_bytes(graph: Graph) -> int:
@@ -231,9 +235,11 @@ def export_onnx(
         started = time.perf_counter()
         if graphs == "fused":
             log.info("writing the fused graphs (opset %d + com.microsoft)", opset)
-        # The plain graphs take their dimension names from the fused ones.
         written = fused.fused_graphs(model, opset, config.normalizes_embeddings)
         seconds = round(time.perf_counter() - started, 2)
+        if graphs == "plain":  # their dimension names, not the fused graphs' weights
+            names = {name: dimension_names(proto) for name, proto in written.items()}
+            written = None
         for graph in step_graphs(model, config.normalizes_embeddings):
             if graphs == "fused":
                 proto = written[graph.name]
@@ -241,7 +247,7 @@ def export_onnx(
             else:
                 log.info("%s: converting with tf2onnx (opset %d)", graph.file, opset)
                 proto, info = convert_graph(graph, opset, fuse_layer_norm, simplify)
-                name_dimensions(proto, written[graph.name])
+                name_dimensions(proto, names[graph.name])
             path = staged.path(graph.file)
             onnx.save(proto, path)
             if validate:
