@@ -317,17 +317,16 @@ def check_data_files(config) -> None:
     settings = config.extra.get("train") or {}
     paths = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
     for name, path in paths.items():
+        if not path or str(path).startswith("builtin:"):
+            continue
         flag = "the data file" if name == "data" else f"the --{name} file"
-        if path and not str(path).startswith("builtin:") and not os.path.isfile(path):
+        if not os.path.isfile(path):
             raise RunError(
                 f"{path} ({flag} this run trained on, as its config.json records it) is not "
                 "there: put it back at that path (to score another file: evaluate --test "
                 "FILE; to quantize an export unscored: --max-accuracy-drop none)"
             )
-    for name, digest in recorded.items():
-        path = paths.get(name)
-        if path and os.path.isfile(path) and _file_digest(path) != digest:
-            flag = "the data file" if name == "data" else f"the --{name} file"
+        if name in recorded and _file_digest(path) != recorded[name]:
             raise RunError(
                 f"{path} ({flag}) has changed since this run trained on it, so the splits "
                 "drawn from it would hold other examples, some of them trained on: restore "
