@@ -42,15 +42,19 @@ def json_response(data: dict) -> Response:
     return Response(dumps(data), media_type="application/json")
 
 
+def deadline(request: Request, settings: ServerSettings) -> float:
+    """The `time.monotonic()` at which the request's `request_timeout` ends, counted from
+    when its body began to be read (`read_body`): reading the body and the work share one
+    limit, so that every request in flight when SIGTERM comes ends within it (`serve`
+    bounds the graceful shutdown by it)."""
+    if getattr(request.state, "deadline", None) is None:
+        request.state.deadline = time.monotonic() + settings.request_timeout
+    return request.state.deadline
+
+
 def time_left(request: Request, settings: ServerSettings) -> float:
-    """Seconds left of the request's `request_timeout`, which runs from when its body
-    began to be read (`read_body`): reading the body and the work share one limit, so
-    that every request in flight when SIGTERM comes ends within it (`serve` bounds the
-    graceful shutdown by it)."""
-    deadline = getattr(request.state, "deadline", None)
-    if deadline is None:
-        deadline = request.state.deadline = time.monotonic() + settings.request_timeout
-    return deadline - time.monotonic()
+    """Seconds left before the request's `deadline`."""
+    return deadline(request, settings) - time.monotonic()
 
 
 def record_outcome(request: Request, status: int) -> None:
@@ -225,7 +229,7 @@ def raise_failure(choices: list[Choice]) -> None:
 async def encoder_run(request, entry, kind: str, texts: list[str], settings) -> list | np.ndarray:
     future = queue_on(entry.worker.submit, kind, texts)
     waiting = asyncio.wrap_future(future)
-    deadline = time.monotonic() + time_left(request, settings)
+    ends = deadline(request, settings)
     while True:
         done, _ = await asyncio.wait({waiting}, timeout=POLL)
         if done:
@@ -233,6 +237,6 @@ async def encoder_run(request, entry, kind: str, texts: list[str], settings) -> 
         if await request.is_disconnected():
             future.cancel()
             raise RequestError(499, "The client went away.")
-        if time.monotonic() > deadline:
+        if time.monotonic() > ends:
             future.cancel()
             raise RequestError(504, "The request took longer than the server's timeout.")
