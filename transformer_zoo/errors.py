@@ -6,6 +6,8 @@ as `transformer-zoo COMMAND: error: MESSAGE` (exit code 2) without a traceback.
 
 from __future__ import annotations
 
+import numbers
+
 
 class RunError(ValueError):
     """A run or exported directory is missing, incomplete or malformed."""
@@ -42,3 +44,9 @@ def first_line(error: BaseException) -> str:
     """The first line of `error`'s message, or its type's name when it has none."""
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def is_integer(value) -> bool:
+    """An integer, numpy's too (`np.int64(2)`), and not a bool: what an argument that
+    counts something (a size, a seed, a number of steps) takes."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

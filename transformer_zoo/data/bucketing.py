@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Sequence
 
 import keras_hub
 import tensorflow as tf
 
+from transformer_zoo.errors import is_integer
 from transformer_zoo.text import Tokenizer
 
 # Strings are tokenized this many at a time (a ragged batch), then unbatched.
@@ -89,11 +89,7 @@ def batch_by_length(
     their order instead, unbucketed (`model.predict` rows then line up with the examples;
     unshuffled only).
     """
-    if (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, numbers.Integral)
-        or batch_size < 1
-    ):
+    if not is_integer(batch_size) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive integer. Received: {batch_size!r}")
     batch_size = int(batch_size)
     data = data.cache()

@@ -11,7 +11,6 @@ is the one of `transformer_zoo.text.formats`, which generation and serving use.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,6 +23,7 @@ from transformer_zoo.data.examples import (
     TextStream,
     TranslationPair,
 )
+from transformer_zoo.errors import is_integer
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.formats import encoder_rows, stream_window
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -35,7 +35,7 @@ def _check(examples: Sequence, max_lengths: dict[str, int], minimum: int = 2) ->
     if len(examples) == 0:
         raise ValueError("`examples` is empty: a pipeline needs at least one example.")
     for name, value in max_lengths.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        if not is_integer(value) or value < minimum:
             raise ValueError(f"`{name}` must be an integer ≥ {minimum}. Received: {name}={value!r}")
 
 

@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from transformer_zoo.errors import InputError
+from transformer_zoo.errors import InputError, is_integer
 
 
 class Engine(Protocol):
@@ -158,7 +158,7 @@ class Sampling:
             raise ValueError(
                 f"`temperature` must be a positive number. Received: temperature={self.temperature!r}"
             )
-        if self.top_k is not None and not (_is_integer(self.top_k) and self.top_k >= 1):
+        if self.top_k is not None and not (is_integer(self.top_k) and self.top_k >= 1):
             raise ValueError(
                 f"`top_k` must be a positive integer or None. Received: top_k={self.top_k!r}"
             )
@@ -166,7 +166,7 @@ class Sampling:
             raise ValueError(
                 f"`top_p` must be a number in (0, 1] or None. Received: top_p={self.top_p!r}"
             )
-        if self.seed is not None and not (_is_integer(self.seed) and self.seed >= 0):
+        if self.seed is not None and not (is_integer(self.seed) and self.seed >= 0):
             raise ValueError(
                 f"`seed` must be a non-negative integer or None. Received: seed={self.seed!r}"
             )
@@ -208,7 +208,7 @@ class BeamSearch:
     name: ClassVar[str] = "beam"
 
     def __post_init__(self):
-        if not (_is_integer(self.num_beams) and self.num_beams >= 1):
+        if not (is_integer(self.num_beams) and self.num_beams >= 1):
             raise ValueError(
                 f"`num_beams` must be a positive integer. Received: num_beams={self.num_beams!r}"
             )
@@ -225,10 +225,6 @@ class BeamSearch:
 def _is_number(value) -> bool:
     """A finite real number (numpy's too), not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_integer(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 SearchConfig = Greedy | Sampling | BeamSearch
@@ -481,7 +477,7 @@ def beam_search(
 def check_max_new_tokens(max_new_tokens) -> None:
     """Raises `InputError` (a ValueError) unless `max_new_tokens` is a positive integer;
     a bool is not one (`True` would decode one token)."""
-    if not _is_integer(max_new_tokens) or max_new_tokens < 1:
+    if not is_integer(max_new_tokens) or max_new_tokens < 1:
         raise InputError(
             f"`max_new_tokens` must be a positive integer. Received: {max_new_tokens!r}"
         )

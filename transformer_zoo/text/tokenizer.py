@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import io
 import logging
-import numbers
 import operator
 import os
 import re
@@ -17,7 +16,7 @@ from functools import partial
 
 import sentencepiece as spm
 
-from transformer_zoo.errors import first_line
+from transformer_zoo.errors import first_line, is_integer
 from transformer_zoo.files import write_bytes
 
 log = logging.getLogger(__name__)  # a word vocabulary's cut; the command line shows it
@@ -235,7 +234,7 @@ def train_tokenizer(
             "`texts` must be a list of strings, one sentence each (`[text]` for one text). "
             f"Received: a single {type(texts).__name__}"
         )
-    if isinstance(vocabulary_size, numbers.Integral) and not isinstance(vocabulary_size, bool):
+    if is_integer(vocabulary_size):
         vocabulary_size = int(vocabulary_size)  # a numpy integer, say
     if not isinstance(vocabulary_size, int) or vocabulary_size < 6:
         raise ValueError(
