@@ -37,6 +37,8 @@ def _command(out) -> list[str]:
         str(EPOCHS),
         "--precision",
         "float32",
+        "--dropout",  # the resumed epochs draw the masks the uninterrupted ones draw
+        "0.1",
         "--no-evaluate",
         "--verbose",
         "2",

@@ -1,6 +1,6 @@
 """What a resumed run must remember to end as the uninterrupted one: early stopping's
 best value, wait and best weights, and, with `--ema`, the raw weights to train on with
-their average in the optimizer. Each run is interrupted right after an epoch's backup
+their average in the optimizer, and the dropout's random state. Each run is interrupted right after an epoch's backup
 and resumed from it, on a small Dense model, and compared with one that was not."""
 
 from __future__ import annotations
@@ -62,10 +62,11 @@ def _model(ema: bool):
     return model
 
 
-def _fit(out, values, epochs, ema=False, patience=None, interrupt=None):
-    """A run of `epochs` on `out`, resumed from its backup if it holds one; returns the
-    model, the epochs it trained and the weights scored at each epoch."""
-    model = _model(ema)
+def _fit(out, values, epochs, ema=False, patience=None, interrupt=None, make=_model):
+    """A run of `epochs` on `out` of the model `make(ema)` builds, resumed from its backup
+    if it holds one; returns the model, the epochs it trained and the weights scored at
+    each epoch."""
+    model = make(ema)
     backup = out / "backup"
     resumed = restore_backup(backup, model)
     scores = Scores(values)
@@ -119,4 +120,28 @@ def test_an_averaged_run_resumes_from_its_raw_weights_with_the_average_in_the_op
     assert epochs == [1, 2]
     for epoch in (1, 2):  # each validation saw the same average
         _assert_same(scored[epoch], whole_scored[epoch])
+    _assert_same(resumed.get_weights(), whole.get_weights())
+
+
+def test_a_resumed_run_draws_the_dropout_masks_the_uninterrupted_one_draws(tmp_path):
+    """`save_weights` leaves the dropout's random state out: the resumed epochs drew the
+    first epoch's masks again and ended on other weights."""
+
+    def dropout_model(ema):  # noqa: ARG001 (no average)
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([
+            keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dropout(0.5, seed=1),
+            keras.layers.Dense(1),
+        ])  # fmt: skip
+        optimizer, _ = make_optimizer("adamw-cosine", 4, 100, 0, learning_rate=0.05)
+        model.compile(optimizer=optimizer, loss="mse", steps_per_execution=1)
+        model.optimizer.build(model.trainable_variables)
+        return model
+
+    values = [0.0] * 3
+    whole, _, _ = _fit(tmp_path / "a", values, 3, make=dropout_model)
+    with pytest.raises(KeyboardInterrupt):
+        _fit(tmp_path / "b", values, 3, interrupt=2, make=dropout_model)
+    resumed, epochs, _ = _fit(tmp_path / "b", values, 3, make=dropout_model)
+    assert epochs == [2]
     _assert_same(resumed.get_weights(), whole.get_weights())

@@ -29,7 +29,9 @@ BEST_WEIGHTS_PREFIX = "early_stopping_best."  # + the best epoch (from 1) + ".np
 
 class Backup(keras.callbacks.Callback):
     """Backs the training state up for crash recovery, with public Keras API only: the
-    weights with the optimizer state (`model.save_weights`) and the epoch to resume from.
+    weights with the optimizer state (`model.save_weights`), the states of the random
+    generators of the model's layers (dropout's; `save_weights` leaves them out, and a
+    resumed run drew the first epoch's masks again) and the epoch to resume from.
 
     Both files are written atomically (`files.atomic_path`), weights first: a kill between
     the two renames (microseconds) at worst repeats one epoch with newer weights, never
@@ -112,7 +114,11 @@ class Backup(keras.callbacks.Callback):
         with interruptions_deferred(), raw:
             with atomic_path(os.path.join(self.backup_dir, WEIGHTS_FILE)) as temporary:
                 self.model.save_weights(temporary)
-            metadata = {"epoch": resume_epoch, "seconds": time.perf_counter() - self._start}
+            metadata = {
+                "epoch": resume_epoch,
+                "seconds": time.perf_counter() - self._start,
+                "seed_states": [state.numpy().tolist() for state in seed_states(self.model)],
+            }
             if self.early_stopping is not None:
                 metadata["early_stopping"] = self._save_early_stopping()
             write_json(os.path.join(self.backup_dir, METADATA_FILE), metadata)
@@ -164,7 +170,17 @@ def restore_backup(backup_dir: str | os.PathLike, model: keras.Model) -> int | N
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)  # its variables receive the state
     model.load_weights(os.path.join(backup_dir, WEIGHTS_FILE))
+    saved = read_json(os.path.join(backup_dir, METADATA_FILE)).get("seed_states")
+    if saved is not None:  # None: a backup made before they were kept
+        for state, value in zip(seed_states(model), saved, strict=True):
+            state.assign(np.asarray(value, dtype=state.dtype))
     return epoch
+
+
+def seed_states(model: keras.Model) -> list[keras.Variable]:
+    """The state variables of the `keras.random.SeedGenerator`s of `model`'s layers (its
+    dropout's), in the model's order."""
+    return [v for v in model.variables if v.name == "seed_generator_state"]
 
 
 def resumed_early_stopping(backup_dir: str | os.PathLike) -> EarlyStoppingState | None:
