@@ -4,6 +4,7 @@ import pytest
 
 from tests.helpers import np_gelu, np_layer_norm
 from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding
+from transformer_zoo.layers.activations import gelu
 
 rng = np.random.default_rng(3)
 
@@ -128,3 +129,68 @@ def test_a_head_tied_to_a_quantized_keras_embedding_dequantizes_it():
     bound = np.abs(h).sum(-1, keepdims=True) * np.abs(table).max(-1) / (2 * 127)
     error = np.abs(np.asarray(LMHead(30, embedding=emb)(h)) - h @ table.T)
     assert np.all(error <= bound + 1e-5)
+
+
+@pytest.mark.filterwarnings("ignore")  # layers without weights to quantize say so
+@pytest.mark.parametrize("transform_activation", [None, "gelu"])
+@pytest.mark.parametrize(
+    "mode, config",
+    [
+        ("int8", None),
+        ("int4", None),
+        ("int4", keras.quantizers.Int4QuantizationConfig(block_size=8)),
+        ("float8", None),
+    ],
+    ids=["int8", "int4", "int4-blocks-of-8", "float8"],
+)
+def test_an_untied_head_quantizes_as_a_keras_dense_with_its_kernel(
+    mode, config, transform_activation
+):
+    """`model.quantize` passed an untied head by (Keras warned, and its kernel stayed
+    float32); with the transform, Keras never even asked it (it has sublayers). Now its
+    logits are those of Keras' `Dense` holding its kernel, quantized the same way, plus
+    its bias."""
+    head = LMHead(30, use_bias=True, transform_activation=transform_activation)
+    hidden = keras.Input((None, 16))
+    model = keras.Model(hidden, head(hidden))
+    head.bias.assign(rng.normal(size=30).astype("float32"))
+    reference = keras.layers.Dense(30, use_bias=False)
+    reference.build((None, 16))
+    float_kernel = np.asarray(head.kernel)
+    reference.set_weights([float_kernel])
+    model.quantize(mode, config=config)
+    reference.quantize(mode, config=config)
+    h = rng.normal(size=(2, 4, 16)).astype("float32")
+    x = h
+    if transform_activation is not None:  # the head's own (quantized) transform
+        x = head.transform_norm(gelu(head.transform_dense(h)))
+    # The head's bias stays float32 (Dense's float8 call rounds its own to bfloat16).
+    expected = np.asarray(reference(x)) + np.asarray(head.bias)
+    np.testing.assert_allclose(np.asarray(head(h)), expected, atol=1e-5)
+    float_logits = np.asarray(x) @ float_kernel + np.asarray(head.bias)
+    assert not np.allclose(expected, float_logits, atol=1e-4)  # quantization did happen
+
+
+@pytest.mark.parametrize("mode", [None, "int8", "int4"])
+def test_lora_on_an_untied_heads_projection_is_keras_dense_lora(mode):
+    """The head's `projection` is a Keras `Dense`, so its LoRA is Dense's: the logits
+    equal a `Dense` holding the same kernel, quantized the same way, with the same
+    adapters, and only the adapters (and the head's bias) train."""
+    head = LMHead(30, use_bias=True, name="lm_head")
+    head.build((None, None, 16))
+    reference = keras.layers.Dense(30, use_bias=False)
+    reference.build((None, 16))
+    reference.set_weights([np.asarray(head.kernel)])
+    for dense in (head.projection, reference):
+        if mode is not None:
+            dense.quantize(mode)
+        dense.enable_lora(2)
+    adapters = [rng.normal(size=(16, 2)), rng.normal(size=(2, 30))]
+    for dense in (head.projection, reference):
+        dense.lora_kernel_a.assign(adapters[0].astype("float32"))
+        dense.lora_kernel_b.assign(adapters[1].astype("float32"))
+    h = rng.normal(size=(2, 4, 16)).astype("float32")
+    np.testing.assert_allclose(np.asarray(head(h)), np.asarray(reference(h)), atol=1e-5)
+    assert sorted(w.path for w in head.trainable_weights) == [
+        "lm_head/bias", "lm_head/projection/lora_kernel_a", "lm_head/projection/lora_kernel_b"
+    ]  # fmt: skip

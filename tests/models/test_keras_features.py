@@ -86,6 +86,30 @@ def test_quantized_model_loads_with_its_quantized_weights_and_outputs(name, mode
 
 
 @pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_an_untied_head_is_quantized_and_its_policy_saved_and_loaded(mode, tmp_path):
+    """An untied `LMHead` used to keep a float32 kernel under `model.quantize`. Its
+    quantized kernel's layer now has an entry in the config's `DTypePolicyMap`, and the
+    loaded model holds the same integer weights and gives the same outputs."""
+    keras.utils.set_random_seed(0)
+    model = encoder_decoder(tie_weights="none")
+    model.quantize(mode)
+    head_weights = {w.path: np.asarray(w) for w in model.lm_head.weights if w.dtype == "int8"}
+    assert head_weights  # the kernel, and int4's zero points
+    policies = keras.dtype_policies.deserialize(model.get_config()["dtype"])
+    (head_path,) = {path.rsplit("/", 1)[0] for path in head_weights}
+    assert policies[head_path].quantization_mode == mode
+    expected = model(SEQ2SEQ_INPUTS)
+    model.save(tmp_path / "quantized.keras")
+    loaded = keras.saving.load_model(tmp_path / "quantized.keras")
+    for weight in loaded.lm_head.weights:
+        if weight.path in head_weights:
+            np.testing.assert_array_equal(np.asarray(weight), head_weights.pop(weight.path))
+    assert not head_weights
+    assert_same(loaded(SEQ2SEQ_INPUTS), expected)
+
+
+@pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("name, mode", [("decoder_only", "int8"), ("encoder_only", "int4")])
 def test_a_quantized_model_runs_under_mixed_precision(name, mode):
     """A quantized Embedding gave float32 under mixed_bfloat16, and adding the bfloat16
@@ -174,3 +198,15 @@ def test_lora_on_a_classifiers_backbone_keeps_its_head_trainable():
         "self_attention/key_value/lora_kernel_a", "self_attention/key_value/lora_kernel_b",
         "self_attention/query/lora_kernel_a", "self_attention/query/lora_kernel_b",
     ]  # fmt: skip
+
+
+def test_a_second_enable_lora_is_refused_and_changes_nothing():
+    """Keras' own error ("lora is already enabled") came from the first attention's
+    query Dense, after `enable_lora` had frozen every other layer and unfrozen that one:
+    what trained was then its kernel, bias and adapters, and no other adapter."""
+    model = encoder_only(num_layers=2)
+    model.enable_lora(4)
+    trainable = sorted(w.path for w in model.trainable_weights)
+    with pytest.raises(ValueError, match=r"already enabled on this model, with rank 4.*rank=8"):
+        model.enable_lora(8)
+    assert sorted(w.path for w in model.trainable_weights) == trainable

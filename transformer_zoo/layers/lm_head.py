@@ -23,7 +23,10 @@ class LMHead(keras.layers.Layer):
       a config rebuilt outside them needs the embedding passed again (`from_config`;
       `keras.models.clone_model` in its `clone_function`). After
       `model.quantize("int8" | "int4")` the head projects with the dequantized table.
-    - Untied: its own (D, V) kernel.
+    - Untied: its own (D, V) kernel, in a bias-free `keras.layers.Dense` sublayer
+      (`projection`; `kernel` is its kernel), so that Keras' quantization and LoRA treat
+      it as any Dense: `model.quantize("int8" | "int4" | "float8")` quantizes it (and a
+      `.keras` file keeps it quantized), and `head.projection.enable_lora(rank)` adapts it.
     - `transform_activation` adds BERT's transform before the projection:
       Dense(D) → activation → LayerNorm.
 
@@ -105,6 +108,14 @@ class LMHead(keras.layers.Layer):
     def tied(self) -> bool:
         return self.embedding is not None
 
+    @property
+    def kernel(self):
+        """An untied head's (D, V) kernel: its `projection`'s (after `model.quantize`,
+        Keras' quantized integers, as a quantized Dense's `kernel`)."""
+        if self.tied:
+            raise AttributeError("A tied LMHead has no kernel: it reads its embedding's table.")
+        return self.projection.kernel
+
     def build(self, inputs_shape):
         d_model = inputs_shape[-1]
         if self.tied and d_model is not None and d_model != _embedding_dim(self.embedding):
@@ -126,11 +137,17 @@ class LMHead(keras.layers.Layer):
             )
             self.transform_norm.build(inputs_shape)
         if not self.tied:
-            self.kernel = self.add_weight(
-                name="kernel",
-                shape=(d_model, self.vocabulary_size),
-                initializer=clone_initializer(self.kernel_initializer),
+            # A Dense rather than a kernel of the head's own: `Model.quantize` quantizes
+            # only layers without sublayers (a head with the transform has two), and
+            # Dense's int8 / int4 kernels, their calls and their saving are Keras' own.
+            self.projection = keras.layers.Dense(
+                self.vocabulary_size,
+                use_bias=False,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                dtype=self.dtype_policy,
+                name="projection",
             )
+            self.projection.build(inputs_shape)
         if self.use_bias:
             self.bias = self.add_weight(
                 name="bias", shape=(self.vocabulary_size,), initializer="zeros"
@@ -144,7 +161,7 @@ class LMHead(keras.layers.Layer):
         if self.tied:
             logits = _tied_logits(x, self.embedding)  # (B, T, V)
         else:
-            logits = ops.matmul(x, self.kernel)  # (B, T, V)
+            logits = self.projection(x)  # (B, T, V)
         if self.use_bias:
             logits = logits + self.bias
         return logits

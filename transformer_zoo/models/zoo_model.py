@@ -56,17 +56,34 @@ class ZooModel(keras.Model):
         `lora_kernel_b` weights train. B starts at zero, so the outputs do not change
         until training. `model.save` merges the adapters into the kernels, as Keras'
         `Dense` does: the loaded model computes the same outputs without LoRA weights.
+
+        Raises:
+            ValueError: LoRA is already enabled (Keras' `Dense` adds adapters once); the
+                model is left as it was. Save and load it to merge them and start again.
         """
+        projections = [
+            dense
+            for layer in self._sublayers()
+            if isinstance(layer, MultiHeadAttention)
+            for dense in (layer.query_dense, layer.key_value_dense)
+        ]
+        adapted = [dense for dense in projections if dense.lora_enabled]
+        if adapted:
+            # Checked before anything changes: Keras' own error came from the first Dense,
+            # after every other layer had been frozen and that one unfrozen, kernel too.
+            raise ValueError(
+                f"LoRA is already enabled on this model, with rank {adapted[0].lora_rank}: "
+                "`enable_lora` adds the adapters once (save and load the model to merge "
+                f"them, then enable it again). Received: rank={rank}"
+            )
         self.trainable = True
         for layer in self._sublayers():
             layer.trainable = False
-        for layer in self._sublayers():
-            if isinstance(layer, MultiHeadAttention):
-                for dense in (layer.query_dense, layer.key_value_dense):
-                    dense.trainable = True
-                    dense.enable_lora(rank)
-                    if dense.bias is not None:
-                        dense.bias.trainable = False
+        for dense in projections:
+            dense.trainable = True
+            dense.enable_lora(rank)
+            if dense.bias is not None:
+                dense.bias.trainable = False
 
     def get_config(self):
         config = super().get_config()
