@@ -1,22 +1,46 @@
 """The tf.data pipelines: teacher forcing, loss masks, bucketing, truncation, packing,
 and agreement with `transformer_zoo.text.formats` (what generation and serving feed)."""
 
+import dataclasses
+import logging
+import warnings
 from collections import Counter
+from functools import partial
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_zoo.data import PromptCompletion
 from transformer_zoo.data.bucketing import bucket_boundaries
 from transformer_zoo.data.builtin.dates_zh import LABELS
+from transformer_zoo.data.masked_lm import masked_lm_dataset
 from transformer_zoo.data.pipelines import (
     classification_dataset,
     language_model_dataset,
+    stream_dataset,
     translation_dataset,
 )
-from transformer_zoo.text.formats import pair_budget, pair_ids, prompt_ids, source_ids
+from transformer_zoo.errors import InputError
+from transformer_zoo.models import (
+    DecoderOnly,
+    EncoderDecoder,
+    EncoderOnly,
+    EncoderOnlyClassifier,
+    EncoderOnlyMaskedLM,
+)
+from transformer_zoo.text.formats import (
+    language_model_example,
+    pair_budget,
+    pair_ids,
+    prompt_ids,
+    source_ids,
+)
+from transformer_zoo.text.wordpiece import WordPieceTokenizer
+from transformer_zoo.train.recipe import MaskedSparseCategoricalCrossentropy
 
 
 def _unpad(row) -> tuple:
@@ -286,3 +310,210 @@ def test_a_text_stream_is_pointed_to_stream_dataset(shared_tokenizer):
 
     with pytest.raises(ValueError, match=r"stream_dataset\(stream.token_ids\(tokenizer\)"):
         language_model_dataset([TextStream("some text to read as one stream")], shared_tokenizer)
+
+
+@pytest.fixture
+def pipeline_warnings():
+    """The pipelines' warning lines, read at their own logger: the command line's handler
+    keeps the library's records from reaching the root logger, and so `caplog`."""
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("transformer_zoo.data.pipelines")
+    logger.addHandler(handler)
+    yield lambda: [r.getMessage() for r in records]
+    logger.removeHandler(handler)
+
+
+@pytest.mark.parametrize("max_length", [8, 10, 40])
+def test_examples_cut_to_no_completion_token_are_dropped_and_counted(
+    dates, shared_tokenizer, max_length, pipeline_warnings
+):
+    """They were dropped by an in-graph filter that counted nothing: a dataset could
+    come out empty, and `model.fit` then failed on it or trained on nothing."""
+    examples = dates.prompt_completions("valid")
+    rows = [
+        language_model_example(shared_tokenizer, e.prompt, e.completion, max_length)
+        for e in examples
+    ]
+    expected = Counter((tuple(ids), tuple(labels)) for ids, labels in rows if any(labels))
+    got = Counter()
+    for inputs, labels, _ in _batches(
+        language_model_dataset(examples, shared_tokenizer, 16, max_length=max_length)
+    ):
+        for ids, lab in zip(inputs["token_ids"], labels, strict=True):
+            got[_unpad(ids), tuple(int(i) for i in lab[: len(_unpad(ids))])] += 1
+    assert got == expected
+    dropped = len(examples) - expected.total()
+    lines = pipeline_warnings()
+    if dropped:
+        assert len(lines) == 1 and lines[0].startswith(
+            f"{dropped} of {len(examples)} examples have a prompt of max_length={max_length} "
+        )
+    else:
+        assert lines == []
+
+
+def test_a_max_length_that_leaves_no_completion_at_all_is_refused(dates, shared_tokenizer):
+    examples = dates.prompt_completions("valid")
+    shortest = min(len(shared_tokenizer.encode(e.prompt)) for e in examples)
+
+    def completions_left(max_length):  # by `text.formats`, the reference
+        return sum(
+            any(language_model_example(shared_tokenizer, e.prompt, e.completion, max_length)[1])
+            for e in examples
+        )
+
+    assert completions_left(shortest) == 0 and completions_left(shortest + 1) > 0
+    with pytest.raises(InputError, match="no completion to train on: raise max_length"):
+        language_model_dataset(examples, shared_tokenizer, max_length=shortest)
+    assert _batches(language_model_dataset(examples, shared_tokenizer, max_length=shortest + 1))
+
+
+def _refused(pipeline, model) -> bool:
+    try:
+        pipeline(model=model)
+    except InputError:
+        return True
+    return False
+
+
+def _keras_fails(model, data, loss) -> bool:
+    """Whether Keras' evaluation of `model` on `data` fails: on a CPU, TensorFlow's gather
+    of an id or position past the model's tables, or a label past its classes."""
+    model.compile(loss=loss)
+    try:
+        with warnings.catch_warnings():  # the pipelines' length is unknown to Keras
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            model.evaluate(data, verbose=0)
+    except tf.errors.InvalidArgumentError:
+        return True
+    return False
+
+
+def _largest_id(data) -> int:
+    """The largest id of the inputs and labels of `data`'s batches."""
+    return max(max(int(x["token_ids"].max()), int(y.max())) for x, y, _ in _batches(data))
+
+
+@pytest.mark.parametrize("smaller", [None, "vocabulary_size", "max_length"])
+@pytest.mark.parametrize("source", ["lines", "stream"])
+def test_a_decoder_smaller_than_the_data_is_refused_where_keras_fails_on_it(
+    dates, shared_tokenizer, source, smaller
+):
+    """A model smaller than the data failed mid-`fit` in a TensorFlow gather that names
+    no size; on a GPU the ids or positions past its tables embed as zeros, silently."""
+    examples = dates.prompt_completions("valid")[:64]
+    if source == "lines":
+        pipeline = partial(language_model_dataset, examples, shared_tokenizer, 64, 12)
+    else:
+        ids = np.concatenate([shared_tokenizer.encode(e.text) for e in examples]).astype(np.int32)
+        pipeline = partial(stream_dataset, ids, 64, 12, windows="epoch")
+    data = pipeline()
+    assert max(inputs["token_ids"].shape[1] for inputs, *_ in _batches(data)) == 12
+    sizes = {"vocabulary_size": shared_tokenizer.vocabulary_size, "max_length": 12}
+    if smaller:  # the largest id, or the last position, is one past the model's table
+        sizes[smaller] = {"vocabulary_size": _largest_id(data), "max_length": 11}[smaller]
+    model = DecoderOnly(num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, **sizes)
+    loss = MaskedSparseCategoricalCrossentropy(pad_id=None if source == "stream" else 0)
+    fails = _keras_fails(model, data, loss)
+    assert fails == (smaller is not None)
+    assert _refused(pipeline, model) == fails
+
+
+@pytest.mark.parametrize("smaller", [None, "target_vocabulary_size"])
+def test_a_translation_model_smaller_than_the_targets_is_refused_where_keras_fails_on_it(
+    dates, source_tokenizer, target_tokenizer, smaller
+):
+    pairs = dates.pairs("valid")[:64]
+    pipeline = partial(translation_dataset, pairs, source_tokenizer, target_tokenizer, 64)
+    data = pipeline()
+    target = target_tokenizer.vocabulary_size
+    if smaller:
+        target = max(int(labels.max()) for _, labels, _ in _batches(data))
+    model = EncoderDecoder(
+        source_tokenizer.vocabulary_size, 1, 2, 8, 16, 128, target_vocabulary_size=target
+    )
+    fails = _keras_fails(model, data, MaskedSparseCategoricalCrossentropy())
+    assert fails == (smaller is not None)
+    assert _refused(pipeline, model) == fails
+
+
+@pytest.mark.parametrize("num_classes", [len(LABELS), len(LABELS) - 1])
+def test_a_classifier_with_fewer_classes_than_labels_is_refused_where_keras_fails_on_it(
+    dates, shared_tokenizer, num_classes
+):
+    examples = dates.classification("valid")[:64]
+    pipeline = partial(classification_dataset, examples, shared_tokenizer, LABELS, 64)
+    backbone = EncoderOnly(shared_tokenizer.vocabulary_size, 1, 2, 8, 16, 128)
+    model = EncoderOnlyClassifier(backbone, num_classes)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    fails = _keras_fails(model, pipeline(), loss)
+    assert fails == (num_classes < len(LABELS))
+    assert _refused(pipeline, model) == fails
+
+
+@pytest.mark.parametrize("max_length", [12, 11])
+def test_a_masked_lm_shorter_than_its_rows_is_refused_where_keras_fails_on_it(
+    dates, shared_tokenizer, max_length
+):
+    texts = [(p.source, p.target) for p in dates.pairs("valid")[:64]]
+    pipeline = partial(masked_lm_dataset, texts, shared_tokenizer, 64, 12)
+    backbone = EncoderOnly(shared_tokenizer.vocabulary_size, 1, 2, 8, 16, max_length)
+    model = EncoderOnlyMaskedLM(backbone)
+    fails = _keras_fails(model, pipeline(), MaskedSparseCategoricalCrossentropy())
+    assert fails == (max_length < 12)
+    assert _refused(pipeline, model) == fails
+
+
+def _with_text(example, field: str, text: str):
+    return dataclasses.replace(example, **{field: text}) if field else text
+
+
+@pytest.mark.parametrize(
+    "pipeline, field",
+    [
+        ("translation", "target"),
+        ("language model", "completion"),
+        ("classification", "text2"),
+        ("classification, WordPiece", "text"),
+        ("masked LM", None),
+    ],
+)
+def test_a_text_that_is_not_utf8_is_named_by_its_example_index(
+    dates, shared_tokenizer, pipeline, field
+):
+    """A lone surrogate (an undecodable byte, as Python's `surrogateescape` keeps it)
+    failed in TensorFlow's or the tokenizer's conversion, which named no example."""
+    index, bad = 37, "2021\udcff"
+    if pipeline == "translation":
+        examples = dates.pairs("valid")
+        make = partial(
+            translation_dataset,
+            source_tokenizer=shared_tokenizer,
+            target_tokenizer=shared_tokenizer,
+        )
+    elif pipeline == "language model":
+        examples = dates.prompt_completions("valid")
+        make = partial(language_model_dataset, tokenizer=shared_tokenizer, max_length=9)
+        # One the cut keeps after one it drops: the index is still the one in `examples`.
+        kept = [
+            any(language_model_example(shared_tokenizer, e.prompt, e.completion, 9)[1])
+            for e in examples
+        ]
+        index = next(i for i in range(len(kept)) if kept[i] and not all(kept[:i]))
+    elif pipeline == "masked LM":
+        examples = [p.source for p in dates.pairs("valid")]
+        make = partial(masked_lm_dataset, tokenizer=shared_tokenizer)
+    else:
+        examples = dates.classification("valid")
+        tokenizer = shared_tokenizer
+        if "WordPiece" in pipeline:
+            pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "2021"]
+            tokenizer = WordPieceTokenizer(pieces, max_length=128)
+        make = partial(classification_dataset, tokenizer=tokenizer, label_names=LABELS)
+    examples = list(examples)
+    examples[index] = _with_text(examples[index], field, bad)
+    with pytest.raises(InputError, match=f"example {index} is not valid UTF-8") as error:
+        make(examples)
+    assert error.value.index == index

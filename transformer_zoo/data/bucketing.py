@@ -1,13 +1,15 @@
-"""Shared `tf.data` steps of the pipelines: in-graph tokenization and length bucketing."""
+"""Shared `tf.data` steps of the pipelines: in-graph tokenization (and the error that names
+a text no tokenizer reads) and length bucketing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 import keras_hub
 import tensorflow as tf
 
-from transformer_zoo.errors import is_integer
+from transformer_zoo.errors import InputError, is_integer
 from transformer_zoo.text import Tokenizer
 
 # Strings are tokenized this many at a time (a ragged batch), then unbatched.
@@ -32,6 +34,37 @@ def in_graph_tokenizer(tokenizer: Tokenizer) -> keras_hub.tokenizers.SentencePie
     return keras_hub.tokenizers.SentencePieceTokenizer(proto=tokenizer.proto)
 
 
+@contextlib.contextmanager
+def naming_bad_text(columns: dict[str, Sequence]) -> Iterator[None]:
+    """Turns a failure to convert or encode the texts of `columns` (column name → each
+    example's text, or None) into an `InputError` that names the first example holding a
+    lone surrogate (what Python makes of bytes that are not UTF-8, with
+    `errors="surrogateescape"`), which no tokenizer reads: TensorFlow, SentencePiece and
+    Hugging Face's tokenizers each fail on one without saying which. The texts are read
+    only after a failure; any other failure is raised as it was.
+
+    Raises:
+        InputError: an example's text is not valid UTF-8; `index` is the example's.
+    """
+    try:
+        yield
+    except Exception:
+        for index, texts in enumerate(zip(*columns.values(), strict=True)):
+            for name, text in zip(columns, texts, strict=True):
+                if not isinstance(text, str) or text.isascii():
+                    continue
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as error:
+                    raise InputError(
+                        f"The {name} of example {index} is not valid UTF-8: it holds "
+                        f"{text[error.start]!r} at character {error.start + 1}, a lone "
+                        "surrogate (an undecodable byte)",
+                        index,
+                    ) from None
+        raise
+
+
 def tokenize_columns(
     columns: dict[str, Sequence[str]], tokenizers: dict[str, Tokenizer]
 ) -> tf.data.Dataset:
@@ -40,6 +73,9 @@ def tokenize_columns(
     Args:
         columns: column name → the strings of every example (equal lengths).
         tokenizers: column name → the tokenizer of that column.
+
+    Raises:
+        InputError: a string is not valid UTF-8 (`naming_bad_text`).
     """
     by_model: dict[int, keras_hub.tokenizers.SentencePieceTokenizer] = {}
     graph_tokenizers = {}
@@ -48,7 +84,8 @@ def tokenize_columns(
         if id(tokenizer) not in by_model:
             by_model[id(tokenizer)] = in_graph_tokenizer(tokenizer)
         graph_tokenizers[name] = by_model[id(tokenizer)]
-    data = tf.data.Dataset.from_tensor_slices({k: list(v) for k, v in columns.items()})
+    with naming_bad_text(columns):
+        data = tf.data.Dataset.from_tensor_slices({k: list(v) for k, v in columns.items()})
     return (
         data.batch(TOKENIZE_BATCH)
         .map(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import keras
 import tensorflow as tf
 
 from transformer_zoo.data.bucketing import batch_by_length
-from transformer_zoo.data.pipelines import AUTOTUNE, packed_pairs, padding_mask
+from transformer_zoo.data.pipelines import AUTOTUNE, check_model, packed_pairs, padding_mask
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -57,6 +58,7 @@ def masked_lm_dataset(
     mask_rate: float = 0.15,
     shuffle: bool = False,
     seed: int = 0,
+    model: keras.Model | None = None,
     **batching,
 ) -> tf.data.Dataset:
     """Masked-LM batches over texts or text pairs, packed as for classification.
@@ -73,12 +75,19 @@ def masked_lm_dataset(
         mask_rate: the share of ordinary tokens to predict.
         shuffle: reshuffle every epoch.
         seed: seed of the shuffle and of the masks.
+        model: the model the batches are for, if it is to be checked
+            (`pipelines.check_model`: its vocabulary must hold the tokenizer's ids, its
+            `max_length` this one).
         **batching: `drop_remainder`, `pad_to_bucket_boundary`, `keep_order` (see
             `batch_by_length`).
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)},
         labels (B, T), sample_weight (B, T))`; labels are 0 where nothing is predicted.
+
+    Raises:
+        InputError: a text is not valid UTF-8 (named by its index in `texts`), or `model`
+            is smaller than the data.
     """
     if tokenizer.mask_id is None:
         raise ValueError(
@@ -90,6 +99,7 @@ def masked_lm_dataset(
         raise ValueError(f"`mask_rate` must be in (0, 1). Received: mask_rate={mask_rate}")
     if len(texts) == 0:
         raise ValueError("`texts` is empty: a pipeline needs at least one example.")
+    check_model(model, max_length, {"vocabulary_size": tokenizer.vocabulary_size})
     # Never picked: padding and the begin/end ids (`[CLS]`/`[SEP]` for WordPiece).
     ends = ("pad", "bos", "eos", "cls", "sep")
     special = sorted({PAD_ID, *(i for k, i in tokenizer.special_ids.items() if k in ends)})

@@ -7,28 +7,38 @@ that is not trained on (padding, or a prompt token), and `sample_weight` is
 `labels != 0`, so padding stays out of the loss whether the loss reads the labels
 (`MaskedSparseCategoricalCrossentropy`) or the weights (any Keras loss). The token layout
 is the one of `transformer_zoo.text.formats`, which generation and serving use.
+
+Given the `model` the batches are for, a pipeline refuses one smaller than its data
+(`check_model`): on a CPU the model's embedding would fail mid-`fit` in a gather that
+names no size, and on a GPU the ids or positions past its tables embed as zeros, silently.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from transformer_zoo.data.bucketing import batch_by_length, tokenize_columns
+from transformer_zoo.data.bucketing import batch_by_length, naming_bad_text, tokenize_columns
 from transformer_zoo.data.examples import (
     ClassificationExample,
     PromptCompletion,
     TextStream,
     TranslationPair,
 )
-from transformer_zoo.errors import is_integer
+from transformer_zoo.errors import InputError, count, is_integer
+from transformer_zoo.models.family import dimensions_of
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.formats import encoder_rows, stream_window
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 AUTOTUNE = tf.data.AUTOTUNE
+SHOWN = 5  # examples a warning names
+
+log = logging.getLogger(__name__)  # examples dropped; the command line shows it
 
 
 def _check(examples: Sequence, max_lengths: dict[str, int], minimum: int = 2) -> None:
@@ -37,6 +47,46 @@ def _check(examples: Sequence, max_lengths: dict[str, int], minimum: int = 2) ->
     for name, value in max_lengths.items():
         if not is_integer(value) or value < minimum:
             raise ValueError(f"`{name}` must be an integer ≥ {minimum}. Received: {name}={value!r}")
+
+
+def check_model(
+    model: keras.Model | None, max_length: int, ids: dict[str, int], labels: int = 0
+) -> None:
+    """Raises `InputError` where `model` (a zoo model of any family; None: no check) is
+    smaller than the data a pipeline makes for it.
+
+    Args:
+        model: the model the batches are for.
+        max_length: the longest row the pipeline makes: the model's positions must cover it.
+        ids: `"vocabulary_size"` (and an encoder-decoder's `"target_vocabulary_size"`) →
+            how many ids that side's data may hold (its tokenizer's vocabulary size).
+        labels: how many label ids a classification's rows hold (0: none).
+    """
+    if model is None:
+        return
+    dimensions = dimensions_of(model)
+    sizes = {
+        "vocabulary_size": dimensions.vocabulary_size,
+        "target_vocabulary_size": dimensions.output_vocabulary_size,
+    }
+    for name, needed in ids.items():
+        if sizes[name] < needed:
+            raise InputError(
+                f"The model's {name} is {sizes[name]}, too small for the data's ids (up to "
+                f"{needed - 1}): build it with {name} set to the tokenizer's vocabulary_size."
+            )
+    if dimensions.max_length < max_length:
+        raise InputError(
+            f"max_length={max_length} is longer than the model's max_length of "
+            f"{dimensions.max_length}: pass max_length={dimensions.max_length} (examples "
+            "are cut to it)."
+        )
+    classes = dimensions.num_classes or 0  # None: no classifier head
+    if labels and classes < labels:
+        raise InputError(
+            f"The model has {count(classes, 'class', 'classes')} but `label_names` holds "
+            f"{labels}: build an EncoderOnlyClassifier with num_classes={labels}."
+        )
 
 
 def _length(ids: tf.Tensor) -> tf.Tensor:
@@ -62,6 +112,7 @@ def translation_dataset(
     max_target_length: int = 128,
     shuffle: bool = False,
     seed: int = 0,
+    model: keras.Model | None = None,
     **batching,
 ) -> tf.data.Dataset:
     """Teacher-forced translation batches for `EncoderDecoder`.
@@ -79,6 +130,8 @@ def translation_dataset(
             have no `<eos>` label.
         shuffle: reshuffle every epoch (deterministically for `seed`).
         seed: the shuffle seed.
+        model: the model the batches are for, if it is to be checked (`check_model`): its
+            vocabularies must hold the tokenizers' ids, its `max_length` both maxima.
         **batching: `drop_remainder`, `pad_to_bucket_boundary`, `keep_order` (see
             `batch_by_length`: batches group examples of similar length, shuffled or not;
             `keep_order=True` batches them in order, for `model.predict`).
@@ -87,8 +140,20 @@ def translation_dataset(
         A dataset of `({"encoder_token_ids": (B, S), "encoder_padding_mask": (B, S),
         "decoder_token_ids": (B, T), "decoder_padding_mask": (B, T)}, labels (B, T),
         sample_weight (B, T))`.
+
+    Raises:
+        InputError: a text is not valid UTF-8 (named by its example's index), or `model`
+            is smaller than the data.
     """
     _check(pairs, {"max_source_length": max_source_length, "max_target_length": max_target_length})
+    check_model(
+        model,
+        max(max_source_length, max_target_length),
+        {
+            "vocabulary_size": source_tokenizer.vocabulary_size,
+            "target_vocabulary_size": target_tokenizer.vocabulary_size,
+        },
+    )
     data = tokenize_columns(
         {"source": [p.source for p in pairs], "target": [p.target for p in pairs]},
         {"source": source_tokenizer, "target": target_tokenizer},
@@ -132,6 +197,7 @@ def language_model_dataset(
     completion_only_loss: bool = True,
     shuffle: bool = False,
     seed: int = 0,
+    model: keras.Model | None = None,
     **batching,
 ) -> tf.data.Dataset:
     """Next-token batches for `DecoderOnly`.
@@ -141,13 +207,19 @@ def language_model_dataset(
     first. With `completion_only_loss` (the default) the loss covers only the
     completion and its `<eos>`: the prompt is given at inference, so learning to
     write it is wasted capacity. Plain text (empty prompts) trains on every token.
-    Examples whose completion was cut away entirely are dropped. `shuffle`, `seed` and
+    With it, an example whose prompt fills `max_length` has no completion token left to
+    train on: it is dropped, and a warning says how many were (`keep_order` then lines
+    `model.predict` up with the examples kept). `shuffle`, `seed`, `model` and
     `**batching` as in `translation_dataset` (batches group examples of similar length
     unless `keep_order=True`).
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T)}, labels (B, T),
         sample_weight (B, T))`.
+
+    Raises:
+        InputError: every example was dropped, a text is not valid UTF-8 (named by its
+            example's index), or `model` is smaller than the data.
     """
     _check(examples, {"max_length": max_length}, minimum=1)
     if any(isinstance(e, TextStream) for e in examples):
@@ -156,10 +228,18 @@ def language_model_dataset(
             "windows by `stream_dataset(stream.token_ids(tokenizer), ...)`; "
             "`language_model_dataset` takes PromptCompletion examples (a file read by lines)."
         )
-    data = tokenize_columns(
-        {"prompt": [e.prompt for e in examples], "completion": [e.completion for e in examples]},
-        {"prompt": tokenizer, "completion": tokenizer},
-    )
+    check_model(model, max_length, {"vocabulary_size": tokenizer.vocabulary_size})
+    columns = {
+        "prompt": [e.prompt for e in examples],
+        "completion": [e.completion for e in examples],
+    }
+    with naming_bad_text(columns):  # the index in `examples`, not in the examples kept
+        if completion_only_loss:
+            examples = _with_completions(examples, tokenizer, max_length)
+        data = tokenize_columns(
+            {name: [getattr(e, name) for e in examples] for name in columns},
+            {"prompt": tokenizer, "completion": tokenizer},
+        )
 
     def example(ids):
         sequence = tf.concat([[BOS_ID], ids["prompt"], ids["completion"], [EOS_ID]], 0)
@@ -176,11 +256,8 @@ def language_model_dataset(
         inputs = {"token_ids": ids, "padding_mask": padding_mask(ids)}
         return inputs, batch["labels"], _weights(batch["labels"])
 
-    data = data.map(example, num_parallel_calls=AUTOTUNE).filter(
-        lambda e: tf.reduce_any(tf.not_equal(e["labels"], PAD_ID))
-    )
     data = batch_by_length(
-        data,
+        data.map(example, num_parallel_calls=AUTOTUNE),
         lambda e: _length(e["token_ids"]),
         batch_size,
         max_length,
@@ -191,6 +268,39 @@ def language_model_dataset(
     return data.map(to_keras, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
 
 
+def _with_completions(
+    examples: Sequence[PromptCompletion], tokenizer: Tokenizer, max_length: int
+) -> list[PromptCompletion]:
+    """The examples that keep a completion token to train on: the labels are tokens 1 to
+    `max_length` of `[bos]` + prompt + completion + `[eos]`, the first `len(prompt)` of
+    them the prompt's, so a prompt of `max_length` pieces or more leaves none. Logs one
+    warning naming the dropped ones.
+
+    Raises:
+        InputError: none is left.
+    """
+    with_prompt = [i for i, e in enumerate(examples) if e.prompt]
+    pieces = tokenizer.encode([examples[i].prompt for i in with_prompt])
+    dropped = [i for i, ids in zip(with_prompt, pieces, strict=True) if len(ids) >= max_length]
+    if len(dropped) == len(examples):
+        raise InputError(
+            f"Every example's prompt is max_length={max_length} tokens long or longer, which "
+            "leaves no completion to train on: raise max_length (the model's context)."
+        )
+    if dropped:
+        shown = ", ".join(map(str, dropped[:SHOWN])) + (", ..." if len(dropped) > SHOWN else "")
+        log.warning(
+            "%d of %d examples have a prompt of max_length=%d tokens or more, which leaves "
+            "no completion to train on: they are dropped (examples %s)",
+            len(dropped),
+            len(examples),
+            max_length,
+            shown,
+        )
+    skipped = set(dropped)
+    return [e for i, e in enumerate(examples) if i not in skipped]
+
+
 def stream_dataset(
     ids: Sequence[int] | np.ndarray,
     batch_size: int = 64,
@@ -199,6 +309,7 @@ def stream_dataset(
     shuffle: bool = False,
     seed: int = 0,
     bos_id: int = BOS_ID,
+    model: keras.Model | None = None,
 ) -> tf.data.Dataset:
     """Next-token batches for `DecoderOnly` from one token stream, cut into windows of
     `max_length` tokens (`text.formats.stream_window`: `[bos]` (`bos_id`, the
@@ -210,6 +321,8 @@ def stream_dataset(
     random starts (nanoGPT's `get_batch`; new ones every pass, from `seed`); with
     `"epoch"`, the stream's non-overlapping windows, shuffled every pass when `shuffle`.
     The last batch of a pass may be smaller; `Dataset.cardinality` counts the batches.
+    `model`: the model the batches are for, if it is to be checked (`check_model`: its
+    vocabulary must hold the stream's largest id, its `max_length` a window).
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T)}, labels (B, T),
@@ -223,6 +336,9 @@ def stream_dataset(
         raise ValueError(
             f"The stream holds {len(ids)} tokens: fewer than one window of {max_length}."
         )
+    if model is not None:
+        largest = max(int(np.max(ids)), bos_id)
+        check_model(model, max_length, {"vocabulary_size": largest + 1})
     stream = tf.constant(ids, tf.int32)
     if windows == "random":
         starts = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(count)
@@ -256,9 +372,14 @@ def packed_pairs(
         tokenizer: the shared tokenizer.
         max_length: the longest packed sequence.
         labels: a label id per text, if any.
+
+    Raises:
+        InputError: a text is not valid UTF-8 (named by its index in `texts`).
     """
     pairs = [(t, None) if isinstance(t, str) else tuple(t) for t in texts]
-    rows = encoder_rows(tokenizer, [a for a, _ in pairs], [b for _, b in pairs], max_length)
+    columns = {"text": [a for a, _ in pairs], "text2": [b for _, b in pairs]}
+    with naming_bad_text(columns):
+        rows = encoder_rows(tokenizer, columns["text"], columns["text2"], max_length)
     lengths = [len(ids) for ids, _ in rows]
     # The rows end to end, each example a slice of them.
     flat_ids = tf.constant([t for ids, _ in rows for t in ids], tf.int32)
@@ -290,14 +411,16 @@ def classification_dataset(
     max_length: int = 128,
     shuffle: bool = False,
     seed: int = 0,
+    model: keras.Model | None = None,
     **batching,
 ) -> tf.data.Dataset:
     """Text or text-pair classification batches for `EncoderOnly` (with a classifier head).
 
     The texts are encoded as serving encodes them (`text.formats.encoder_rows`: a
     SentencePiece `Tokenizer`, or the `WordPieceTokenizer` of an imported checkpoint).
-    `shuffle`, `seed` and `**batching` as in `translation_dataset` (batches group examples
-    of similar length unless `keep_order=True`: to line `model.predict` up with them).
+    `shuffle`, `seed`, `model` (an `EncoderOnlyClassifier`: its classes must cover
+    `label_names`) and `**batching` as in `translation_dataset` (batches group examples of
+    similar length unless `keep_order=True`: to line `model.predict` up with them).
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)},
@@ -308,6 +431,7 @@ def classification_dataset(
     unknown = sorted({e.label for e in examples} - set(index))
     if unknown:
         raise ValueError(f"Labels {unknown} are not in `label_names`={list(label_names)}.")
+    check_model(model, max_length, {"vocabulary_size": tokenizer.vocabulary_size}, len(label_names))
     texts = [(e.text, e.text2) for e in examples]
     data = packed_pairs(texts, tokenizer, max_length, [index[e.label] for e in examples])
 
