@@ -6,19 +6,25 @@ Signatures (inputs int64, names as in the ONNX graphs):
   encoder-decoder adds `decoder_input_ids`, `decoder_attention_mask` → `logits` (B, T, V).
   Either side may be right or left padded: positions count the real tokens before each
   (`alignment.positions`), as `CachedEngine.forward` does, so a row's logits at its real
-  tokens are those of the row alone (checked at export: `_check_padding`);
+  tokens are those of the row alone (checked at export: `check_padding`);
   encoder-only: the ONNX `model` graph (`last_hidden_state`, `sentence_embedding`,
   `pooler_output`/`logits`).
 - `generate` (generative families): `input_ids`, `attention_mask` (right or left padded)
   and `max_new_tokens` (int32 scalar) → `tokens` (B, N): in-graph greedy decoding with
   the KV cache (`in_graph_greedy`); an encoder-decoder's source is right-aligned (as
   `CachedEngine` does) and its target starts from BOS.
+- `masked_lm` (an `EncoderOnlyMaskedLM`): `input_ids`, `attention_mask`[,
+  `token_type_ids`] and `mask_positions` (B, M) → `logits` (B, M, V): the Keras model
+  called with `mask_positions`, so only the M positions asked for go through the LM head
+  (the ONNX `model` graph and `serving_default` return every position's logits).
 - `decoder_step` (and `encoder` for an encoder-decoder): the cached graphs of
   `generation.graphs.step_graphs`, with the ONNX files' inputs and outputs, so that the same
   engine (`CachedEngine`) decodes with any strategy on the SavedModel too.
 
-The reloaded SavedModel is compared with the model like an ONNX export, and its
-`serving_default` on right- and left-padded rows with the model on each row alone.
+The reloaded SavedModel is compared with the model like an ONNX export, and the other
+signatures with the Keras model (`signature_checks`): `serving_default` on right- and
+left-padded rows with the model on each row alone, `generate`'s tokens with the model's
+greedy decoding, `masked_lm`'s logits with the model's at the same positions.
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ import logging
 import os
 
 import keras
-import numpy as np
 import tensorflow as tf
 import tensorflow.experimental.numpy as tnp
 
@@ -40,10 +45,16 @@ from transformer_zoo.export.directory import (
     write_tokenizers,
 )
 from transformer_zoo.export.saved_model.in_graph_greedy import cached_greedy, check_budget
-from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
+from transformer_zoo.export.saved_model.signature_checks import (
+    check_generate,
+    check_masked_lm,
+    check_padding,
+)
+from transformer_zoo.export.validation import ATOL, compare_graph
 from transformer_zoo.generation.alignment import left_align, positions, right_align
 from transformer_zoo.generation.graphs import INT, step_graphs
-from transformer_zoo.models.family import dimensions_of
+from transformer_zoo.models import EncoderOnlyMaskedLM
+from transformer_zoo.models.family import backbone_of, dimensions_of
 from transformer_zoo.run_directory import RunConfig
 
 SAVED_MODEL_DIR = "saved_model"
@@ -126,6 +137,39 @@ def _generative_signatures(model, family, special_ids) -> dict:
     return {"serving_default": serve, "generate": generate}
 
 
+def _masked_lm_signature(model) -> dict:
+    """`masked_lm`: the masked LM called with `mask_positions`, as its Keras `call` takes
+    them: (B, M) positions in [0, T) of the rows as given (right padded: an encoder's
+    positions are its columns) → `logits` (B, M, V)."""
+    core = backbone_of(model)
+    inputs = [_ids("input_ids"), _ids("attention_mask"), _ids("mask_positions")]
+    if core.type_vocabulary_size:
+        inputs.append(_ids("token_type_ids"))
+
+    @tf.function(input_signature=inputs)
+    def masked_lm(input_ids, attention_mask, mask_positions, token_type_ids=None):
+        width = tf.shape(input_ids, out_type=INT)[1]
+        # Every column has a learned position, padding too: the width counts, not the mask.
+        checks = _check_ids(input_ids, tf.ones_like(input_ids), core, "input")
+        checks += [
+            tf.debugging.assert_non_negative(
+                mask_positions, message="mask_positions must be at least 0"
+            ),
+            tf.debugging.assert_less(
+                mask_positions,
+                width,
+                message="mask_positions must be less than the sequence length T",
+            ),
+        ]
+        ids, mask, where = _checked(checks, input_ids, attention_mask, mask_positions)
+        features = {"token_ids": ids, "padding_mask": mask, "mask_positions": where}
+        if token_type_ids is not None:
+            features["segment_ids"] = token_type_ids
+        return {"logits": model(features)}
+
+    return {"masked_lm": masked_lm}
+
+
 def _checked(checks: list, *tensors):
     """`tensors` (ids and masks), readable only once `checks` (assertions) have passed:
     what reads them (the embeddings' gathers) cannot fail first, in TensorFlow's words."""
@@ -176,7 +220,8 @@ def export_saved_model(
             (one of other weights is removed; one of another run is refused, as for
             `export_onnx`).
         tokenizer, target_tokenizer, config, tokenizer_dir, label_names: as for `export_onnx`.
-        validate: reload the SavedModel and compare its graph signatures with the model.
+        validate: reload the SavedModel and compare its signatures with the model (see the
+            module docstring); a difference raises `ExportError` and writes nothing.
         atol: the largest absolute difference validation accepts.
 
     Returns:
@@ -192,6 +237,8 @@ def export_saved_model(
     signatures = {names[g.name]: g.function for g in graphs}
     if config.family != "encoder-only":
         signatures.update(_generative_signatures(model, config.family, config.special_ids))
+    if isinstance(model, EncoderOnlyMaskedLM):
+        signatures.update(_masked_lm_signature(model))
     # Keras' ExportArchive, not a bare tf.Module: its variables restore in TF1-style
     # sessions too, which `saved_model_cli run` uses.
     archive = keras.export.ExportArchive()
@@ -217,7 +264,13 @@ def export_saved_model(
                 worst = max(worst, compare_graph(graph, dims, run, label, atol))
             if config.family != "encoder-only":
                 serve = loaded.signatures["serving_default"]
-                worst = max(worst, _check_padding(serve, model, config.family, dims, atol))
+                worst = max(worst, check_padding(serve, model, config.family, dims, atol))
+                log.info("saved_model: comparing 'generate' with the model's greedy tokens")
+                generate = loaded.signatures["generate"]
+                check_generate(generate, model, config.family, config.special_ids, dims, atol)
+            if "masked_lm" in signatures:
+                masked_lm = loaded.signatures["masked_lm"]
+                worst = max(worst, check_masked_lm(masked_lm, model, dims, atol))
         has_tokenizer = write_tokenizers(
             staged.staging, config, tokenizer, target_tokenizer, tokenizer_dir
         )
@@ -229,54 +282,3 @@ def export_saved_model(
         staged.write_config("saved_model", entry, dims, has_tokenizer, weights_digest(model))
     log.info("saved_model: largest difference from the model %.1e", worst)
     return {"signatures": sorted(signatures), "max_abs_diff": worst}
-
-
-def _check_padding(function, model, family: str, dims, atol: float) -> float:
-    """`serving_default` (`function`) of a generative family on two rows of different
-    lengths, right and then left padded, against the Keras model on each row alone.
-    Returns the largest difference at the rows' real tokens; raises `ExportError` past
-    `atol`."""
-    rng = np.random.default_rng(0)
-    longest = min(7, dims.max_length)
-    lengths = (longest, max(1, longest - 3))
-    sources = [rng.integers(1, dims.vocabulary_size, n) for n in lengths]
-    targets = [rng.integers(1, dims.output_vocabulary_size, n) for n in lengths[::-1]]
-    worst = 0.0
-    for i in range(len(lengths)):
-        if family == "decoder-only":
-            feeds = {"token_ids": sources[i][None], "padding_mask": np.ones((1, lengths[i]), bool)}
-        else:
-            feeds = {
-                "encoder_token_ids": sources[i][None],
-                "encoder_padding_mask": np.ones((1, len(sources[i])), bool),
-                "decoder_token_ids": targets[i][None],
-                "decoder_padding_mask": np.ones((1, len(targets[i])), bool),
-            }
-        expected = np.asarray(model(feeds))[0]
-        for left in (False, True):
-            ids, mask = _padded(sources, left)
-            inputs = {"input_ids": ids, "attention_mask": mask}
-            if family == "encoder-decoder":
-                ids, mask = _padded(targets, left)
-                inputs |= {"decoder_input_ids": ids, "decoder_attention_mask": mask}
-            logits = function(**{k: tf.constant(v) for k, v in inputs.items()})["logits"]
-            got = logits.numpy()[i][mask[i].astype(bool)]
-            diff = float(np.max(np.abs(got - expected), initial=0.0))
-            if not diff <= atol:  # also catches NaN
-                side = "left" if left else "right"
-                raise ExportError(
-                    f"SavedModel signature 'serving_default': a {side}-padded row's logits "
-                    f"differ from the Keras model's on the row alone by {diff:.3g} > {atol:g}."
-                )
-            worst = max(worst, diff)
-    return worst
-
-
-def _padded(rows, left: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(B, S) int64 ids and mask of id arrays padded with 0 on the `left` or the right."""
-    width = max(len(row) for row in rows)
-    ids, mask = np.zeros((len(rows), width), np.int64), np.zeros((len(rows), width), np.int64)
-    for i, row in enumerate(rows):
-        where = slice(width - len(row), width) if left else slice(0, len(row))
-        ids[i, where], mask[i, where] = row, 1
-    return ids, mask
