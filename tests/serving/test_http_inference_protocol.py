@@ -199,6 +199,12 @@ def test_triton_bad_requests_raise_the_servers_error(triton_client, server):
     assert triton_client.is_server_ready()
 
 
+def _nested_1000(name: str, datatype: str, leaf: bytes) -> bytes:
+    """An infer body of one value nested in 1,000 lists (orjson reads up to 1,024)."""
+    head = f'{{"inputs": [{{"name": "{name}", "datatype": "{datatype}", "shape": [1], "data": '
+    return head.encode() + b"[" * 1000 + leaf + b"]" * 1000 + b"}]}"
+
+
 TEXT = {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a"]}
 MALFORMED = [
     ({"inputs": [TEXT], "parameters": [1]}, "`parameters` must be an object"),
@@ -211,6 +217,16 @@ MALFORMED = [
     ({"inputs": [{**TEXT, "shape": []}]}, "shape []"),
     ({"inputs": [TEXT], "outputs": [{"name": "text"}, {"name": "text"}]}, "twice"),
     ({"inputs": [TEXT], "parameters": {"temperature": -1.0}}, "temperature"),
+    # numpy's errors, and recursion past Python's limit, were 500s echoing the message
+    (_nested_1000("text", "BYTES", b'"x"'), "nested deeper than its shape [1]"),
+    (_nested_1000("x", "INT32", b"1"), "nested deeper than its shape [1]"),
+    ({"inputs": [{**TEXT, "shape": [2], "data": [["a"], ["b"]]}]}, "nested deeper"),
+    ({"inputs": [{"name": "x", "datatype": "INT8", "shape": [1], "data": [100000]}]}, "not INT8"),
+    ({"inputs": [{"name": "x", "datatype": "INT64", "shape": [1], "data": [2**70]}]}, "not INT64"),
+    ({"inputs": [{"name": "x", "datatype": "INT32", "shape": [1], "data": [1.5]}]}, "not INT32"),
+    ({"inputs": [{"name": "x", "datatype": "BOOL", "shape": [1], "data": ["yes"]}]}, "not BOOL"),
+    ({"inputs": [{**TEXT, "shape": [1] * 65}]}, "at most 64"),
+    ({"inputs": [{**TEXT, "shape": [2**63]}]}, "each an int64"),
 ]
 
 
@@ -221,6 +237,30 @@ def test_malformed_infer_requests_are_400_never_500(server, triton_client, body,
     status, _, answer = server.request("POST", "/v2/models/gpt/infer", body)
     assert status == 400 and message in answer["error"], answer
     assert triton_client.is_server_ready()
+
+
+@pytest.mark.parametrize(
+    ("datatype", "shape", "message"),
+    [
+        ("INT64", [2**32, 2**32], "0 bytes for INT64 of shape [4294967296, 4294967296]"),
+        ("BYTES", [2**32, 2**32], "0 elements for shape [4294967296, 4294967296]"),
+        ("INT64", [0, 2**62], "numpy has no INT64 of shape [0, 4611686018427387904]"),
+    ],
+)
+def test_a_binary_tensor_of_a_shape_numpy_cannot_count_is_400(server, datatype, shape, message):
+    """numpy's product of the shape wrapped to 0 elements, which the empty data matched,
+    and reshaping it was a 500."""
+    header = json.dumps(
+        {"inputs": [{"name": "x", "datatype": datatype, "shape": shape,
+                     "parameters": {"binary_data_size": 0}}]}
+    ).encode()  # fmt: skip
+    status, _, answer = server.request(
+        "POST",
+        "/v2/models/gpt/infer",
+        header,
+        {"Inference-Header-Content-Length": str(len(header))},
+    )
+    assert status == 400 and message in answer["error"], answer
 
 
 def test_triton_client_refusals_of_shape_and_temperature(triton_client):

@@ -228,6 +228,43 @@ def test_what_a_stream_holds_back():
     assert first_stop("a cat sat", ["dog"]) is None
 
 
+def _held_back_reference(text: str, stops) -> int:
+    """The longest end of `text` that is a proper beginning of a stop: for each stop,
+    every size from the longest down."""
+    held = 0
+    for stop in stops:
+        sizes = range(min(len(stop) - 1, len(text)), 0, -1)
+        held = max(held, next((n for n in sizes if text.endswith(stop[:n])), 0))
+    return held
+
+
+class _Letters:
+    """A tokenizer whose id i is the letter `alphabet[i]`, for `StopText` without a model."""
+
+    def __init__(self, alphabet: str):
+        self.alphabet = alphabet
+
+    def decode(self, ids, stop_at_eos=False):
+        return "".join(self.alphabet[i] for i in ids)
+
+
+def test_held_back_is_the_longest_end_that_begins_a_stop_as_text_arrives():
+    # Few letters, so that ends and stops overlap often; each stream's text is held back
+    # as the reference holds back its whole text at every token.
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        letters = "ab" if rng.random() < 0.5 else "abc"
+        stops = ["".join(rng.choice(list(letters), rng.integers(1, 9))) for _ in range(3)]
+        row = StopText(_Letters(letters), [], stops)
+        while not row.stopped and len(row.text) < 40:
+            row.add(int(rng.integers(len(letters))))
+            assert row.releasable() == len(row.text) - (
+                0 if row.stopped else _held_back_reference(row.text, stops)
+            ), (row.text, stops)
+            text = row.text + letters[int(rng.integers(len(letters)))]
+            assert held_back(text, stops) == _held_back_reference(text, stops), (text, stops)
+
+
 # --- the server and the command line -------------------------------------------------------
 def test_the_server_gives_what_served_model_gives(client, local):
     gpt, translator = local["gpt"], local["translator"]

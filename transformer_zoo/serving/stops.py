@@ -6,8 +6,8 @@ command line's `--stop`) and the HTTP server's completions. Numpy-free and Tenso
 
 - `stop_strings(stop)`: a `stop` argument checked and as a list (at most `MAX_STOPS`).
 - `first_stop(text, stops)`: where the text ends, if a stop string occurs in it.
-- `held_back(text, stops)`: how many characters at the end may still begin one (what a
-  stream holds back).
+- `held_back(text, stops, start)`: how many characters at the end may still begin one
+  (what a stream holds back).
 - `StopText`: one row's text as its tokens arrive (`token_text`), cut at the first stop
   string; `add(token_id)` says when the row should end.
 """
@@ -57,16 +57,27 @@ def first_stop(text: str, stops: Sequence[str], start: int = 0) -> int | None:
     return min(found) if found else None
 
 
-def held_back(text: str, stops: Sequence[str]) -> int:
+def held_back(text: str, stops: Sequence[str], start: int = 0) -> int:
     """How many characters at the end of `text` may still begin a stop string: the
-    longest end of `text` that is a proper beginning of one (0: all of it can be sent)."""
-    held = 0
-    for stop in stops:
-        for size in range(min(len(stop) - 1, len(text)), held, -1):
-            if text.endswith(stop[:size]):
-                held = size
-                break
-    return held
+    longest end of `text` that is a proper beginning of one (0: all of it can be sent).
+
+    Only the ends that begin at or after `start` are looked at, and only the last
+    `len(stop) - 1` characters can begin a `stop`: a caller that held back the end from
+    `start` on before more text came (`StopText`) passes it, since an end that begins
+    earlier would have been held back then. So a stream looks at what it held back and
+    the new text: trying every end of the last 4,000 characters at each token made a
+    16-row stream with 16 stop strings that long take 10-15x as long (1.6 s now, 1.4 s
+    without them)."""
+    if not stops:
+        return 0
+    start = max(start, len(text) - max(map(len, stops)) + 1, 0)
+    firsts = {stop[0] for stop in stops}
+    for at in range(start, len(text)):  # the longest end first
+        if text[at] in firsts:
+            end = text[at:]
+            if any(len(stop) > len(end) and stop.startswith(end) for stop in stops):
+                return len(text) - at
+    return 0
 
 
 class StopText:
@@ -101,6 +112,7 @@ class StopText:
         self.texts: list[str] = []
         self.text = ""
         self.stopped = False
+        self._held_from = 0  # where the end last held back began (`held_back`'s `start`)
 
     def piece(self, before: Sequence[int], token_id: int) -> str:
         """The text `token_id` adds after the ids `before` it (`token_text`)."""
@@ -125,4 +137,5 @@ class StopText:
         ended (`finished`, or a stop string), else all but what may begin a stop string."""
         if finished or self.stopped:
             return len(self.text)
-        return len(self.text) - held_back(self.text, self.stops)
+        self._held_from = len(self.text) - held_back(self.text, self.stops, self._held_from)
+        return self._held_from

@@ -17,6 +17,7 @@ import os
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from transformer_zoo import __version__
@@ -52,7 +53,17 @@ def create_app(
         # uvicorn has answered the requests in flight; the workers have nothing left.
         await asyncio.to_thread(registry.close)
 
-    app = FastAPI(title="transformer-zoo", version=__version__, lifespan=lifespan)
+    # No /docs, /redoc or /openapi.json: they would answer without the key, the schema
+    # FastAPI draws from these routes lacks the bodies they read themselves, and the
+    # pages load their scripts from a CDN. The README documents the API.
+    app = FastAPI(
+        title="transformer-zoo",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.registry, app.state.settings, app.state.metrics = registry, settings, metrics
     app.add_middleware(Gate, settings=settings, metrics=metrics)
     if settings.cors_origins:  # outside the key check, so that preflights pass
@@ -71,8 +82,12 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException):
-        # its headers too: a 405's `Allow`, which RFC 9110 requires, names the methods
-        error = RequestError(error.status_code, str(error.detail), headers=error.headers)
+        # its headers too: a 405's `Allow`, which RFC 9110 requires, names the methods (a
+        # set's, in an order of its own: sorted here)
+        headers = dict(error.headers or {})
+        if "Allow" in headers:
+            headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
+        error = RequestError(error.status_code, str(error.detail), headers=headers)
         return _error(request.url.path, error)
 
     # --- health and metrics -------------------------------------------------------------
@@ -90,6 +105,11 @@ def create_app(
 
     add_openai_routes(app, registry, settings, metrics)
     add_inference_routes(app, registry, settings, metrics)
+    # HEAD wherever GET, as a general-purpose server must (RFC 9110 §9.1): Starlette's own
+    # routes add it, FastAPI's do not; uvicorn leaves the body out.
+    for route in app.routes:
+        if isinstance(route, APIRoute) and "GET" in route.methods:
+            route.methods.add("HEAD")
     return app
 
 
@@ -114,8 +134,10 @@ class Gate:
         key = self.settings.api_key
         protected = path.startswith(("/v1", "/v2")) and not path.startswith("/v2/health")
         if key and protected:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, f"Bearer {key}".encode()):  # in constant time
+            # `Bearer` in any case (RFC 9110 §11.1), then one space or more (§11.4)
+            scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+            given = given.lstrip(b" ") if scheme.lower() == b"bearer" else b""
+            if not hmac.compare_digest(given, key.encode()):  # in constant time
                 self.metrics.requests.labels("auth", "401").inc()
                 error = RequestError(401, "A valid API key is needed.")
                 return await _error(path, error)(scope, receive, send)
@@ -135,7 +157,7 @@ class Gate:
             error = RequestError(500, f"Internal error: {error}")
             await _error(path, error)(scope, receive, send_and_count)
         finally:
-            # `/v2/models/{name}/infer`, its `{name:path}` written as `{name}`
+            # `/v2/models/{name}/infer`, its `{name:model}` written as `{name}`
             route = getattr(scope.get("route"), "path_format", "other")
             # a stream opens with 200 and says how it ended (`handling.record_outcome`)
             outcome = scope.get("state", {}).get("outcome") or (status[0] if status else 500)

@@ -12,10 +12,12 @@ from typing import NamedTuple
 
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.search import Greedy, Sampling
+from transformer_zoo.serving.detokenize import token_text
 from transformer_zoo.serving.http.scheduler import Failed, Finished, GenerationRow, Prompt, Token
 from transformer_zoo.serving.stops import StopText
 
 SEEDS = 2**64  # a request's int64 seed, negative too, maps to a generator seed mod 2**64
+MAX_ECHOED = 2**18  # prompt tokens `echo` with `logprobs` lists in one answer (`check_echoed`)
 
 
 class RequestError(Exception):
@@ -134,6 +136,105 @@ def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int 
             )
 
 
+class Logprobs:
+    """OpenAI's completion `logprobs` object as its tokens are added: each token is the
+    text it adds, at `text_offset` in the text (`at`: where the next one begins)."""
+
+    def __init__(self, at: int = 0):
+        self.at = at
+        self.tokens: list[str] = []
+        self.token_logprobs: list[float | None] = []
+        self.top_logprobs: list[dict[str, float] | None] = []
+        self.text_offset: list[int] = []
+
+    def add(self, text: str, logprob: float | None, top: dict[str, float] | None) -> None:
+        self.tokens.append(text)
+        self.token_logprobs.append(logprob)
+        self.top_logprobs.append(top)
+        self.text_offset.append(self.at)
+        self.at += len(text)
+
+    def after(self, first: Logprobs | None) -> dict:
+        """The object, `first`'s tokens (an echoed prompt's) before these."""
+        fields = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+        if first is None:
+            return {name: getattr(self, name) for name in fields}
+        return {name: getattr(first, name) + getattr(self, name) for name in fields}
+
+
+def alternatives(tokenizer, before: list[int], token: Token, text: str) -> dict[str, float]:
+    """A token's `top` alternatives as OpenAI's `{text: log-probability}` (each the text
+    it would add after `before`), the token itself too, under its `text`."""
+    found: dict[str, float] = {}
+    for token_id, logprob in token.top:  # likeliest first: a shared text keeps its best
+        known = token_id == token.token_id
+        found.setdefault(text if known else token_text(tokenizer, before, token_id), logprob)
+    found.setdefault(text, token.logprob)
+    return found
+
+
+class Echo:
+    """A prompt as `echo` shows it, worked out once for the `n` choices of the prompt
+    (`work_out`, which the routes run off the event loop): the text each shown id adds,
+    in one pass over the prompt, and with `logprobs` the prompt's own scores (`Prompt`,
+    which only the prompt's first row asks the scheduler for: `Generation`) as entries
+    of the `logprobs` object. A prompt's first id has no context, hence `None`.
+
+    Args:
+        tokenizer: the model's output tokenizer.
+        row: the prompt (`PromptRow`: its ids, the first id shown).
+        scored: the request asks for the prompt's log-probabilities (`logprobs`).
+    """
+
+    def __init__(self, tokenizer, row: PromptRow, scored: bool):
+        self.tokenizer, self.scored = tokenizer, scored
+        self.ids, self.start = row.ids, row.echo_from
+        self.scores: Prompt | None = None  # from the prompt's first row, when `scored`
+        self.prefix = ""  # the echoed text, once worked out
+        self.entries: Logprobs | None = None  # its `logprobs` entries, when `scored`
+        self.done = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether it can be worked out: its scores have come, or none were asked for."""
+        return not self.scored or self.scores is not None
+
+    def work_out(self, deadline: float) -> None:
+        """The prefix and entries (once: later calls return at once); TimeoutError past
+        `deadline` (`time.monotonic()`)."""
+        if self.done:
+            return
+        before, texts = self.ids[: self.start], []
+        entries = Logprobs() if self.scored else None
+        for j in range(self.start, len(self.ids)):
+            if time.monotonic() > deadline:
+                raise TimeoutError("The request timed out.")
+            text = token_text(self.tokenizer, before, self.ids[j])
+            texts.append(text)
+            if entries is not None and j == 0:
+                entries.add(text, None, None)
+            elif entries is not None:
+                token = self.scores.tokens[j - 1]
+                entries.add(text, token.logprob, alternatives(self.tokenizer, before, token, text))
+            before.append(self.ids[j])
+        self.prefix, self.entries, self.done = "".join(texts), entries, True
+
+
+def check_echoed(rows: list[PromptRow], n: int) -> None:
+    """Refuses (400) `echo` with `logprobs` that would list more than `MAX_ECHOED`
+    prompt tokens, counted over the choices (each lists its prompt's): an answer lists
+    each token with its alternatives, about 170 bytes with `logprobs: 5` (128 choices of
+    a 1,023-token prompt made 23 MB)."""
+    echoed = n * sum(len(row.ids) - row.echo_from for row in rows)
+    if echoed > MAX_ECHOED:
+        raise RequestError(
+            400,
+            f"`echo` with `logprobs` would list {echoed} prompt tokens (each choice lists "
+            f"its prompt's); the most is {MAX_ECHOED}.",
+            "echo",
+        )
+
+
 @dataclass
 class Choice:
     """One row's output so far, as text (`stops.StopText`: what each token adds, ended
@@ -142,16 +243,16 @@ class Choice:
 
     Attributes:
         prompt_ids: the row's prompt (or source) ids.
-        echo_from: with `echo`, the first prompt id shown (`PromptRow`); None without.
-        prompt: with `echo` and `logprobs`, the prompt's own log-probabilities.
+        echo: with `echo`, the prompt as shown (`Echo`, shared with the prompt's other
+            choices); None without.
     """
 
     served: object
     stops: list[str]
     prompt_ids: list[int] = field(default_factory=list)
-    echo_from: int | None = None
-    prompt: Prompt | None = None
+    echo: Echo | None = None
     tokens: list[Token] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)  # where each token's text begins
     sent: int = 0  # characters of `text` already streamed
     finish_reason: str | None = None
     error: BaseException | None = None
@@ -162,9 +263,15 @@ class Choice:
         context = list(self.prompt_ids) if continues else []  # the ids `text` follows
         self.row = StopText(self.served.target_tokenizer, context, self.stops)
         self.context = self.row.context
-        shown = () if self.echo_from is None else range(self.echo_from, len(self.context))
-        self.prompt_texts = [self._text(self.context[:j], self.context[j]) for j in shown]
-        self.prefix = "".join(self.prompt_texts)  # `echo`: the prompt's text
+
+    @property
+    def ready(self) -> bool:
+        """Whether its text can be sent: its echoed prompt's scores have come."""
+        return self.echo is None or self.echo.ready
+
+    @property
+    def prefix(self) -> str:  # `echo`: the prompt's text (`Echo.work_out` first)
+        return "" if self.echo is None else self.echo.prefix
 
     @property
     def text(self) -> str:
@@ -181,10 +288,11 @@ class Choice:
     def add(self, token: Token) -> bool:
         """Adds a token; True when it completed a stop string (the row should end)."""
         self.tokens.append(token)
-        if self.row.add(token.token_id):
+        stopped = self.row.add(token.token_id)
+        self.offsets.append(self.offsets[-1] + len(self.texts[-2]) if self.offsets else 0)
+        if stopped:
             self.finish_reason = "stop"
-            return True
-        return False
+        return stopped
 
     def releasable(self) -> int:
         """How many characters of `text` can be sent now."""
@@ -197,53 +305,27 @@ class Choice:
 
     def logprobs(self, top: int | None, start: int = 0, with_prompt: bool = True) -> dict | None:
         """OpenAI's completion `logprobs` object for tokens[start:], after the echoed
-        prompt's tokens when the request scores them (`prompt`, and `with_prompt`). Each
-        token is the text it adds, so the tokens join to the returned text and
-        `text_offset` indexes it (the prompt's from 0, the completion's from the end of
-        the echoed text). `top_logprobs` holds the `top` likeliest tokens and the token
-        itself (up to top + 1, as OpenAI's). A prompt's first id has no context, hence
-        `None`."""
+        prompt's tokens when the request scores them (`Echo.entries`, and
+        `with_prompt`). Each token is the text it adds, so the tokens join to the
+        returned text and `text_offset` indexes it (the prompt's from 0, the
+        completion's from the end of the echoed text). `top_logprobs` holds the `top`
+        likeliest tokens and the token itself (up to top + 1, as OpenAI's)."""
         if top is None:
             return None
-        entries: list[tuple[str, float | None, dict | None, int]] = []
-        if self.prompt is not None and with_prompt:
-            at = 0
-            for j, text in enumerate(self.prompt_texts, self.echo_from):
-                if j == 0:
-                    entries.append((text, None, None, at))
-                else:
-                    token = self.prompt.tokens[j - 1]
-                    top_j = self._top(self.context[:j], token, text)
-                    entries.append((text, token.logprob, top_j, at))
-                at += len(text)
-        at = len(self.prefix) + sum(map(len, self.texts[:start]))
-        for i in range(start, len(self.tokens)):
-            token, text = self.tokens[i], self.texts[i]
-            before = self.sequence[: len(self.context) + i]
-            entries.append((text, token.logprob, self._top(before, token, text), at))
-            at += len(text)
-        return {
-            "tokens": [e[0] for e in entries],
-            "token_logprobs": [e[1] for e in entries],
-            "top_logprobs": [e[2] for e in entries],
-            "text_offset": [e[3] for e in entries],
-        }
-
-    def _top(self, before: list[int], token: Token, text: str) -> dict[str, float]:
-        """A token's alternatives as OpenAI's `{text: log-probability}`, the token too."""
-        alternatives: dict[str, float] = {}
-        for token_id, logprob in token.top:  # likeliest first: a shared text keeps its best
-            alternatives.setdefault(self._text(before, token_id), logprob)
-        alternatives.setdefault(text, token.logprob)
-        return alternatives
-
-    def _text(self, before: list[int], token_id: int) -> str:
-        return self.row.piece(before, token_id)
+        at = self.offsets[start] if start < len(self.offsets) else 0
+        own = Logprobs(len(self.prefix) + at)
+        tokenizer, before = self.row.tokenizer, self.sequence[: len(self.context) + start]
+        for token, text in zip(self.tokens[start:], self.texts[start:], strict=True):
+            own.add(text, token.logprob, alternatives(tokenizer, before, token, text))
+            before.append(token.token_id)
+        return own.after(self.echo.entries if self.echo is not None and with_prompt else None)
 
 
 class Generation:
     """The rows of one request on a `GenerationScheduler`, with their events on an
-    asyncio queue of the request's loop."""
+    asyncio queue of the request's loop. With `prompt_logprobs`, the first row of each
+    prompt scores it (the prompt's `n` choices share it, `Echo`): the scheduler scores
+    a prompt on its own, and scoring each copy again cost `n` times the work."""
 
     def __init__(
         self, scheduler, rows_ids, max_tokens, make_strategy, n, stops, top, timeout,
@@ -253,7 +335,7 @@ class Generation:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.arrived = time.monotonic()
         self.first_token_at: float | None = None
-        deadline = self.arrived + timeout
+        self.deadline = deadline = self.arrived + timeout
         self.rows: list[GenerationRow] = []
         for ids in rows_ids:
             for j in range(n):
@@ -264,7 +346,7 @@ class Generation:
 
                 row = GenerationRow(
                     ids, max_tokens, make_strategy(j), emit, top_logprobs=top or 0,
-                    deadline=deadline, prompt_logprobs=prompt_logprobs,
+                    deadline=deadline, prompt_logprobs=prompt_logprobs and j == 0,
                 )  # fmt: skip
                 self.rows.append(row)
         self.stops = stops
@@ -294,7 +376,7 @@ class Generation:
             return None
         choice = choices[index]
         if isinstance(event, Prompt):
-            choice.prompt = event
+            choice.echo.scores = event
         elif isinstance(event, Token):
             if self.first_token_at is None:
                 self.first_token_at = time.monotonic()

@@ -10,10 +10,12 @@ followed by its bytes; numeric tensors are their row-major little-endian values.
 from __future__ import annotations
 
 import json
+import math
 import struct
 
 import numpy as np
 
+from transformer_zoo.errors import is_integer
 from transformer_zoo.serving.http.handling import loads
 
 HEADER = "Inference-Header-Content-Length"
@@ -28,6 +30,13 @@ DTYPES = {
     "FP32": np.float32,
     "FP64": np.float64,
 }
+
+
+# A shape has at most numpy's 64 dimensions, each an int64 (the protocol's type for one),
+# so that counting its elements is cheap and exact: numpy's product of [2**32, 2**32]
+# wrapped to 0, and the binary tensor of 0 bytes then failed to reshape (a 500).
+MAX_DIMENSIONS = 64
+MAX_DIMENSION = 2**63 - 1
 
 
 class ProtocolError(ValueError):
@@ -58,12 +67,19 @@ def parse_request(body: bytes, header_length: str | None) -> tuple[dict, dict[st
             raise ProtocolError("An input's `name` and `datatype` must be strings.")
         if name in tensors:
             raise ProtocolError(f"Input {name!r} is given twice.")
-        if not isinstance(shape, list) or not all(_is_size(d) for d in shape):
-            raise ProtocolError(f"Input {name!r}: `shape` must be a list of sizes.")
+        if (
+            not isinstance(shape, list)
+            or len(shape) > MAX_DIMENSIONS
+            or not all(_is_size(d) for d in shape)
+        ):
+            raise ProtocolError(
+                f"Input {name!r}: `shape` must be a list of sizes "
+                f"(at most {MAX_DIMENSIONS}, each an int64)."
+            )
         _check_parameters(item, f"Input {name!r}:")
         size = (item.get("parameters") or {}).get("binary_data_size")
         if size is not None:
-            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+            if not _is_size(size) or offset + size > len(binary):
                 raise ProtocolError(f"Input {name!r}: binary_data_size runs past the body.")
             tensors[name] = _from_bytes(name, datatype, shape, binary[offset : offset + size])
             offset += size
@@ -82,16 +98,17 @@ def _check_parameters(item: dict, whose: str) -> None:
         raise ProtocolError(f"{whose} `parameters` must be an object.")
 
 
-def _is_size(dimension) -> bool:
-    return isinstance(dimension, int) and not isinstance(dimension, bool) and dimension >= 0
+def _is_size(value) -> bool:
+    return is_integer(value) and 0 <= value <= MAX_DIMENSION
 
 
-def _count(shape) -> int:
-    return int(np.prod(shape)) if shape else 1
+def _count(shape: list[int]) -> int:
+    """The elements of a tensor of `shape`, in Python's integers, which do not wrap."""
+    return math.prod(shape)
 
 
 def _from_json(name, datatype, shape, data):
-    flat = list(_flatten(data))
+    flat = _flatten(name, data, shape)
     if len(flat) != _count(shape):
         raise ProtocolError(f"Input {name!r}: {len(flat)} values for shape {shape}.")
     if datatype == "BYTES":
@@ -100,18 +117,41 @@ def _from_json(name, datatype, shape, data):
         return flat
     if datatype not in DTYPES:
         raise ProtocolError(f"Input {name!r}: unknown datatype {datatype!r}.")
-    try:
-        return np.asarray(flat, DTYPES[datatype]).reshape(shape)
-    except (TypeError, ValueError):
-        raise ProtocolError(f"Input {name!r}: the data are not {datatype}.") from None
-
-
-def _flatten(data):
-    if isinstance(data, list):
-        for item in data:
-            yield from _flatten(item)
+    dtype = np.dtype(DTYPES[datatype])
+    wrong = ProtocolError(f"Input {name!r}: the data are not {datatype}.")
+    # JSON's own types, as Triton reads them: numpy takes "7", 1.5 and true as integers.
+    if dtype.kind == "b":
+        fits = all(isinstance(v, bool) for v in flat)
     else:
-        yield data
+        number = int if dtype.kind in "iu" else (int, float)
+        fits = all(isinstance(v, number) and not isinstance(v, bool) for v in flat)
+    if not fits:
+        raise wrong
+    try:
+        values = np.asarray(flat, dtype)
+    except OverflowError:  # out of the type's range: [100000] as INT8
+        raise wrong from None
+    return _reshaped(name, datatype, values, shape)
+
+
+def _flatten(name, data, shape) -> list:
+    """The values of `data` in row-major order: flat, or lists nested as deep as `shape`
+    and no deeper. Without recursion, so that the check holds however deep the body
+    goes: orjson reads lists nested 1,000 deep, past Python's recursion limit (a 500)."""
+    flat, pending = [], [iter([data])]
+    while pending:
+        for item in pending[-1]:
+            if isinstance(item, list):
+                if len(pending) > max(len(shape), 1):
+                    raise ProtocolError(
+                        f"Input {name!r}: `data` is nested deeper than its shape {shape}."
+                    )
+                pending.append(iter(item))
+                break
+            flat.append(item)
+        else:
+            pending.pop()
+    return flat
 
 
 def _from_bytes(name, datatype, shape, raw: bytes):
@@ -137,7 +177,14 @@ def _from_bytes(name, datatype, shape, raw: bytes):
     dtype = np.dtype(DTYPES[datatype]).newbyteorder("<")
     if len(raw) != _count(shape) * dtype.itemsize:
         raise ProtocolError(f"Input {name!r}: {len(raw)} bytes for {datatype} of shape {shape}.")
-    return np.frombuffer(raw, dtype).reshape(shape)
+    return _reshaped(name, datatype, np.frombuffer(raw, dtype), shape)
+
+
+def _reshaped(name, datatype, values: np.ndarray, shape) -> np.ndarray:
+    try:
+        return values.reshape(shape)
+    except ValueError:  # no elements, but a shape numpy cannot make: [0, 2**62]
+        raise ProtocolError(f"Input {name!r}: numpy has no {datatype} of shape {shape}.") from None
 
 
 def bytes_tensor(items: list[str]) -> bytes:

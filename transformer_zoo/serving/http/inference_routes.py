@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.convertors import Convertor, register_url_convertor
 
 from transformer_zoo import __version__
 from transformer_zoo.serving.http import inference_protocol as oip
@@ -19,6 +20,9 @@ from transformer_zoo.serving.http.completions import (
     strategy,
 )
 from transformer_zoo.serving.http.handling import (
+    BINARY,
+    JSON,
+    check_content_type,
     check_count,
     encoder_run,
     find_model,
@@ -29,9 +33,29 @@ from transformer_zoo.serving.http.handling import (
     wait_for,
 )
 from transformer_zoo.serving.http.metrics import Metrics
-from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
+from transformer_zoo.serving.http.models import ROUTE_WORDS, ModelRegistry, ServerSettings
 
 VERSION = "1"  # a v2 model's one version
+
+
+class ModelName(Convertor):
+    """A model's name in a /v2 path: parts between slashes (`org/model`, as vLLM's names
+    have), none but the first of them one of the routes' own words (`ROUTE_WORDS`, which
+    `model_names` refuses there). So a path matches one route only, in whatever order
+    they were added: with `{name:path}`, `GET .../infer` read as the metadata of a model
+    `NAME/infer` (404, not 405), and `PUT .../versions/1/infer` was 405 with the
+    metadata route's `Allow: GET`."""
+
+    regex = "[^/]+(?:/(?!(?:{})(?:/|$))[^/]+)*".format("|".join(ROUTE_WORDS))
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("model", ModelName())
 
 
 def add_inference_routes(
@@ -56,18 +80,14 @@ def add_inference_routes(
         is_ready = registry.ready.is_set()
         return JSONResponse({"ready": is_ready}, 200 if is_ready else 503)
 
-    # A name may hold slashes (`org/model`, as vLLM's): `{name:path}` takes them. Routes
-    # match in the order they are added (a decorator adds its route after those below it),
-    # so the longer ones come first: `.../ready` would otherwise read as metadata of a
-    # model `NAME/ready`, and `.../versions/1/infer` as `NAME/versions/1`.
-    @app.get("/v2/models/{name:path}/ready")
-    @app.get("/v2/models/{name:path}/versions/{version}/ready")
+    @app.get("/v2/models/{name:model}/ready")
+    @app.get("/v2/models/{name:model}/versions/{version}/ready")
     async def model_ready(name: str, request: Request):
         _v2_model(registry, name, request)
         return {"name": name, "ready": True}
 
-    @app.get("/v2/models/{name:path}")
-    @app.get("/v2/models/{name:path}/versions/{version}")
+    @app.get("/v2/models/{name:model}")
+    @app.get("/v2/models/{name:model}/versions/{version}")
     async def model_metadata(name: str, request: Request):
         entry = _v2_model(registry, name, request)
         return {
@@ -81,9 +101,12 @@ def add_inference_routes(
             ],
         }
 
-    @app.post("/v2/models/{name:path}/infer")
-    @app.post("/v2/models/{name:path}/versions/{version}/infer")
+    @app.post("/v2/models/{name:model}/infer")
+    @app.post("/v2/models/{name:model}/versions/{version}/infer")
     async def infer(name: str, request: Request):
+        # JSON, or JSON and binary tensors (tritonclient's C++ client and perf_analyzer
+        # send `application/octet-stream` for both; the Python one sends none)
+        check_content_type(request, JSON, BINARY)
         raw = await read_body(request, settings)
         try:
             parsed, tensors = oip.parse_request(raw, request.headers.get(oip.HEADER))

@@ -3,7 +3,9 @@
 Fields follow OpenAI's `/v1/completions` and `/v1/embeddings` (with vLLM's `top_k`).
 Unknown fields are refused rather than ignored, and fields of the API that this server
 does not implement are accepted only at their neutral values, so that no request is
-silently answered as if it had asked for something else.
+silently answered as if it had asked for something else. Types are strict (`STRICT`): a
+string, a bool or a float where the API takes an integer (`"3"`, `true`, `3.0`) is
+refused rather than read as one; a number field takes an integer (JSON's `1` for 1.0).
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from pydantic import (
     model_validator,
 )
 
+from transformer_zoo.serving.http.completions import prompt_count
+from transformer_zoo.serving.http.handling import check_count
 from transformer_zoo.serving.stops import MAX_STOPS  # shared with ServedModel's `stop`
+
+# pydantic's lax mode read `"max_tokens": "3"` as 3, `true` as 1 and `"echo": "yes"` as
+# true; strict mode takes JSON's own types (an int for a float too).
+STRICT = ConfigDict(extra="forbid", strict=True)
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -91,7 +99,7 @@ def _id_lists(value) -> bool:
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     include_usage: bool = False
 
 
@@ -104,7 +112,7 @@ class CompletionRequest(BaseModel):
     (as lm-evaluation-harness asks vLLM); `null` reads as the default where OpenAI's
     spec lets a field be null."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     model: str
     prompt: str | list[str] | list[int] | list[list[int]]
@@ -135,6 +143,10 @@ class CompletionRequest(BaseModel):
     @field_validator("prompt", mode="before")
     @classmethod
     def _prompt_shape(cls, prompt):
+        # Counted first (400 past `MAX_REQUEST`, as the route counts prompts × n): checking
+        # the shape of 260,000 one-id prompts, then pydantic's union, held the loop 2 s.
+        if isinstance(prompt, list):
+            check_count(prompt_count(prompt), "sequences", "prompt")
         kinds = "a string, a list of strings, a list of token ids or a list of such lists"
         return _one_of(prompt, "prompt", kinds, _text, _texts, _ids, _id_lists)
 
@@ -175,7 +187,7 @@ class CompletionRequest(BaseModel):
 class EmbeddingRequest(BaseModel):
     """`POST /v1/embeddings`: mean-pooled, L2-normalised sentence embeddings."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     model: str
     input: str | list[str]

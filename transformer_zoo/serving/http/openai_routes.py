@@ -3,18 +3,21 @@ events, or whole) and `POST /v1/embeddings`."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import time
 import uuid
 
 from fastapi import FastAPI, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from transformer_zoo.serving.http.completions import (
     Choice,
+    Echo,
     Generation,
     RequestError,
+    check_echoed,
     check_max_tokens,
     prompt_count,
     prompt_rows,
@@ -42,6 +45,7 @@ from transformer_zoo.serving.http.openai_protocol import (
     EmbeddingRequest,
     error_body,
 )
+from transformer_zoo.serving.http.scheduler import Prompt
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +89,18 @@ def add_openai_routes(
             seed = None if body.seed is None else body.seed + j
             return strategy(body.temperature, body.top_p, body.top_k, seed)
 
+        scored = body.echo and body.logprobs is not None
+        if scored:
+            check_echoed(rows, body.n)
         generation = Generation(
             entry.worker, [row.ids for row in rows], max_tokens, make_strategy, body.n,
-            body.stop, body.logprobs, time_left(request, settings),
-            prompt_logprobs=body.echo and body.logprobs is not None,
+            body.stop, body.logprobs, time_left(request, settings), prompt_logprobs=scored,
         )  # fmt: skip
+        tokenizer = served.target_tokenizer
+        echoes = [Echo(tokenizer, row, scored) if body.echo else None for row in rows]
         choices = [
-            Choice(served, body.stop, row.ids, row.echo_from if body.echo else None)
-            for row in rows
+            Choice(served, body.stop, row.ids, echo)
+            for row, echo in zip(rows, echoes, strict=True)
             for _ in range(body.n)
         ]
         submit(generation)
@@ -112,22 +120,31 @@ def add_openai_routes(
         if generation.time_to_first_token is not None:
             ttft.observe(generation.time_to_first_token)
         raise_failure(choices)
-        completion_tokens = sum(len(c.tokens) for c in choices)
-        return json_response(
-            {
-                **meta,
-                "choices": [
-                    {
-                        "index": i,
-                        "text": c.prefix + c.text,
-                        "logprobs": c.logprobs(body.logprobs),
-                        "finish_reason": c.finish_reason,
-                    }
-                    for i, c in enumerate(choices)
-                ],
-                "usage": _usage(usage_prompt, completion_tokens),
-            }
-        )
+
+        def answer() -> bytes:  # on a worker thread: echoed prompts and logprobs take long
+            for echo in {id(c.echo): c.echo for c in choices if c.echo is not None}.values():
+                echo.work_out(generation.deadline)
+            completion_tokens = sum(len(c.tokens) for c in choices)
+            return dumps(
+                {
+                    **meta,
+                    "choices": [
+                        {
+                            "index": i,
+                            "text": c.prefix + c.text,
+                            "logprobs": c.logprobs(body.logprobs),
+                            "finish_reason": c.finish_reason,
+                        }
+                        for i, c in enumerate(choices)
+                    ],
+                    "usage": _usage(usage_prompt, completion_tokens),
+                }
+            )
+
+        try:
+            return Response(await asyncio.to_thread(answer), media_type="application/json")
+        except TimeoutError:
+            raise RequestError(504, "The request took longer than the server's timeout.") from None
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
@@ -199,7 +216,7 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                     if await request.is_disconnected():
                         return
                     continue
-                index, _ = got
+                index, got_event = got
                 if generation.time_to_first_token is not None and ttft is not None:
                     ttft.observe(generation.time_to_first_token)
                     ttft = None
@@ -212,26 +229,40 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                     yield "data: [DONE]\n\n"
                     record_outcome(request, kind)
                     return
-                first = not started[index]
-                text = (choice.prefix if first else "") + choice.delta()
-                logprobs = choice.logprobs(body.logprobs, logged[index], with_prompt=first)
-                if text or (logprobs and logprobs["tokens"]):
-                    started[index] = True
-                    logged[index] = len(choice.tokens)
-                    yield chunk(index, text, logprobs)
-                if choice.finish_reason is not None and not choice.closed:
-                    choice.closed = True
-                    reason = (
-                        choice.finish_reason
-                        if choice.finish_reason in ("stop", "length")
-                        else "stop"
-                    )
-                    yield chunk(index, "", None, reason)
+                indices = [index]
+                if isinstance(got_event, Prompt):  # with the prompt's first row: the
+                    # prompt's `n` choices (rows in order) waited for it (`ready`).
+                    indices = range(index, index + body.n)
+                for k in indices:
+                    choice = choices[k]
+                    if not choice.ready:
+                        continue
+                    first = not started[k]
+                    if first and choice.echo is not None and not choice.echo.done:
+                        await asyncio.to_thread(choice.echo.work_out, generation.deadline)
+                    text = (choice.prefix if first else "") + choice.delta()
+                    logprobs = choice.logprobs(body.logprobs, logged[k], with_prompt=first)
+                    if text or (logprobs and logprobs["tokens"]):
+                        started[k] = True
+                        logged[k] = len(choice.tokens)
+                        yield chunk(k, text, logprobs)
+                    if choice.finish_reason is not None and not choice.closed:
+                        choice.closed = True
+                        reason = (
+                            choice.finish_reason
+                            if choice.finish_reason in ("stop", "length")
+                            else "stop"
+                        )
+                        yield chunk(k, "", None, reason)
             if include_usage:
                 tokens = sum(len(c.tokens) for c in choices)
                 yield event({**meta, "choices": [], "usage": _usage(usage_prompt, tokens)})
             yield "data: [DONE]\n\n"
             record_outcome(request, 200)
+        except TimeoutError:  # an echoed prompt past the deadline (`Echo.work_out`)
+            yield event(error_body(504, "The request timed out."))
+            yield "data: [DONE]\n\n"
+            record_outcome(request, 504)
         except Exception as error:  # past the status line: the stream tells the client
             log.exception("streaming failed")
             yield event(error_body(500, f"Internal error: {error}"))
