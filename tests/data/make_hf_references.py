@@ -444,10 +444,96 @@ def make_marian_bad_words(directory: pathlib.Path) -> None:
     (directory / "bad_words_reference.json").write_text(text, encoding="utf-8")
 
 
+GENERATION_EOS_BIAS = 5.0
+GENERATION_TEXTS = [
+    "First Citizen:\nBefore we proceed",
+    "You are all resolved rather to die than to famish?",
+    "We know't, we know't.",
+    "Speak, speak.",
+    "What authority surfeits on would relieve us.",
+    "Let us kill him",
+    "Let us kill him, and we'll have corn at our own price.",
+]
+EARLY_STOPPING = (True, False, "never")
+LENGTH_PENALTIES = (1.0, 0.0, 2.0, -0.5)
+
+
+def make_marian_generation(directory: pathlib.Path) -> None:
+    """`hf_marian` with `</s>`'s `final_logits_bias` raised by GENERATION_EOS_BIAS (so that
+    beams end at many lengths) and opus-mt's generation config (4 beams, `</s>` forced at
+    the length limit, `<pad>` a bad word; `max_length` the 64 positions): transformers'
+    tokens for `generate(x)` with that config, for greedy search at 8 new tokens (the
+    forced `</s>` last), and for beam search (4 beams, 40 new tokens, nothing forced) under
+    each `early_stopping` and length penalty (tests/models/test_hf_generation_defaults.py
+    makes the same checkpoint with numpy)."""
+    model = transformers.MarianMTModel.from_pretrained(directory).eval()
+    pad = model.config.pad_token_id
+    with torch.no_grad():
+        model.final_logits_bias[0, 0] += GENERATION_EOS_BIAS
+    config = {
+        "bad_words_ids": [[pad]],
+        "bos_token_id": 0,
+        "decoder_start_token_id": pad,
+        "eos_token_id": 0,
+        "forced_eos_token_id": 0,
+        "max_length": model.config.max_position_embeddings,
+        "num_beams": 4,
+        "pad_token_id": pad,
+    }
+    model.generation_config = transformers.GenerationConfig(**config)
+    tokenizer = transformers.MarianTokenizer(
+        str(directory / "source.spm"), str(directory / "target.spm"), str(directory / "vocab.json")
+    )
+    inputs = [tokenizer(text).input_ids for text in GENERATION_TEXTS]
+
+    def run(ids, **options):
+        tensor = torch.tensor([ids])
+        out = model.generate(
+            tensor, attention_mask=torch.ones_like(tensor), return_dict_in_generate=True,
+            output_scores=True, **options,
+        )  # fmt: skip
+        scores = getattr(out, "sequences_scores", None)
+        return out.sequences[0, 1:].tolist(), None if scores is None else float(scores[0])
+
+    default = [run(ids) for ids in inputs]
+    beam = []
+    for early_stopping in EARLY_STOPPING:
+        for length_penalty in LENGTH_PENALTIES:
+            rows = [
+                run(ids, num_beams=4, max_new_tokens=40, forced_eos_token_id=None,
+                    early_stopping=early_stopping, length_penalty=length_penalty)
+                for ids in inputs
+            ]  # fmt: skip
+            beam.append(
+                {
+                    "early_stopping": early_stopping,
+                    "length_penalty": length_penalty,
+                    "tokens": [tokens for tokens, _ in rows],
+                    "scores": [score for _, score in rows],
+                }
+            )
+    reference = {
+        "eos_bias_added": GENERATION_EOS_BIAS,
+        "generation_config": config,
+        "sources": GENERATION_TEXTS,
+        "inputs": inputs,
+        "default": {"tokens": [t for t, _ in default], "scores": [s for _, s in default]},
+        "greedy_forced_eos": {
+            "new_tokens": 8,
+            "tokens": [run(ids, num_beams=1, max_new_tokens=8)[0] for ids in inputs],
+        },
+        "beam": beam,
+        "versions": versions(),
+    }
+    text = json.dumps(reference, indent=1) + "\n"
+    (directory / "generation_reference.json").write_text(text, encoding="utf-8")
+
+
 MAKERS = {
     "gpt2": lambda: make_gpt2(HERE / "hf_gpt2"),
     "marian": lambda: make_marian(HERE / "hf_marian"),
     "marian-bad-words": lambda: make_marian_bad_words(HERE / "hf_marian"),
+    "marian-generation": lambda: make_marian_generation(HERE / "hf_marian"),
     "bert-classifier": lambda: make_bert_classifier(HERE / "hf_bert_classifier"),
     "sentence-transformer": lambda: make_sentence_transformer(HERE / "hf_st_mean"),
 }

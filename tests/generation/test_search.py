@@ -1,5 +1,6 @@
 """The numpy search algorithms, on hand-made engines whose probabilities we know."""
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -280,12 +281,16 @@ def test_top_k_keeps_the_tokens_tied_with_the_kth():
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"strategy": "nucleus"}, "strategy"),
         ({"strategy": "sample", "temperature": 0.0}, "temperature"),
-        ({"strategy": "sample", "top_k": 0}, "top_k"),
+        ({"strategy": "sample", "top_k": -2}, "top_k"),
         ({"strategy": "sample", "top_p": 1.5}, "top_p"),
         ({"strategy": "beam", "num_beams": 0}, "num_beams"),
         ({"strategy": "beam", "num_beams": True}, "num_beams"),
         ({"strategy": "beam", "length_penalty": "x"}, "length_penalty"),
         ({"strategy": "beam", "length_penalty": float("nan")}, "length_penalty"),
+        ({"strategy": "beam", "early_stopping": "sometimes"}, "early_stopping"),
+        ({"strategy": "beam", "early_stopping": 1}, "early_stopping"),
+        ({"strategy": "beam", "early_stopping": None}, "early_stopping"),
+        ({"strategy": "greedy", "forced_eos": 1}, "forced_eos"),
         ({"strategy": "sample", "top_p": "0.5"}, "top_p"),
         ({"strategy": "sample", "top_k": True}, "top_k"),
         ({"strategy": "sample", "seed": -1}, "seed"),
@@ -355,3 +360,109 @@ def test_numpy_numbers_are_numbers():
     config = search.Sampling(temperature=np.float32(0.7), top_k=np.int64(3), top_p=np.float32(0.9))
     assert config.temperature == np.float32(0.7)
     assert search.BeamSearch(np.int64(2), np.float32(0.5)).num_beams == 2
+
+
+def test_top_k_zero_and_minus_one_mean_every_token_as_in_transformers_and_the_server():
+    # transformers' and our HTTP server's top_k=0, vLLM's -1: no top-k filter (was an error).
+    for off in (0, -1, np.int64(0)):
+        assert search.Sampling(top_k=off) == search.Sampling()
+        assert search.search_config("sample", top_k=off).top_k is None
+    engine = random_engine()
+    whole = search.sample(engine, PROMPT, 6, Sampling(seed=3))
+    np.testing.assert_array_equal(
+        search.sample(engine, PROMPT, 6, Sampling(top_k=0, seed=3)).tokens, whole.tokens
+    )
+
+
+def cycle_engine(vocab=6):
+    """i -> i + 1 (mod vocab), almost surely; token 5 (EOS below) comes after 4."""
+    return TableEngine(np.roll(np.eye(vocab), 1, axis=1) * 8.0)
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [search.Greedy(forced_eos=True), Sampling(seed=5, forced_eos=True),
+     BeamSearch(3, early_stopping="never", forced_eos=True)],
+)  # fmt: skip
+def test_forced_eos_ends_the_rows_still_running_at_the_limit_with_eos(strategy):
+    # transformers' forced_eos_token_id: a row that reaches max_new_tokens ends with EOS
+    # there, whose log-probability is 0; rows that ended before are as without it.
+    engine = cycle_engine()
+    prompt = {"token_ids": np.array([[2], [0]])}  # row 0 reaches EOS (5) at its 3rd token
+    result = search.generate(engine, prompt, 4, strategy, eos_id=5, pad_id=0)
+    plain = dataclasses.replace(strategy, forced_eos=False)
+    before = search.generate(engine, prompt, 3, plain, eos_id=5, pad_id=0)
+    assert result.tokens.tolist() == [[3, 4, 5, 0], [1, 2, 3, 5]]
+    assert before.tokens.tolist() == [[3, 4, 5], [1, 2, 3]]
+    # The same summed log-probabilities (beam search divides by length ** penalty).
+    penalty = getattr(strategy, "length_penalty", 0.0)
+    np.testing.assert_allclose(
+        result.scores * np.r_[3, 4] ** penalty, before.scores * np.r_[3, 3] ** penalty, rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize("strategy", [search.Greedy, search.Sampling, search.BeamSearch])
+def test_the_forced_step_runs_no_model_step_and_needs_an_eos_id(strategy):
+    engine = cycle_engine()
+    prompt = {"token_ids": np.array([[0]])}
+    search.generate(engine, prompt, 4, strategy(), eos_id=5)
+    assert engine.steps == 3
+    engine.steps = 0
+    result = search.generate(engine, prompt, 4, strategy(forced_eos=True), eos_id=5)
+    assert engine.steps == 2 and result.tokens[0, -1] == 5  # its logits are not needed
+    result = search.generate(cycle_engine(), prompt, 1, strategy(forced_eos=True), eos_id=5)
+    assert result.tokens.tolist() == [[5]] and result.scores[0] == 0.0
+    with pytest.raises(ValueError, match="forced_eos"):
+        search.generate(engine, prompt, 4, strategy(forced_eos=True))
+
+
+def test_greedy_with_forced_eos_steps_where_the_engine_decodes_greedily_in_one_call():
+    class InGraph(TableEngine):  # OnnxRunner's Loop has no forced step
+        decodes_greedily = True
+
+        def greedy(self, *args):
+            raise AssertionError("called the in-graph loop")
+
+    engine = InGraph(cycle_engine().table)
+    result = search.generate(engine, {"token_ids": np.array([[0]])}, 3, search.Greedy(True), 5)
+    assert result.tokens.tolist() == [[1, 2, 5]]
+
+
+@pytest.mark.parametrize("length_penalty", [2.0, 1.0, 0.0, -0.5])
+def test_never_stopping_early_finds_the_best_hypothesis_when_beams_see_them_all(length_penalty):
+    # 3 tokens, EOS = 0, 3 new tokens: at most 2 + 4 live prefixes and 12 last-step
+    # extensions, so 16 beams keep every hypothesis, and "never" stops a row only when
+    # no running beam can win (transformers' canonical beam search).
+    config = BeamSearch(16, length_penalty, early_stopping="never")
+    for seed in range(6):
+        engine = random_engine(vocab=3, seed=seed, scale=2.0)
+        result = search.beam_search(engine, {"token_ids": np.array([[1], [2]])}, 3, config, 0)
+        for row, start in enumerate([[1], [2]]):
+            score, tokens = exhaustive_best(engine, start, 3, 0, length_penalty)
+            assert result.tokens[row, : len(tokens)].tolist() == tokens
+            assert result.scores[row] == pytest.approx(score, rel=1e-9)
+
+
+def early_stopping_engine():
+    """EOS = 0. After the prompt 0: EOS 0.5, A (1) 0.45; after A: A 0.7, EOS 0.3. With 2
+    beams, length penalty 1 and 3 new tokens: step 1 finishes [EOS] (log 0.5 = -0.69);
+    step 2 finishes [A, EOS] (log 0.135 / 2 = -1.0), the second of K = 2, while [A, A]
+    runs on at log 0.315 / 2 = -0.58, better than -1.0; step 3, the limit, finishes
+    [A, A, A] at log 0.2205 / 3 = -0.50, the best."""
+    probs = np.full((3, 3), 1e-4)
+    probs[0, :2] = 0.5, 0.45
+    probs[1, :2] = 0.3, 0.7
+    probs[2, 0] = 0.9
+    return TableEngine(np.log(probs))
+
+
+def test_early_stopping_true_stops_at_k_hypotheses_and_false_runs_on_while_one_may_win():
+    prompt = {"token_ids": np.array([[0]])}
+    tokens = {}
+    for early_stopping in (True, False, "never"):
+        config = BeamSearch(2, 1.0, early_stopping)
+        result = search.beam_search(early_stopping_engine(), prompt, 3, config, 0, 0)
+        tokens[early_stopping] = result.tokens[0].tolist()
+    assert tokens == {True: [0], False: [1, 1, 1], "never": [1, 1, 1]}
+    assert BeamSearch().early_stopping is True  # ours; transformers' default is False
+    assert BeamSearch(early_stopping=np.bool_(False)).early_stopping is False

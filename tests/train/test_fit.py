@@ -240,7 +240,13 @@ def test_evaluate_decodes_with_the_search_it_is_given(runs, capsys):
         before = file.read()
     assert main(["evaluate", run_dir, "--strategy", "beam", "--num-beams", "3"]) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert printed["search"] == {"strategy": "beam", "num_beams": 3, "length_penalty": 1.0}
+    assert printed["search"] == {
+        "strategy": "beam",
+        "num_beams": 3,
+        "length_penalty": 1.0,
+        "early_stopping": True,
+        "forced_eos": False,
+    }
     with open(metrics_file, encoding="utf-8") as file:
         assert file.read() == before  # metrics.json keeps the greedy scores
     assert main(["evaluate", run_dir, "--num-beams", "3"]) == 2  # a flag of another strategy

@@ -5,9 +5,12 @@ over the Keras model, a SavedModel or the ONNX files) and the uncached reference
 into the same code instead of copying it (STYLE habit 9).
 
 A strategy is a typed value: `Greedy()`, `Sampling(temperature, top_k, top_p, seed)` or
-`BeamSearch(num_beams, length_penalty)`, checked when it is made; `generate(engine,
-inputs, max_new_tokens, search=...)` runs it. `STRATEGIES` maps the names the command
-line and the HTTP server use to the classes.
+`BeamSearch(num_beams, length_penalty, early_stopping)`, checked when it is made;
+`generate(engine, inputs, max_new_tokens, search=...)` runs it. `STRATEGIES` maps the
+names the command line and the HTTP server use to the classes. Each also takes
+`forced_eos`: a row still running at `max_new_tokens` ends with EOS as its last token
+(transformers' `forced_eos_token_id`, which opus-mt's generation config sets), by one
+logits step, `forced_eos_logits`, that the three searches apply at that step.
 
 An engine implements the `Engine` protocol:
 
@@ -26,7 +29,8 @@ The state is opaque to the search code (device tensors, caches, masks).
 A row can also end before EOS: greedy search and sampling take `stopping`, a function of
 each step's `(tokens (B,), live (B,) bool)` (live: the rows that generated a token other
 than EOS at this step) that returns the (B,) rows that end after it (`serving.stops`: a stop string
-is complete). Greedy search then steps, even where the engine `decodes_greedily`.
+is complete). Greedy search then steps, even where the engine `decodes_greedily`, and so
+it does with `forced_eos`.
 """
 
 from __future__ import annotations
@@ -64,7 +68,9 @@ class SearchResult:
         tokens: (B, N) int64 new tokens, N <= max_new_tokens; `pad_id` after a row's EOS
             (or after the token at which `stopping` ended it).
         scores: (B,) sum of the log-probabilities of each row's tokens up to and including
-            its EOS (for beam search: divided by length ** length_penalty).
+            its EOS (for beam search: divided by length ** length_penalty). A forced EOS
+            (`forced_eos`) adds 0: once forced it has probability 1, as transformers
+            scores it.
     """
 
     tokens: np.ndarray
@@ -117,9 +123,18 @@ def ranked_log_probs(
 
 @dataclass(frozen=True)
 class Greedy:
-    """Pick the most likely token at every step."""
+    """Pick the most likely token at every step.
 
+    Attributes:
+        forced_eos: a row still running at `max_new_tokens` ends with EOS as its last
+            token (transformers' `forced_eos_token_id`; see `forced_eos_logits`).
+    """
+
+    forced_eos: bool = False
     name: ClassVar[str] = "greedy"
+
+    def __post_init__(self):
+        _check_forced_eos(self)
 
     def draw(self, logits: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
         """The next token of each row of (B, V) logits (or log-probabilities): the most
@@ -129,7 +144,9 @@ class Greedy:
     def run(
         self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0, stopping=None
     ):
-        return greedy_search(engine, inputs, max_new_tokens, eos_id, pad_id, stopping)
+        return greedy_search(
+            engine, inputs, max_new_tokens, eos_id, pad_id, stopping, self.forced_eos
+        )
 
 
 @dataclass(frozen=True)
@@ -137,20 +154,26 @@ class Sampling:
     """Sample each token from softmax(logits / temperature), restricted to the `top_k`
     most likely tokens and then to the smallest set whose probability reaches `top_p`.
 
+    `Sampling()` samples the whole distribution; transformers' `do_sample=True` keeps the
+    50 most likely tokens unless told otherwise (its `top_k` defaults to 50).
+
     Attributes:
         temperature: > 0; below 1 sharpens, above 1 flattens the distribution.
-        top_k: keep only the k most likely tokens (None: all).
+        top_k: keep only the k most likely tokens; None, 0 or -1: all (0 as in
+            transformers and the HTTP server, -1 as in vLLM), stored as None.
         top_p: keep the nucleus of probability `top_p`, in (0, 1] (None: all).
         seed: a non-negative integer: each row draws from a random generator of its own
             seeded with it, so the same input, seed and engine give the same text whatever
             rows are drawn beside it (as a vLLM request's seed; the HTTP server does the
             same, choice j of a request drawing with seed + j). None draws fresh ones.
+        forced_eos: as `Greedy`'s.
     """
 
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
     seed: int | None = None
+    forced_eos: bool = False
     name: ClassVar[str] = "sample"
 
     def __post_init__(self):
@@ -158,10 +181,13 @@ class Sampling:
             raise ValueError(
                 f"`temperature` must be a positive number. Received: temperature={self.temperature!r}"
             )
-        if self.top_k is not None and not (is_integer(self.top_k) and self.top_k >= 1):
+        if self.top_k is not None and not (is_integer(self.top_k) and self.top_k >= -1):
             raise ValueError(
-                f"`top_k` must be a positive integer or None. Received: top_k={self.top_k!r}"
+                "`top_k` must be a positive integer, or None, 0 or -1 (all tokens). "
+                f"Received: top_k={self.top_k!r}"
             )
+        if self.top_k is not None and self.top_k <= 0:  # one meaning of "all": None
+            object.__setattr__(self, "top_k", None)
         if self.top_p is not None and not (_is_number(self.top_p) and 0.0 < self.top_p <= 1.0):
             raise ValueError(
                 f"`top_p` must be a number in (0, 1] or None. Received: top_p={self.top_p!r}"
@@ -170,6 +196,7 @@ class Sampling:
             raise ValueError(
                 f"`seed` must be a non-negative integer or None. Received: seed={self.seed!r}"
             )
+        _check_forced_eos(self)
 
     def draw(self, logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The next token of each row of (B, V) logits (or log-probabilities: the same
@@ -196,15 +223,27 @@ class Sampling:
 @dataclass(frozen=True)
 class BeamSearch:
     """Keep the `num_beams` most likely partial sequences per row (see `beam_search`).
+    It returns each row's best hypothesis (no `num_return_sequences`).
 
     Attributes:
         num_beams: K; 1 is greedy search.
         length_penalty: hypotheses are compared by `sum_logprob / length **
             length_penalty`; > 0 favours longer outputs.
+        early_stopping: when a row stops, with transformers' three meanings: True (ours
+            by default) once it has K finished hypotheses; False (transformers' default)
+            once, besides, its best running beam scored at its current length is no
+            better than the worst of them (a heuristic: with a positive length penalty
+            a longer one may still have won); "never" the same, scored at the longest
+            length it can reach where the length penalty is positive (exact: the
+            canonical beam search).
+        forced_eos: as `Greedy`'s; the forced EOS's log-probability is 0, so a
+            hypothesis ended by it is ranked by its other tokens (as in transformers).
     """
 
     num_beams: int = 4
     length_penalty: float = 1.0
+    early_stopping: bool | str = True
+    forced_eos: bool = False
     name: ClassVar[str] = "beam"
 
     def __post_init__(self):
@@ -217,6 +256,15 @@ class BeamSearch:
                 "`length_penalty` must be a finite number. "
                 f"Received: length_penalty={self.length_penalty!r}"
             )
+        if isinstance(self.early_stopping, np.bool_):
+            object.__setattr__(self, "early_stopping", bool(self.early_stopping))
+        never = isinstance(self.early_stopping, str) and self.early_stopping == "never"
+        if not (isinstance(self.early_stopping, bool) or never):
+            raise ValueError(
+                '`early_stopping` must be True, False or "never". '
+                f"Received: early_stopping={self.early_stopping!r}"
+            )
+        _check_forced_eos(self)
 
     def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
         return beam_search(engine, inputs, max_new_tokens, self, eos_id, pad_id)
@@ -225,6 +273,25 @@ class BeamSearch:
 def _is_number(value) -> bool:
     """A finite real number (numpy's too), not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_forced_eos(strategy) -> None:
+    """Refuses a `forced_eos` that is not a bool (numpy's is kept as Python's)."""
+    forced_eos = strategy.forced_eos
+    if not isinstance(forced_eos, (bool, np.bool_)):
+        raise ValueError(f"`forced_eos` must be True or False. Received: forced_eos={forced_eos!r}")
+    object.__setattr__(strategy, "forced_eos", bool(forced_eos))
+
+
+def forced_eos_logits(logits: np.ndarray, eos_id: int) -> np.ndarray:
+    """The logits of the step at `max_new_tokens` under `forced_eos`, in place of the
+    model's (B, V) `logits`: 0 for EOS and -inf elsewhere (transformers'
+    `ForcedEOSTokenLogitsProcessor`), so that every strategy's draw picks EOS, with
+    log-probability 0. The one place the forced end is made; the model's logits at that
+    step are not needed, so the searches skip the step that would compute them."""
+    forced = np.full(np.shape(logits), -np.inf, dtype=np.asarray(logits).dtype)
+    forced[:, eos_id] = 0.0
+    return forced
 
 
 SearchConfig = Greedy | Sampling | BeamSearch
@@ -241,7 +308,7 @@ def search_config(strategy: str = "greedy", **options) -> SearchConfig:
 
     Example:
     >>> search_config("sample", top_k=5)
-    Sampling(temperature=1.0, top_k=5, top_p=None, seed=None)
+    Sampling(temperature=1.0, top_k=5, top_p=None, seed=None, forced_eos=False)
     """
     if strategy not in STRATEGIES:
         raise ValueError(
@@ -274,7 +341,8 @@ def generate(
         inputs: what the engine's `start` takes (prompt ids and masks).
         max_new_tokens: the most tokens to generate per row.
         search: `Greedy()`, `Sampling(...)` or `BeamSearch(...)`.
-        eos_id: a row stops after generating it; None runs to `max_new_tokens`.
+        eos_id: a row stops after generating it; None runs to `max_new_tokens` (and
+            refuses a strategy's `forced_eos`).
         pad_id: written after a row's EOS.
         stopping: greedy search and sampling: ends rows before EOS (`Stopping`). Beam
             search takes none: its beams are reordered at every step, so a caller cuts
@@ -300,14 +368,19 @@ def greedy_search(
     eos_id: int | None = None,
     pad_id: int = 0,
     stopping: Stopping | None = None,
+    forced_eos: bool = False,
 ) -> SearchResult:
     """Pick the most likely token at every step; in one call where the engine
     `decodes_greedily` (the same tokens; see the module docstring), unless `stopping`
-    may end rows early (a function the engine's runtime cannot call)."""
-    if getattr(engine, "decodes_greedily", False) and stopping is None:
+    may end rows early (a function the engine's runtime cannot call) or `forced_eos`
+    ends them at `max_new_tokens` (`Greedy.forced_eos`; the in-graph loop has no such
+    step)."""
+    if getattr(engine, "decodes_greedily", False) and stopping is None and not forced_eos:
         check_max_new_tokens(max_new_tokens)
         return engine.greedy(inputs, max_new_tokens, eos_id, pad_id)
-    return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, Greedy().draw, stopping)
+    return _decode_rows(
+        engine, inputs, max_new_tokens, eos_id, pad_id, Greedy().draw, stopping, forced_eos
+    )
 
 
 def sample(
@@ -330,7 +403,9 @@ def sample(
             rngs.extend(np.random.default_rng(config.seed) for _ in range(len(logits)))
         return np.concatenate([config.draw(logits[i : i + 1], rng) for i, rng in enumerate(rngs)])
 
-    return _decode_rows(engine, inputs, max_new_tokens, eos_id, pad_id, choose, stopping)
+    return _decode_rows(
+        engine, inputs, max_new_tokens, eos_id, pad_id, choose, stopping, config.forced_eos
+    )
 
 
 def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None) -> np.ndarray:
@@ -356,19 +431,23 @@ def filter_top_k_top_p(probs: np.ndarray, top_k: int | None, top_p: float | None
 
 
 def _decode_rows(
-    engine, inputs, max_new_tokens, eos_id, pad_id, choose, stopping=None
+    engine, inputs, max_new_tokens, eos_id, pad_id, choose, stopping=None, forced_eos=False
 ) -> SearchResult:
     """The loop shared by greedy search and sampling: one token per row per step;
     `choose` maps (B, V) logits to (B,) tokens. A row ends after its EOS, or after the
     token at which `stopping` says so (every row draws at every step all the same, so a
-    seeded sampling's other rows draw what they would have drawn)."""
+    seeded sampling's other rows draw what they would have drawn); with `forced_eos`,
+    at `max_new_tokens` (`forced_eos_logits`)."""
     check_max_new_tokens(max_new_tokens)
+    _check_eos_for(forced_eos, eos_id)
     logits, state = engine.start(inputs)
     batch = logits.shape[0]
     done = np.zeros(batch, dtype=bool)
     scores = np.zeros(batch)
     tokens = []
     for t in range(max_new_tokens):
+        if forced_eos and t == max_new_tokens - 1:
+            logits = forced_eos_logits(logits, eos_id)
         chosen = np.where(done, pad_id, choose(logits)).astype(np.int64)  # (B,)
         scores += np.where(done, 0.0, token_log_probs(logits, chosen))
         tokens.append(chosen)
@@ -379,8 +458,14 @@ def _decode_rows(
             done |= live & np.asarray(stopping(chosen, live & ~done), dtype=bool)
         if done.all() or t == max_new_tokens - 1:
             break
-        logits, state = engine.step(chosen, state)
+        if not (forced_eos and t == max_new_tokens - 2):  # the forced step needs no logits
+            logits, state = engine.step(chosen, state)
     return SearchResult(np.stack(tokens, axis=1), scores)
+
+
+def _check_eos_for(forced_eos: bool, eos_id) -> None:
+    if forced_eos and eos_id is None:
+        raise ValueError("`forced_eos` ends rows with EOS: it needs an `eos_id`.")
 
 
 def beam_search(
@@ -396,13 +481,16 @@ def beam_search(
     At each step the 2K best extensions of the K beams are ranked by summed log-probability;
     those ending in EOS among the first K become finished hypotheses and the best K others
     continue. At `max_new_tokens` every one of the first K is a finished hypothesis, EOS or
-    not. A row stops once it has K finished hypotheses (Hugging Face's
-    `early_stopping=True`), and returns the best of all it has finished. Hypotheses are
-    compared by `sum_logprob / length ** length_penalty` (length = generated tokens
-    including EOS): > 0 favours longer outputs. With `num_beams=1` this is greedy search.
+    not (with `forced_eos`, every beam ends there with EOS, whose log-probability is then
+    0). A row keeps its K best finished hypotheses and stops as `config.early_stopping`
+    says (`_row_done`: transformers' three meanings), and returns the best of them.
+    Hypotheses are compared by `sum_logprob / length ** length_penalty` (length =
+    generated tokens including EOS): > 0 favours longer outputs. With `num_beams=1` this is
+    greedy search. transformers' `_beam_search` does the same (tested against 5.25's).
     """
     check_max_new_tokens(max_new_tokens)
     config = BeamSearch() if config is None else config
+    _check_eos_for(config.forced_eos, eos_id)
     length_penalty = config.length_penalty
     k = int(config.num_beams)
     logits, state = engine.start(inputs)
@@ -412,6 +500,7 @@ def beam_search(
     # Only the first beam of each row is live at first, so the K beams start distinct.
     beam_scores = np.tile(np.r_[0.0, np.full(k - 1, -np.inf)], (batch, 1))  # (B, K)
     beam_tokens = np.zeros((batch, k, 0), dtype=np.int64)
+    # Each row's best K finished hypotheses (normalized score, tokens), best first.
     finished: list[list[tuple[float, np.ndarray]]] = [[] for _ in range(batch)]
     done = np.zeros(batch, dtype=bool)
     width = min(2 * k, k * vocab)
@@ -421,6 +510,8 @@ def beam_search(
 
     for t in range(max_new_tokens):
         last = t == max_new_tokens - 1
+        if last and config.forced_eos:
+            logp = forced_eos_logits(logp, eos_id)
         candidates = (beam_scores[:, :, None] + logp.reshape(batch, k, vocab)).reshape(batch, -1)
         top = np.argsort(-candidates, axis=-1, kind="stable")[:, :width]  # (B, 2K)
         next_scores = np.full((batch, k), -np.inf)
@@ -451,7 +542,8 @@ def beam_search(
                 filled += 1
                 if filled == k:
                     break
-            done[b] = len(finished[b]) >= k
+            finished[b] = sorted(finished[b], key=lambda h: -h[0])[:k]
+            done[b] = _row_done(config, finished[b], next_scores[b, 0], t + 1, max_new_tokens)
         if done.all() or last:
             break
         beam_tokens = np.concatenate(
@@ -462,16 +554,38 @@ def beam_search(
             axis=2,
         )
         beam_scores = next_scores
+        if config.forced_eos and t == max_new_tokens - 2:
+            continue  # the forced step needs no logits: `logp` is replaced
         flat_beams = (np.arange(batch)[:, None] * k + next_beams).reshape(-1)
         state = engine.reorder(state, flat_beams)
         logits, state = engine.step(next_words.reshape(-1), state)
         logp = log_softmax(logits)
 
-    best = [max(hypotheses, key=lambda h: h[0]) for hypotheses in finished]
+    best = [hypotheses[0] for hypotheses in finished]
     out_tokens = np.full((batch, max(len(seq) for _, seq in best)), pad_id, dtype=np.int64)
     for b, (_, sequence) in enumerate(best):
         out_tokens[b, : len(sequence)] = sequence
     return SearchResult(out_tokens, np.array([score for score, _ in best]))
+
+
+def _row_done(
+    config: BeamSearch, hypotheses: list, best_running: float, length: int, max_new_tokens: int
+) -> bool:
+    """Whether a row of beam search stops after a step that leaves its running beams
+    `length` tokens long, the best of them scoring `best_running` (summed), with its
+    best finished `hypotheses` (best first): transformers' `early_stopping` (its
+    `_check_early_stop_heuristic`). All need K finished hypotheses; True stops there.
+    False and "never" stop once the best running beam, normalized at a length it might
+    reach, is no better than the worst of them: at its current length (False; exact
+    where the length penalty is <= 0, since the scores only fall), or at
+    `max_new_tokens` where a positive length penalty favours longer ones ("never")."""
+    if len(hypotheses) < config.num_beams:
+        return False
+    if config.early_stopping is True:
+        return True
+    if config.early_stopping == "never" and config.length_penalty > 0:
+        length = max_new_tokens
+    return best_running / float(length) ** config.length_penalty <= hypotheses[-1][0]
 
 
 def check_max_new_tokens(max_new_tokens) -> None:

@@ -12,6 +12,10 @@ The tokens opus-mt's `bad_words_ids` forbids (`[[pad]]`: Marian's pad embedding 
 its logit is its `final_logits_bias` alone, and transformers never emits it) are folded into
 `final_logits_bias` as `FORBIDDEN_BIAS`, so that every engine and search (numpy, the ONNX
 greedy `Loop`, the server) never chooses them without knowing of them.
+
+The rest of the checkpoint's generation config (opus-mt's: 4 beams, `</s>` forced at the
+length limit, `max_length` 512) is translated into our search's terms by
+`generation_defaults`, which the import records in the run; nothing applies it unasked.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from transformer_zoo.errors import is_integer
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.hf import weights
 from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand, positive_ints
@@ -209,6 +214,21 @@ class MarianImport(NamedTuple):
     bad_words: dict[int, float]
 
 
+def _generation_file(checkpoint_dir) -> dict | None:
+    """`generation_config.json`, or None where the checkpoint has none."""
+    path = os.path.join(os.fspath(checkpoint_dir), "generation_config.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            generation = json.load(file)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"Cannot read {path}: {error}") from None
+    if not isinstance(generation, dict):
+        raise ValueError(f"Cannot read {path}: not a JSON object")
+    return generation
+
+
 def bad_word_ids(checkpoint_dir, config: dict) -> list[int]:
     """The single-token `bad_words_ids` of `config.json` and `generation_config.json`.
 
@@ -217,13 +237,7 @@ def bad_word_ids(checkpoint_dir, config: dict) -> list[int]:
             outside the vocabulary.
     """
     lists = [config.get("bad_words_ids") or []]
-    path = os.path.join(os.fspath(checkpoint_dir), "generation_config.json")
-    if os.path.isfile(path):
-        try:
-            with open(path, encoding="utf-8") as file:
-                lists.append(json.load(file).get("bad_words_ids") or [])
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as error:
-            raise ValueError(f"Cannot read {path}: {error}") from None
+    lists.append((_generation_file(checkpoint_dir) or {}).get("bad_words_ids") or [])
     ids = set()
     for words in lists:
         for word in words:
@@ -236,6 +250,78 @@ def bad_word_ids(checkpoint_dir, config: dict) -> list[int]:
                 raise ValueError(f"bad_words_ids must be token ids. Received: {word!r}")
             ids.add(word[0])
     return sorted(ids)
+
+
+# transformers' `GenerationConfig` defaults of the keys `generation_defaults` reads.
+GENERATION_DEFAULTS = {
+    "num_beams": 1,
+    "early_stopping": False,
+    "length_penalty": 1.0,
+    "do_sample": False,
+    "temperature": 1.0,
+    "top_k": 50,
+    "top_p": 1.0,
+    "forced_eos_token_id": None,
+    "max_length": 20,
+    "max_new_tokens": None,
+}
+
+
+def generation_defaults(checkpoint_dir, config: dict, max_length: int) -> dict:
+    """What transformers' `model.generate(x)` does with this checkpoint, in our terms:
+    `{"search": the arguments of `search.search_config`, "max_new_tokens": n}`.
+
+    The keys are read from `generation_config.json`, or from `config.json` where there is
+    none (as transformers does), with transformers' defaults (`GENERATION_DEFAULTS`):
+    `num_beams` > 1 is `BeamSearch` with its `length_penalty` and `early_stopping`,
+    `do_sample` is `Sampling` (`top_k` 50 unless set), else `Greedy`; a
+    `forced_eos_token_id` is `forced_eos`; `max_length` counts the decoder's start token
+    (`max_new_tokens`, where set, does not), and is cut to the room `max_length` (the
+    run's) leaves. `bad_words_ids` are `load_marian`'s; other keys (repetition
+    penalties, `min_length`, ...) are not read.
+
+    Raises:
+        ValueError: beam sampling (`do_sample` with `num_beams` > 1), or a forced token
+            other than `</s>`, which our searches do not have.
+    """
+    generation = _generation_file(checkpoint_dir)
+    source = config if generation is None else generation
+    read = {key: source.get(key, default) for key, default in GENERATION_DEFAULTS.items()}
+    read = {key: GENERATION_DEFAULTS[key] if v is None else v for key, v in read.items()}
+    eos = source.get("eos_token_id", config.get("eos_token_id"))
+    forced = read["forced_eos_token_id"]
+    if forced is not None and forced != eos:
+        raise ValueError(
+            f"Only </s> (eos_token_id={eos}) can be forced at the length limit. "
+            f"Received: forced_eos_token_id={forced!r}"
+        )
+    search: dict = {"strategy": "greedy"}
+    if read["do_sample"]:
+        if read["num_beams"] != 1:
+            raise ValueError(
+                "Beam sampling (do_sample with num_beams > 1) is not supported. "
+                f"Received: num_beams={read['num_beams']!r}"
+            )
+        top_p = read["top_p"]
+        search = {
+            "strategy": "sample",
+            "temperature": read["temperature"],
+            "top_k": read["top_k"],
+            "top_p": None if top_p == 1.0 else top_p,
+        }
+    elif read["num_beams"] != 1:
+        search = {
+            "strategy": "beam",
+            "num_beams": read["num_beams"],
+            "length_penalty": read["length_penalty"],
+            "early_stopping": read["early_stopping"],
+        }
+    search["forced_eos"] = forced is not None
+    for key in ("max_length", "max_new_tokens"):
+        if read[key] is not None and not (is_integer(read[key]) and read[key] >= 1):
+            raise ValueError(f"`{key}` must be a positive integer. Received: {read[key]!r}")
+    new_tokens = read["max_new_tokens"] or read["max_length"] - 1
+    return {"search": search, "max_new_tokens": max(1, min(new_tokens, max_length - 1))}
 
 
 def load_marian(checkpoint_dir) -> MarianImport:

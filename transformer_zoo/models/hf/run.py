@@ -11,7 +11,9 @@
 - `gpt2`: `DecoderOnly` with its byte-level BPE (`tokenizer.json`, or `vocab.json` +
   `merges.txt`), task language-model; `generate` and `serve` continue prompts.
 - `marian`: `EncoderDecoder` with `source.spm`, `target.spm` and `vocab.json`, task
-  translation; the decoder starts from the pad token.
+  translation; the decoder starts from the pad token. The checkpoint's generation config
+  is recorded as our search (`extra.generation`, `marian.generation_defaults`), not
+  applied: `translate` and `serve` still decode greedily unless asked otherwise.
 
 The run directory is what training writes (`transformer_zoo.run_directory`): `model.keras`,
 `config.json` and the tokenizer files, so `export`, `generate`, `translate`, `embed`,
@@ -207,7 +209,7 @@ def _gpt2_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
 
 
 def _marian_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
-    from transformer_zoo.models.hf.marian import load_marian
+    from transformer_zoo.models.hf.marian import generation_defaults, load_marian
     from transformer_zoo.text.marian import SOURCE_SPM, TARGET_SPM, MarianTokenizer
 
     model, bad_words = load_marian(checkpoint_dir)
@@ -233,6 +235,8 @@ def _marian_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
             # bad_words_ids, forbidden through final_logits_bias (marian.FORBIDDEN_BIAS),
             # and the biases they had.
             **({"bad_words": _bad_words(bad_words)} if bad_words else {}),
+            # What transformers' generate(x) does with it, in our search's terms.
+            "generation": generation_defaults(checkpoint_dir, hf_config, length),
         },
     )
 
