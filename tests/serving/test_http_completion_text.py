@@ -227,6 +227,25 @@ def hf_client(hf_exports):
     live.stop()
 
 
+def test_token_id_prompts_may_hold_id_0(hf_client, hf_exports):
+    """GPT-2's id 0 is `!` and Marian's is `</s>`, which ends a source: a prompt of ids
+    is masked by its length, so 0 is a token there as in `generate_ids` and
+    `translate_ids` (it was refused as "outside [1, V)")."""
+    from transformer_zoo.serving import load_onnx
+
+    gpt2, marian = load_onnx(hf_exports["gpt2"]), load_onnx(hf_exports["marian"])
+    for name, served, ids in (
+        ("gpt2", gpt2, [*gpt2.prompt_ids("Hello world")[0], 0, 0]),
+        ("marian", marian, marian.prompt_ids("Speak, speak.")[0]),
+    ):
+        assert 0 in ids
+        answer = hf_client.completions.create(model=name, prompt=ids, max_tokens=6, temperature=0)
+        run = served.generate_ids if name == "gpt2" else served.translate_ids
+        tokens = generated(served, run([ids], 6).tokens[0])
+        context = ids if name == "gpt2" else []
+        assert answer.choices[0].text == continuation(served, context, tokens)
+
+
 def test_logprobs_of_gpt2_and_marian_tokenizers(hf_client, hf_exports):
     """Byte-level BPE (GPT-2) and Marian's SentencePiece-to-vocabulary tokenizers have no
     `id_to_piece`: their tokens are the text each adds all the same."""

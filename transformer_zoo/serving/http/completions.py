@@ -92,10 +92,10 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[PromptRow]:
             if not item:
                 raise RequestError(400, f"Prompt {index + 1} is empty.", param)
             size = served.dims.vocabulary_size
-            bad = [t for t in item if not 0 < t < size]
+            bad = [t for t in item if not 0 <= t < size]  # masked by its length: 0 is a token
             if bad:
                 raise RequestError(
-                    400, f"Prompt {index + 1} has token id {bad[0]}, outside [1, {size}).", param
+                    400, f"Prompt {index + 1} has token id {bad[0]}, outside [0, {size}).", param
                 )
             limit = (
                 served.dims.max_length - 1 if served.family == "decoder-only" else served.max_length
