@@ -123,6 +123,8 @@ def test_blank_lines_give_empty_outputs_without_running_the_model(
     [
         (["--top-k", "5"], "greedy strategy takes no top_k"),
         (["--temperature", "0.7", "--strategy", "beam"], "beam strategy takes no temperature"),
+        (["--early-stopping", "true"], "greedy strategy takes no early_stopping"),
+        (["--strategy", "beam", "--early-stopping", "maybe"], "expected true, false or never"),
     ],
 )
 def test_a_search_flag_of_another_strategy_is_refused(family_artifacts, capsys, flags, message):

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import cli_error
 from transformer_zoo.cli import main
-from transformer_zoo.generation import BeamSearch
+from transformer_zoo.generation import BeamSearch, Greedy
 from transformer_zoo.run_directory import load_run_config
 from transformer_zoo.serving import load_onnx
 
@@ -80,6 +80,25 @@ def test_translate_reads_a_file_and_writes_jsonl(family_artifacts, tmp_path, cap
     expected = load_onnx(art.export_dir).translate(sources, search=BeamSearch(num_beams=2))
     assert [r["input"] for r in rows] == sources
     assert [r["translation"] for r in rows] == expected
+
+
+@pytest.mark.parametrize(
+    "flags, search",
+    [
+        (["--strategy", "beam", "--num-beams", 2, "--early-stopping", "never", "--forced-eos"],
+         BeamSearch(num_beams=2, early_stopping="never", forced_eos=True)),
+        (["--forced-eos"], Greedy(forced_eos=True)),
+    ],
+)  # fmt: skip
+def test_translate_takes_the_search_options_of_transformers_generate(
+    family_artifacts, capsys, flags, search
+):
+    art = family_artifacts("encoder-decoder")
+    sources = ["March 5, 2021", "on the fifth of March"]
+    argv = ["translate", *sources, "--model", art.export_dir, "--max-new-tokens", 3, *flags]
+    code, out, _ = _run(capsys, *argv)
+    assert code == 0
+    assert out.splitlines() == load_onnx(art.export_dir).translate(sources, 3, search=search)
 
 
 def test_embed_reads_stdin_and_writes_an_npy_file(family_artifacts, tmp_path, capsys, monkeypatch):

@@ -66,14 +66,26 @@ def fraction_or_none(text: str) -> float | None:
     return value
 
 
-# The options of the search strategies, by their `generation.search` field names.
+EARLY_STOPPING = {"true": True, "false": False, "never": "never"}
+
+
+def _early_stopping(value: str) -> bool | str:
+    if value.lower() not in EARLY_STOPPING:
+        raise argparse.ArgumentTypeError(f"expected true, false or never, not {value!r}")
+    return EARLY_STOPPING[value.lower()]
+
+
+# The options of the search strategies, by their `generation.search` field names, with the
+# type of their value (None: a switch).
 SEARCH_FLAGS = {
     "num_beams": int,
     "length_penalty": float,
+    "early_stopping": _early_stopping,
     "temperature": float,
     "top_k": int,
     "top_p": float,
     "seed": int,
+    "forced_eos": None,
 }
 
 
@@ -87,10 +99,16 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         choices=tuple(STRATEGIES),
         default="greedy",
         help="greedy (default); sample takes --temperature --top-k --top-p --seed; beam "
-        "takes --num-beams --length-penalty (a flag of another strategy is an error)",
+        "takes --num-beams --length-penalty --early-stopping true|false|never (a flag of "
+        "another strategy is an error); each takes --forced-eos (a row still running at "
+        "--max-new-tokens ends with EOS, transformers' forced_eos_token_id)",
     )
     for flag, kind in SEARCH_FLAGS.items():
-        parser.add_argument(f"--{flag.replace('_', '-')}", type=kind)
+        name = f"--{flag.replace('_', '-')}"
+        if kind is None:  # absent: None, the strategy's own default
+            parser.add_argument(name, action="store_true", default=None)
+        else:
+            parser.add_argument(name, type=kind)
 
 
 def search_from_arguments(args: argparse.Namespace):
