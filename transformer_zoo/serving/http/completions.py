@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.search import Greedy, Sampling
-from transformer_zoo.serving.detokenize import token_text
+from transformer_zoo.serving.http.logprobs import Echo, Logprobs, alternatives
 from transformer_zoo.serving.http.scheduler import Failed, Finished, GenerationRow, Prompt, Token
 from transformer_zoo.serving.stops import StopText
 
@@ -134,90 +134,6 @@ def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int 
                 f"the model's context of {context}; max_tokens={max_tokens}.",
                 "max_tokens",
             )
-
-
-class Logprobs:
-    """OpenAI's completion `logprobs` object as its tokens are added: each token is the
-    text it adds, at `text_offset` in the text (`at`: where the next one begins)."""
-
-    def __init__(self, at: int = 0):
-        self.at = at
-        self.tokens: list[str] = []
-        self.token_logprobs: list[float | None] = []
-        self.top_logprobs: list[dict[str, float] | None] = []
-        self.text_offset: list[int] = []
-
-    def add(self, text: str, logprob: float | None, top: dict[str, float] | None) -> None:
-        self.tokens.append(text)
-        self.token_logprobs.append(logprob)
-        self.top_logprobs.append(top)
-        self.text_offset.append(self.at)
-        self.at += len(text)
-
-    def after(self, first: Logprobs | None) -> dict:
-        """The object, `first`'s tokens (an echoed prompt's) before these."""
-        fields = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
-        if first is None:
-            return {name: getattr(self, name) for name in fields}
-        return {name: getattr(first, name) + getattr(self, name) for name in fields}
-
-
-def alternatives(tokenizer, before: list[int], token: Token, text: str) -> dict[str, float]:
-    """A token's `top` alternatives as OpenAI's `{text: log-probability}` (each the text
-    it would add after `before`), the token itself too, under its `text`."""
-    found: dict[str, float] = {}
-    for token_id, logprob in token.top:  # likeliest first: a shared text keeps its best
-        known = token_id == token.token_id
-        found.setdefault(text if known else token_text(tokenizer, before, token_id), logprob)
-    found.setdefault(text, token.logprob)
-    return found
-
-
-class Echo:
-    """A prompt as `echo` shows it, worked out once for the `n` choices of the prompt
-    (`work_out`, which the routes run off the event loop): the text each shown id adds,
-    in one pass over the prompt, and with `logprobs` the prompt's own scores (`Prompt`,
-    which only the prompt's first row asks the scheduler for: `Generation`) as entries
-    of the `logprobs` object. A prompt's first id has no context, hence `None`.
-
-    Args:
-        tokenizer: the model's output tokenizer.
-        row: the prompt (`PromptRow`: its ids, the first id shown).
-        scored: the request asks for the prompt's log-probabilities (`logprobs`).
-    """
-
-    def __init__(self, tokenizer, row: PromptRow, scored: bool):
-        self.tokenizer, self.scored = tokenizer, scored
-        self.ids, self.start = row.ids, row.echo_from
-        self.scores: Prompt | None = None  # from the prompt's first row, when `scored`
-        self.prefix = ""  # the echoed text, once worked out
-        self.entries: Logprobs | None = None  # its `logprobs` entries, when `scored`
-        self.done = False
-
-    @property
-    def ready(self) -> bool:
-        """Whether it can be worked out: its scores have come, or none were asked for."""
-        return not self.scored or self.scores is not None
-
-    def work_out(self, deadline: float) -> None:
-        """The prefix and entries (once: later calls return at once); TimeoutError past
-        `deadline` (`time.monotonic()`)."""
-        if self.done:
-            return
-        before, texts = self.ids[: self.start], []
-        entries = Logprobs() if self.scored else None
-        for j in range(self.start, len(self.ids)):
-            if time.monotonic() > deadline:
-                raise TimeoutError("The request timed out.")
-            text = token_text(self.tokenizer, before, self.ids[j])
-            texts.append(text)
-            if entries is not None and j == 0:
-                entries.add(text, None, None)
-            elif entries is not None:
-                token = self.scores.tokens[j - 1]
-                entries.add(text, token.logprob, alternatives(self.tokenizer, before, token, text))
-            before.append(self.ids[j])
-        self.prefix, self.entries, self.done = "".join(texts), entries, True
 
 
 def check_echoed(rows: list[PromptRow], n: int) -> None:
