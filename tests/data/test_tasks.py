@@ -79,3 +79,40 @@ def test_a_word_tokenizer_is_refused_for_a_token_stream_and_reads_lines(tmp_path
         ids = tokenizer.encode(line)
         assert tokenizer.unk_id not in ids and len(ids) == len(line.split())
         assert tokenizer.decode(ids) == " ".join(line.split())
+
+
+def test_limit_task_refuses_a_count_that_is_no_positive_integer(tasks):
+    """`limit_task(task, -5)` had kept all but 5 training examples (a slice from the
+    end) and `limit_task(task, 0)` none; a numpy integer is a count like an int."""
+    import numpy as np
+
+    from transformer_zoo.data import limit_task
+
+    task = tasks["decoder-only"]
+    assert len(task.train[:-5]) == len(task.train) - 5  # what -5 had kept
+    for wrong in (-5, 0, 10.5, "10", True):
+        with pytest.raises(
+            ValueError,
+            match=rf"`max_examples` must be an integer ≥ 1 or None\. Received: max_examples={wrong!r}$",
+        ):
+            limit_task(task, wrong)
+    assert len(limit_task(task, np.int64(10)).train) == 10
+    assert limit_task(task, None) is task
+
+
+def test_load_task_refuses_a_seed_that_is_no_integer_at_least_zero(tasks):
+    """random.Random seeds the str "1" otherwise than 1 (another shuffle of a file's
+    splits), and -1 as 1; a numpy integer seeds as its int."""
+    import random
+
+    import numpy as np
+
+    assert random.Random("1").random() != random.Random(1).random()
+    assert random.Random(-1).random() == random.Random(1).random()
+    for wrong in ("1", -1, 1.5, True, None):
+        with pytest.raises(
+            ValueError, match=rf"^`seed` must be an integer ≥ 0\. Received: seed={wrong!r}$"
+        ):
+            load_task("builtin:dates-zh", "decoder-only", wrong)
+    same = load_task("builtin:dates-zh", "decoder-only", np.int64(0))
+    assert same.train[:5] == tasks["decoder-only"].train[:5]

@@ -162,3 +162,74 @@ def test_exact_match_bleu_and_chrf_take_several_references():
     # A reference given twice scores as given once.
     once = bleu(["the cat sat"], ["the cat sat on the mat"], tokenize="13a")
     assert bleu(["the cat sat"], [["the cat sat on the mat"] * 2], tokenize="13a") == once
+
+
+# --- arguments a newcomer plausibly passes -----------------------------------------------
+SENTENCE = "the cat sat on the mat"
+
+
+@pytest.mark.parametrize(
+    "metric, prediction, reference, silent, right",
+    [
+        ("exact_match", "abc", "abd", 2 / 3, 0.0),
+        ("bleu", SENTENCE, SENTENCE, 0.0, 100.0),
+        ("chrf", "the cat", "the dog", 50.0, 19.17),
+        ("word_error_rate", "a b c", "a b d", 0.2, 1.0),
+    ],
+)
+def test_a_bare_string_is_refused_not_read_as_one_example_per_character(
+    metric, prediction, reference, silent, right
+):
+    """A str iterates as characters: the strings had been scored as examples of one
+    character each (`silent`, e.g. `exact_match("abc", "abd")` 2/3), not as the one
+    example they are (`right`, what the one-item lists score)."""
+    from transformer_zoo.evaluation import metrics
+
+    metric = getattr(metrics, metric)
+    with pytest.raises(ValueError, match=r"`predictions` must be a list .* Received: a single str"):
+        metric(prediction, reference)
+    with pytest.raises(ValueError, match=rf"`references` must be a list .* str '{reference}'"):
+        metric([prediction], reference)
+    assert metric([prediction], [reference]) == pytest.approx(right, abs=0.01)
+    assert right != pytest.approx(silent, abs=0.01)
+
+
+def test_numpy_arrays_of_labels_and_texts_are_taken_as_lists():
+    """`if not references` had raised numpy's "truth value of an array is ambiguous"."""
+    import numpy as np
+
+    assert accuracy(np.array([0, 1, 1]), np.array([0, 1, 0])) == pytest.approx(2 / 3)
+    assert accuracy(np.array([0, 1, 1]), [0, 1, 0]) == accuracy([0, 1, 1], [0, 1, 0])
+    texts = np.array(["the cat sat on the mat", "a dog"])
+    assert exact_match(texts, np.array(["the cat sat on the mat", "a cat"])) == 0.5
+    assert bleu(texts, texts, tokenize="13a") == pytest.approx(bleu(list(texts), list(texts)))
+    with pytest.raises(
+        ValueError, match=r"`predictions` .* 1-D array. Received: an array of shape \(2, 2\)"
+    ):
+        accuracy(np.array([[0.1, 0.9], [0.8, 0.2]]), np.array([1, 0]))  # logits, not labels
+    with pytest.raises(ValueError, match="`labels` is empty"):
+        accuracy(np.array([]), np.array([]))
+
+
+def test_an_unknown_bleu_tokenizer_is_named_with_the_choices():
+    with pytest.raises(ValueError, match=r"`tokenize` must be one of .*'zh'.*tokenize='ZH'"):
+        bleu(["a"], ["a"], tokenize="ZH")
+
+
+def test_corpus_perplexity_refuses_a_negative_loss_and_overflows_to_infinity():
+    """Its arguments are a sum of -log p (each ≥ 0) and a token count: a negative sum had
+    given a perplexity below 1 (0.82 for -1 over 5 tokens), and a mean loss past 709
+    nats an OverflowError rather than the perplexity, which is larger than any float."""
+    import numpy as np
+
+    with pytest.raises(ValueError, match="total_negative_log_likelihood=-1.0"):
+        corpus_perplexity(-1.0, 5)
+    for wrong in (float("nan"), [1.0, 2.0], "3", True):
+        with pytest.raises(ValueError, match="total_negative_log_likelihood"):
+            corpus_perplexity(wrong, 5)
+    for count in (2.5, "4", True, -3):
+        with pytest.raises(ValueError, match="`token_count` must be a positive integer"):
+            corpus_perplexity(1.0, count)
+    assert corpus_perplexity(1e6, 1) == math.inf
+    assert corpus_perplexity(0, 3) == 1.0
+    assert corpus_perplexity(np.float64(2 * math.log(5.0)), np.int64(2)) == pytest.approx(5.0)

@@ -141,6 +141,30 @@ def test_tokenizer_files_are_shared_or_separate(tmp_path, source_tokenizer, targ
     assert source is target
 
 
+def test_copying_tokenizer_files_refuses_a_missing_one_before_copying_any(
+    tmp_path, source_tokenizer
+):
+    """`copy_tokenizers` had skipped a missing file: an export's config named
+    tokenizer.model, which was never written, and loading it failed later."""
+    from transformer_zoo.errors import ModelDirectoryError
+    from transformer_zoo.text import copy_tokenizers
+
+    run, out = tmp_path / "run", tmp_path / "out"
+    run.mkdir()
+    out.mkdir()
+    save_tokenizers(run, source_tokenizer)
+    names = [TOKENIZER_FILE, TARGET_TOKENIZER_FILE]
+    with pytest.raises(
+        ModelDirectoryError, match=f"lacks the tokenizer file\\(s\\) {TARGET_TOKENIZER_FILE}"
+    ):
+        copy_tokenizers(run, out, names)
+    assert os.listdir(out) == []
+    with pytest.raises(ModelDirectoryError, match="is not a directory"):
+        copy_tokenizers(tmp_path / "nowhere", out, names)
+    copy_tokenizers(run, out, [TOKENIZER_FILE])
+    assert os.listdir(out) == [TOKENIZER_FILE]
+
+
 def test_a_model_with_other_special_ids_is_rejected():
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(

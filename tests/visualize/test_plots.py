@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -143,3 +145,40 @@ def test_attention_heads_of_a_long_sentence_make_a_grid_not_a_strip(tmp_path, mo
     width, height = figure.get_size_inches()
     assert 1 <= width / height <= 3, (width, height)
     assert len([ax for ax in figure.axes if ax.images]) == 4
+
+
+def test_a_picture_path_without_a_format_or_a_directory_is_named_in_one_line(tmp_path):
+    """matplotlib adds ".png" to a name without an extension, so the atomic write had
+    failed with a FileNotFoundError naming its temporary `.partial-…` path, and a
+    directory likewise; nothing is written, no staging folder is left."""
+    weights = np.full((1, 2, 2), 0.5)
+    no_extension = tmp_path / "heads"
+    calls = {
+        "heads": lambda path: plot_attention_heads(weights, list("ab"), list("xy"), path),
+        "causal": lambda path: plot_causal_mask(np.zeros((2, 2)), list("ab"), path),
+        "curves": lambda path: plot_curves(HISTORY, path),
+    }
+    for call in calls.values():
+        with pytest.raises(ValueError, match=r"`path` must end in an extension .*png.*heads'$"):
+            call(no_extension)
+        with pytest.raises(
+            ValueError, match=rf"^{re.escape(str(tmp_path))} is a directory: .*picture\.png$"
+        ):
+            call(tmp_path)
+        with pytest.raises(ValueError, match=r"Received: path='.*h\.foo'"):
+            call(str(tmp_path / "h.foo"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    calls["curves"](tmp_path / "CURVES.PNG")  # the extension's case does not matter
+    _png(tmp_path / "CURVES.PNG")
+
+
+def test_plot_curves_refuses_a_history_file_name_with_what_to_pass(tmp_path):
+    """It had raised AttributeError: 'str' object has no attribute 'get'."""
+    name = str(tmp_path / "history.csv")
+    with pytest.raises(
+        ValueError, match=r"plot_curves\(read_history\('.*history\.csv'\), \.\.\.\)"
+    ):
+        plot_curves(name, tmp_path / "c.png")
+    with pytest.raises(ValueError, match="`history` must be a list of rows"):
+        plot_curves(HISTORY[0], tmp_path / "c.png")
+    assert not (tmp_path / "c.png").exists()

@@ -34,7 +34,7 @@ from transformer_zoo.data.user_files import (
     read_text,
     read_translation_tsv,
 )
-from transformer_zoo.errors import RunError
+from transformer_zoo.errors import RunError, is_integer
 from transformer_zoo.run_directory import FAMILIES
 
 BUILTIN = {"dates-zh": DatesZh}
@@ -224,8 +224,19 @@ def _file_task(path: str, family: str, seed: int, valid=None, test=None, columns
 
 def limit_task(task: Task, max_examples: int | None) -> Task:
     """The task cut to `max_examples` training examples and a tenth as many (at least 8)
-    validation and test examples; unchanged for None."""
-    if max_examples is None or task.stream:
+    validation and test examples; unchanged for None.
+
+    Raises:
+        ValueError: `max_examples` is not an integer ≥ 1 (a negative one would cut from
+            the end: -5 kept all but 5).
+    """
+    if max_examples is None:
+        return task
+    if not is_integer(max_examples) or max_examples < 1:
+        raise ValueError(
+            f"`max_examples` must be an integer ≥ 1 or None. Received: max_examples={max_examples!r}"
+        )
+    if task.stream:
         return task
     held_out = max(8, max_examples // 10)
     train = task.train[:max_examples]
@@ -259,10 +270,14 @@ def load_task(
 
     Raises:
         DataError: unknown built-in name, unreadable, malformed or empty file.
-        ValueError: unknown family, `columns` that do not suit it, or split files beside
-            built-in data.
+        ValueError: unknown family, a seed that is not an integer ≥ 0, `columns` that do
+            not suit it, or split files beside built-in data.
     """
     _check_family(family)
+    if not is_integer(seed) or seed < 0:
+        # random.Random seeds "1" and 1 differently, and -1 as 1.
+        raise ValueError(f"`seed` must be an integer ≥ 0. Received: seed={seed!r}")
+    seed = int(seed)  # random.Random takes no numpy integer
     check_columns(family, columns)
     data = os.fspath(data)
     valid, test = (None if path is None else os.fspath(path) for path in (valid, test))

@@ -1,26 +1,49 @@
 """Evaluation of decoded outputs: exact match, BLEU and chrF for translation, word and phone
 error rates for sequences with several right answers (grapheme-to-phoneme), accuracy for
-classification, perplexity for language modelling. No TensorFlow: plain Python lists in,
-floats out, so the ONNX side can use them too."""
+classification, perplexity for language modelling. No TensorFlow: plain Python lists (or
+1-D numpy arrays) in, floats out, so the ONNX side can use them too."""
 
 from __future__ import annotations
 
 import math
+import numbers
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import sacrebleu
 from rapidfuzz.distance import Levenshtein
 
+from transformer_zoo.errors import is_integer
 
-def _check_lengths(predictions: Sequence, references: Sequence) -> None:
+
+def _check_lengths(
+    predictions: Sequence,
+    references: Sequence,
+    names: tuple[str, str] = ("predictions", "references"),
+) -> None:
+    """Both are sequences (lists, tuples, 1-D numpy arrays) of one entry per example, of the
+    same length, not empty. A str is refused: iterated, it would be one example per
+    character (`exact_match("abc", "abd")` would be 2/3)."""
+    for name, value in zip(names, (predictions, references), strict=True):
+        if isinstance(value, (str, bytes)):
+            raise ValueError(
+                f"`{name}` must be a list with one entry per example (`[text]` for one "
+                f"example). Received: a single {type(value).__name__} {value!r:.60}"
+            )
+        if isinstance(value, np.ndarray) and value.ndim != 1:
+            raise ValueError(
+                f"`{name}` must hold one entry per example: a list or a 1-D array. "
+                f"Received: an array of shape {value.shape}"
+            )
     if len(predictions) != len(references):
         raise ValueError(
-            "`predictions` and `references` must have the same length. Received: "
+            f"`{names[0]}` and `{names[1]}` must have the same length. Received: "
             f"{len(predictions)} and {len(references)}"
         )
-    if not references:
-        raise ValueError("Nothing to evaluate: `references` is empty.")
+    if len(references) == 0:
+        raise ValueError(f"Nothing to evaluate: `{names[1]}` is empty.")
 
 
 # Every metric takes, per prediction, one reference (a str) or several right ones (a list).
@@ -59,6 +82,11 @@ def bleu(
 ) -> float:
     """Corpus BLEU (0-100) from `sacrebleu`; `tokenize="zh"` splits Chinese characters,
     as sacreBLEU does for WMT Chinese targets."""
+    if tokenize not in sacrebleu.BLEU.TOKENIZERS:
+        raise ValueError(
+            f"`tokenize` must be one of sacreBLEU's {sorted(sacrebleu.BLEU.TOKENIZERS)}. "
+            f"Received: tokenize={tokenize!r}"
+        )
     _check_lengths(predictions, references)
     streams = reference_streams(references)
     return sacrebleu.corpus_bleu(list(predictions), streams, tokenize=tokenize).score
@@ -126,15 +154,33 @@ def phone_error_rate(
 
 def accuracy(predictions: Sequence, labels: Sequence) -> float:
     """Share of predicted labels equal to the true ones."""
-    _check_lengths(predictions, labels)
-    return sum(p == t for p, t in zip(predictions, labels, strict=True)) / len(labels)
+    _check_lengths(predictions, labels, ("predictions", "labels"))
+    return float(sum(p == t for p, t in zip(predictions, labels, strict=True)) / len(labels))
 
 
 def corpus_perplexity(total_negative_log_likelihood: float, token_count: int) -> float:
-    """exp(total NLL / tokens): the corpus perplexity from summed token log-losses (nats)."""
-    if token_count <= 0:
-        raise ValueError(f"`token_count` must be positive. Received: token_count={token_count}")
-    return math.exp(total_negative_log_likelihood / token_count)
+    """exp(total NLL / tokens): the corpus perplexity from summed token log-losses (nats).
+
+    Args:
+        total_negative_log_likelihood: the sum over the tokens of -log p(token), each ≥ 0
+            (a probability is at most 1), so the sum is too.
+        token_count: how many tokens that sum is over, ≥ 1.
+
+    Returns:
+        The perplexity, ≥ 1; `inf` where it exceeds a float (a mean loss over 709 nats).
+    """
+    if not is_integer(token_count) or token_count <= 0:
+        raise ValueError(
+            f"`token_count` must be a positive integer. Received: token_count={token_count!r}"
+        )
+    total = total_negative_log_likelihood
+    if isinstance(total, bool) or not isinstance(total, numbers.Real) or not total >= 0:
+        raise ValueError(
+            "`total_negative_log_likelihood` must be a number ≥ 0: the sum of the tokens' "
+            f"-log p, each ≥ 0. Received: total_negative_log_likelihood={total!r}"
+        )
+    mean = total / int(token_count)
+    return math.exp(mean) if mean < math.log(sys.float_info.max) else math.inf
 
 
 def check_categories(categories: Sequence[str]) -> None:
@@ -161,7 +207,7 @@ def per_category(
         ValueError: mismatched lengths, or a category named "all" (`check_categories`).
     """
     _check_lengths(predictions, references)
-    _check_lengths(categories, references)
+    _check_lengths(categories, references, ("categories", "references"))
     check_categories(categories)
     groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
     for prediction, reference, category in zip(predictions, references, categories, strict=True):

@@ -48,9 +48,33 @@ def save_tokenizers(directory: str | os.PathLike, tokenizer, target_tokenizer=No
         os.remove(target)
 
 
+def check_tokenizer_files(directory: str | os.PathLike, names) -> None:
+    """Raises `ModelDirectoryError` unless `directory` holds each of the files `names`.
+
+    Raises:
+        ModelDirectoryError: naming the missing files, or the missing directory.
+    """
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise ModelDirectoryError(
+            f"{directory!r} is not a directory: it cannot hold the tokenizer file(s) "
+            f"{', '.join(names)}."
+        )
+    missing = [n for n in names if not os.path.isfile(os.path.join(directory, n))]
+    if missing:
+        raise ModelDirectoryError(
+            f"{directory!r} lacks the tokenizer file(s) {', '.join(missing)}."
+        )
+
+
 def copy_tokenizers(source_dir: str | os.PathLike, out_dir: str | os.PathLike, names) -> None:
     """Copies the tokenizer files `names` (and WordPiece's extra files, where present)
-    from `source_dir` to `out_dir`."""
+    from `source_dir` to `out_dir`.
+
+    Raises:
+        ModelDirectoryError: `source_dir` lacks one of `names` (nothing is copied).
+    """
+    check_tokenizer_files(source_dir, names)
     for name in [*names, *WORDPIECE_EXTRA_FILES]:
         source, target = os.path.join(source_dir, name), os.path.join(out_dir, name)
         if os.path.isfile(source) and os.path.abspath(source) != os.path.abspath(target):
@@ -77,11 +101,7 @@ def load_tokenizers(directory: str | os.PathLike, config=None):
         return None, None
     else:
         names = config.tokenizer_files
-    missing = [n for n in names if not os.path.isfile(os.path.join(directory, n))]
-    if missing:
-        raise ModelDirectoryError(
-            f"{directory!r} lacks the tokenizer file(s) {', '.join(missing)}."
-        )
+    check_tokenizer_files(directory, names)
     path = os.path.join(directory, names[0])
     try:
         if names[0] == VOCAB_FILENAME:

@@ -25,18 +25,30 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
+from transformer_zoo.errors import is_integer
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, Tokenizer
 
 
 def _check_max_length(max_length: int | None, minimum: int) -> None:
-    if max_length is not None and (not isinstance(max_length, int) or max_length < minimum):
+    if max_length is not None and (not is_integer(max_length) or max_length < minimum):
         raise ValueError(
             f"`max_length` must be an integer ≥ {minimum} or None. Received: max_length={max_length}"
         )
 
 
+def _check_text(text, name: str) -> None:
+    """`text` is one str: a tokenizer encodes a list too, and its id lists would be
+    nested in the ids (`source_ids(tokenizer, ["a", "b"])` was `[[...], [...], 3]`)."""
+    if not isinstance(text, str):
+        raise ValueError(
+            f"`{name}` must be one text, a str (call once per text for several). "
+            f"Received: {type(text).__name__} {text!r:.60}"
+        )
+
+
 def source_ids(tokenizer: Tokenizer, source: str, max_length: int | None = None) -> list[int]:
     """Encoder input ids of an encoder-decoder model: pieces + `[eos]`, at most `max_length`."""
+    _check_text(source, "source")
     _check_max_length(max_length, 1)
     pieces = tokenizer.encode(source)
     if max_length is not None:
@@ -46,6 +58,7 @@ def source_ids(tokenizer: Tokenizer, source: str, max_length: int | None = None)
 
 def prompt_ids(tokenizer: Tokenizer, prompt: str, max_length: int | None = None) -> list[int]:
     """Decoder-only prompt ids: `[bos]` + pieces, at most `max_length`."""
+    _check_text(prompt, "prompt")
     _check_max_length(max_length, 1)
     ids = [tokenizer.bos_id] + tokenizer.encode(prompt)
     return ids if max_length is None else ids[:max_length]
@@ -69,6 +82,9 @@ def pair_ids(
     tokenizer: Tokenizer, text: str, text2: str | None = None, max_length: int | None = None
 ) -> tuple[list[int], list[int]]:
     """Encoder-only ids and segment ids of one text or a text pair."""
+    _check_text(text, "text")
+    if text2 is not None:
+        _check_text(text2, "text2")
     b = tokenizer.encode(text2) if text2 is not None else None
     return pair_row(tokenizer.encode(text), b, BOS_ID, EOS_ID, max_length)
 
@@ -128,6 +144,7 @@ def translation_example(
     decoder reads `[bos]` + target pieces and learns target pieces + `[eos]` (the target
     tokenizer's ids), both cut to `max_target_length` (a cut target keeps no `[eos]`
     label)."""
+    _check_text(target, "target")
     pieces = target_tokenizer.encode(target)
     return (
         source_ids(source_tokenizer, source, max_source_length),
@@ -163,6 +180,8 @@ def language_model_example(
     """`(inputs, labels)` of a decoder-only example: the sequence `[bos]` + prompt +
     completion + `[eos]`, cut to `max_length + 1`, shifted by one; with
     `completion_only_loss` the prompt's labels are 0 (the prompt is given at inference)."""
+    _check_text(prompt, "prompt")
+    _check_text(completion, "completion")
     prompt_pieces = tokenizer.encode(prompt)
     sequence = [BOS_ID] + prompt_pieces + tokenizer.encode(completion) + [EOS_ID]
     sequence = sequence[: max_length + 1]

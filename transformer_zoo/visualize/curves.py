@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import math
 import os
+from collections.abc import Mapping
 
 from transformer_zoo.files import atomic_path
+from transformer_zoo.visualize.plots import picture_path
 
 
 def read_history(path: str | os.PathLike) -> list[dict[str, float]]:
@@ -43,7 +45,22 @@ def plot_curves(
         path: the picture to write.
         title: the figure title.
         xlabel: what an epoch is (`"epoch (30 steps each)"`).
+
+    Raises:
+        ValueError: `history` is not a list of rows (a file name: read it with
+            `read_history`), or `path` is not a picture file name (`plots.picture_path`).
     """
+    if isinstance(history, (str, bytes, os.PathLike)):
+        raise ValueError(
+            "`history` must be the rows of a history file, as `read_history(path)` returns "
+            f"them, not its name: plot_curves(read_history({os.fsdecode(history)!r}), ...)"
+        )
+    if isinstance(history, Mapping) or not all(isinstance(row, Mapping) for row in history):
+        raise ValueError(
+            "`history` must be a list of rows, each a dict of metric → value, as "
+            f"`read_history` returns them. Received: {type(history).__name__} {history!r:.60}"
+        )
+    path = picture_path(path)
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 

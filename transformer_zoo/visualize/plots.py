@@ -27,6 +27,37 @@ def _figure(width: float, height: float, layout: str | None = None):
     return Figure(figsize=(width, height), layout=layout)
 
 
+def picture_path(path: str | os.PathLike) -> str:
+    """`path` as a str, once it names a picture file matplotlib can write: not a
+    directory, and an extension that names the format (`.png`, `.svg`, `.pdf`, ...).
+    matplotlib adds `.png` to a name without one (a directory's too), so the atomic
+    write would not find the file it wrote and name its own temporary path.
+
+    Raises:
+        ValueError: a path that is not a str, a directory, or one without a known extension.
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(
+            f"`path` must be the picture's file name. Received: {type(path).__name__} {path!r:.60}"
+        )
+    path = os.fspath(path)
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    extension = os.path.splitext(path)[1][1:].lower()
+    if os.path.isdir(path):
+        raise ValueError(
+            f"{path} is a directory: `path` names the picture file to write, e.g. "
+            f"{os.path.join(path, 'picture.png')}"
+        )
+    if extension not in formats:
+        raise ValueError(
+            f"`path` must end in an extension naming the picture's format ({', '.join(formats)}). "
+            f"Received: path={path!r}"
+        )
+    return path
+
+
 def cjk_font_family() -> str | None:
     """Register the packaged Noto Sans CJK font with matplotlib; its family name or None."""
     global _FONT_FAMILY
@@ -66,7 +97,7 @@ def plot_attention_heads(
     weights: np.ndarray,
     source_tokens: Sequence[str],
     target_tokens: Sequence[str],
-    path: str,
+    path: str | os.PathLike,
     title: str = "Cross-attention of the last decoder layer",
 ) -> str:
     """One heatmap per head: target tokens (rows) attending to source tokens (columns).
@@ -82,6 +113,7 @@ def plot_attention_heads(
     Returns:
         `path`.
     """
+    path = picture_path(path)
     weights = np.asarray(weights)
     if weights.ndim != 3 or weights.shape[1:] != (len(target_tokens), len(source_tokens)):
         raise ValueError(
@@ -121,7 +153,7 @@ def plot_attention_heads(
 def plot_causal_mask(
     log_weights: np.ndarray,
     tokens: Sequence[str],
-    path: str,
+    path: str | os.PathLike,
     title: str = "Masked self-attention (decoder, layer 1, head 1)",
 ) -> str:
     """The masked self-attention matrix: scores where a token may look, −∞ above the
@@ -138,6 +170,7 @@ def plot_causal_mask(
     Returns:
         `path`.
     """
+    path = picture_path(path)
     log_weights = np.asarray(log_weights, np.float64)
     size = len(tokens)
     if log_weights.shape != (size, size):

@@ -28,6 +28,7 @@ import onnx
 from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.export.directory import (
     StagedExport,
+    check_export_arguments,
     float32_model,
     make_config,
     weights_digest,
@@ -197,7 +198,8 @@ def export_onnx(
             new, empty, or an export of the same run (`check_export_target`), whose files
             this export's replace (and a SavedModel of other weights is removed).
         tokenizer: the (source) `Tokenizer` or `WordPieceTokenizer`, written next to the
-            model; None exports a model that serves token ids only.
+            model, with no more tokens than the model's vocabulary; None exports a model
+            that serves token ids only.
         target_tokenizer: an encoder-decoder's separate target `Tokenizer`.
         config: the run's `RunConfig`; None makes one (preset "custom", default task).
         opset: ONNX opset, 17 or 18.
@@ -219,12 +221,17 @@ def export_onnx(
 
     Raises:
         ExportError: a graph failed to convert, load or match the model.
-        ValueError: `out_dir` holds an export of another run or other files.
+        ValueError: `out_dir` holds an export of another run or other files; an argument
+            of the wrong kind (a path for `model`: load it with `load_run_model`), a
+            tokenizer with more tokens than the model's vocabulary, `label_names` for a
+            model that is no classifier, a `tokenizer_dir` without the tokenizer files
+            (`check_export_arguments`, `make_config`), all before anything is written.
     """
+    check_export_arguments(model, out_dir, tokenizer, target_tokenizer, tokenizer_dir, atol)
     if graphs not in GRAPH_KINDS:
         raise ValueError(f"`graphs` must be one of {GRAPH_KINDS}. Received: graphs={graphs!r}")
     if opset not in (17, 18):
-        raise ValueError(f"`opset` must be 17 or 18. Received: opset={opset}")
+        raise ValueError(f"`opset` must be 17 or 18. Received: opset={opset!r}")
     out_dir = os.fspath(out_dir)
     model = float32_model(model)
     config = make_config(model, config, tokenizer, target_tokenizer, label_names)

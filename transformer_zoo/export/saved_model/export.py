@@ -39,6 +39,7 @@ import tensorflow.experimental.numpy as tnp
 from transformer_zoo.errors import count
 from transformer_zoo.export.directory import (
     StagedExport,
+    check_export_arguments,
     float32_model,
     make_config,
     weights_digest,
@@ -227,6 +228,7 @@ def export_saved_model(
     Returns:
         A report: the signatures written and the largest difference from the model.
     """
+    check_export_arguments(model, out_dir, tokenizer, target_tokenizer, tokenizer_dir, atol)
     out_dir = os.fspath(out_dir)
     model = float32_model(model)
     config = make_config(model, config, tokenizer, target_tokenizer, label_names)

@@ -1,0 +1,43 @@
+"""The input formats' arguments: one text where one text is expected."""
+
+import numpy as np
+import pytest
+
+from transformer_zoo.text.formats import (
+    language_model_example,
+    pair_ids,
+    prompt_ids,
+    source_ids,
+    translation_example,
+)
+
+
+def test_a_list_where_one_text_is_expected_is_refused_by_name(shared_tokenizer):
+    """A tokenizer encodes a list too, so its id lists had been nested in the ids:
+    `source_ids(tokenizer, ["the cat", "a dog"])` was `[[...], [...], 3]`, `prompt_ids`
+    `[2, [...], [...]]`, and `pair_ids(tokenizer, "x", ["y"])` a list inside the ids."""
+    texts = ["the cat", "a dog"]
+    nested = shared_tokenizer.encode(texts) + [shared_tokenizer.eos_id]  # what it had been
+    assert nested != [source_ids(shared_tokenizer, text) for text in texts]
+    calls = {
+        "source": lambda: source_ids(shared_tokenizer, texts),
+        "prompt": lambda: prompt_ids(shared_tokenizer, texts),
+        "text": lambda: pair_ids(shared_tokenizer, texts),
+        "text2": lambda: pair_ids(shared_tokenizer, "x", ["y"]),
+        "target": lambda: translation_example(shared_tokenizer, shared_tokenizer, "x", ["y"], 8, 8),
+        "completion": lambda: language_model_example(shared_tokenizer, "x", None, 8),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=rf"^`{name}` must be one text, a str") as error:
+            call()
+        assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="`source` must be one text.*Received: Tokenizer"):
+        source_ids("the cat", shared_tokenizer)  # the arguments swapped
+
+
+def test_a_numpy_string_and_a_numpy_max_length_are_taken(shared_tokenizer):
+    expected = prompt_ids(shared_tokenizer, "the cat", 3)
+    assert prompt_ids(shared_tokenizer, np.str_("the cat"), np.int64(3)) == expected
+    assert source_ids(shared_tokenizer, "the cat", np.int32(2))[-1] == shared_tokenizer.eos_id
+    with pytest.raises(ValueError, match="`max_length` must be an integer ≥ 1"):
+        prompt_ids(shared_tokenizer, "the cat", 3.0)
