@@ -6,7 +6,9 @@ as `transformer-zoo COMMAND: error: MESSAGE` (exit code 2) without a traceback.
 
 from __future__ import annotations
 
+import math
 import numbers
+import re
 
 
 class RunError(ValueError):
@@ -40,9 +42,23 @@ def with_article(noun: str) -> str:
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
+# Keras re-raises an error from inside a layer's `call` as "Exception encountered when
+# calling X.call().", a blank line, the error's own message in ANSI bold, then the
+# arguments the call received.
+_KERAS_WRAPPER = "Exception encountered when calling "
+_KERAS_ARGUMENTS = "Arguments received by "
+_ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def first_line(error: BaseException) -> str:
-    """The first line of `error`'s message, or its type's name when it has none."""
-    lines = str(error).strip().splitlines()
+    """The first line of `error`'s message, or its type's name when it has none; for an
+    error Keras wrapped on its way out of a layer's call, the first line of the message
+    it wraps (without Keras' ANSI bold), which is what the command line should print."""
+    lines = _ANSI_CODE.sub("", str(error)).strip().splitlines()
+    if lines and lines[0].startswith(_KERAS_WRAPPER):
+        inner = next((line.strip() for line in lines[1:] if line.strip()), "")
+        if inner and not inner.startswith(_KERAS_ARGUMENTS):
+            return inner
     return lines[0] if lines else type(error).__name__
 
 
@@ -50,3 +66,9 @@ def is_integer(value) -> bool:
     """An integer, numpy's too (`np.int64(2)`), and not a bool: what an argument that
     counts something (a size, a seed, a number of steps) takes."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """A finite real number, numpy's too (`np.float32(1e-3)`, `np.int64(2)`), and not a
+    bool: what an argument that measures something (a rate, a duration) takes."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

@@ -137,3 +137,86 @@ def test_encoder_decoder_without_start_token_is_rejected(encoder_decoder):
 def test_generate_rejects_other_models():
     with pytest.raises(ValueError, match="model"):
         generate(object(), np.array([[1]]), 2)
+
+
+@pytest.mark.parametrize(
+    "inputs, received",
+    [
+        (SOURCES["encoder_token_ids"], "Received: inputs of type ndarray"),
+        (
+            {"decoder_token_ids": SOURCES["decoder_token_ids"]},
+            "Received: keys ['decoder_token_ids']",
+        ),
+        ({"source_ids": SOURCES["encoder_token_ids"]}, "Received: keys ['source_ids']"),
+    ],
+)
+def test_encoder_decoder_inputs_without_the_source_name_the_keys_it_takes(
+    encoder_decoder, inputs, received
+):
+    """A bare array, or a dict without `encoder_token_ids`, raised
+    "KeyError: 'encoder_token_ids'"."""
+    with pytest.raises(ValueError) as error:
+        generate(encoder_decoder, inputs, 4, decoder_start_id=2)
+    assert str(error.value) == (
+        "The inputs of an encoder-decoder model are a dict of `encoder_token_ids` and "
+        "optionally `encoder_padding_mask`, `decoder_token_ids`, `decoder_padding_mask`. "
+        + received
+    )
+
+
+def test_an_input_key_of_another_name_is_refused_not_ignored(decoder_only):
+    """`{"token_ids", "attention_mask"}` decoded as if no mask were given (ids != 0): the
+    mask given as `padding_mask` changes the tokens, so ignoring it was a wrong result."""
+    ids = np.array([[5, 6, 7, 8]])
+    mask = np.array([[False, False, True, True]])
+    masked = generate(decoder_only, {"token_ids": ids, "padding_mask": mask}, 6).tokens
+    unmasked = generate(decoder_only, ids, 6).tokens
+    assert not np.array_equal(masked, unmasked)
+    with pytest.raises(ValueError, match=r"Received: keys \['token_ids', 'attention_mask'\]"):
+        generate(decoder_only, {"token_ids": ids, "attention_mask": mask}, 6)
+
+
+@pytest.mark.parametrize(
+    "family, argument, value",
+    [
+        ("decoder_only", "eos_id", 40),  # V: no token is ever 40, so no row ends
+        ("decoder_only", "eos_id", -1),
+        ("decoder_only", "eos_id", 3.0),
+        ("decoder_only", "pad_id", -5),  # written into the tokens after a row's EOS
+        ("decoder_only", "pad_id", 40),
+        ("encoder_decoder", "eos_id", 40),  # the target vocabulary (40), not the source's
+        ("encoder_decoder", "decoder_start_id", 2.7),  # was read as 2
+        ("encoder_decoder", "decoder_start_id", "2"),  # was read as 2
+        ("encoder_decoder", "decoder_start_id", True),
+    ],
+)
+def test_token_id_arguments_outside_the_output_vocabulary_are_refused(
+    family, argument, value, request
+):
+    model = request.getfixturevalue(family)
+    inputs = (
+        PROMPTS if family == "decoder_only" else {"encoder_token_ids": SOURCES["encoder_token_ids"]}
+    )
+    options = {"decoder_start_id": 2} if family == "encoder_decoder" else {}
+    with pytest.raises(ValueError) as error:
+        generate(model, inputs, 4, **{**options, argument: value})
+    assert str(error.value) == (
+        f"`{argument}` must be a token id, an integer in [0, 40) (the model's output "
+        f"vocabulary). Received: {argument}={value!r}"
+    )
+
+
+def test_token_id_arguments_take_numpy_integers_and_the_last_id(encoder_decoder):
+    sources = {"encoder_token_ids": SOURCES["encoder_token_ids"]}
+    expected = generate(encoder_decoder, sources, 4, eos_id=39, pad_id=0, decoder_start_id=2)
+    got = generate(
+        encoder_decoder,
+        sources,
+        4,
+        eos_id=np.int64(39),
+        pad_id=np.int32(0),
+        decoder_start_id=np.int64(2),
+    )
+    np.testing.assert_array_equal(got.tokens, expected.tokens)
+    with pytest.raises(ValueError, match="`use_cache` must be True or False"):
+        generate(encoder_decoder, sources, 4, decoder_start_id=2, use_cache="no")

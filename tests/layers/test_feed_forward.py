@@ -46,3 +46,17 @@ def test_bad_arguments_name_the_argument():
         FeedForward(0)
     with pytest.raises(ValueError, match="dropout=2"):
         FeedForward(8, dropout=2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"intermediate_dim": True}, "intermediate_dim=True"),
+        ({"intermediate_dim": 8, "dropout": None}, "dropout=None"),
+        ({"intermediate_dim": 8, "use_bias": "no"}, "use_bias='no'"),
+    ],
+)
+def test_bools_strings_and_none_are_refused_by_name(kwargs, message):
+    """`use_bias="no"` gave both projections biases; `dropout=None` a bare TypeError."""
+    with pytest.raises(ValueError, match=message):
+        FeedForward(**kwargs)

@@ -194,3 +194,17 @@ def test_lora_on_an_untied_heads_projection_is_keras_dense_lora(mode):
     assert sorted(w.path for w in head.trainable_weights) == [
         "lm_head/bias", "lm_head/projection/lora_kernel_a", "lm_head/projection/lora_kernel_b"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"use_bias": "no"}, "`use_bias` must be True or False. Received: use_bias='no'"),
+        ({"layer_norm_epsilon": None}, "layer_norm_epsilon=None"),
+        ({"vocabulary_size": True}, "vocabulary_size=True"),
+    ],
+)
+def test_strings_bools_and_none_are_refused_by_name(kwargs, message):
+    """`use_bias="no"` added a (V,) bias: a non-empty string is truthy."""
+    with pytest.raises(ValueError, match=message):
+        LMHead(**{"vocabulary_size": 10, **kwargs})

@@ -230,3 +230,80 @@ def test_masks_of_batch_size_one_broadcast_as_their_tiled_copies():
             np.asarray(layer(q, c, **{name: tiled})),
             atol=1e-6,
         )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_heads": True}, "num_heads=True"),
+        ({"num_heads": 2.0}, "num_heads=2.0"),
+        ({"num_heads": "2"}, "num_heads='2'"),
+        ({"num_heads": 2, "head_dim": False}, "head_dim=False"),
+        ({"num_heads": 2, "dropout": "0.1"}, "dropout='0.1'"),
+        ({"num_heads": 2, "dropout": None}, "dropout=None"),
+        ({"num_heads": 2, "use_bias": "no"}, "`use_bias` must be True or False.*use_bias='no'"),
+    ],
+)
+def test_strings_bools_and_none_are_refused_by_name_before_they_build_a_layer(kwargs, message):
+    """`num_heads=True` built one head, `use_bias="no"` biases (a non-empty string is
+    truthy), and `dropout=None` failed in a comparison naming no argument."""
+    with pytest.raises(ValueError, match=message):
+        MultiHeadAttention(**kwargs)
+
+
+def test_numpy_integer_sizes_are_accepted_and_kept_as_python_ints():
+    layer = MultiHeadAttention(np.int64(2), head_dim=np.int32(4), output_dim=np.int64(6))
+    assert (layer.num_heads, layer.head_dim, layer.output_dim) == (2, 4, 6)
+    assert all(type(v) is int for v in (layer.num_heads, layer.head_dim, layer.output_dim))
+    assert tuple(layer(np.zeros((1, 3, 8), "float32")).shape) == (1, 3, 6)
+
+
+@pytest.mark.parametrize(
+    "where, argument, ours",
+    [
+        ("constructor", {"key_dim": 4}, "`head_dim`"),
+        ("constructor", {"value_dim": 4}, "`head_dim`"),
+        ("call", {"use_causal_mask": True}, "`causal=True`"),
+        ("call", {"return_attention_scores": True}, r"`attend\(query"),
+        ("call", {"value": np.zeros((1, 3, 8), "float32")}, "`context`"),
+    ],
+)
+def test_keras_multi_head_attention_arguments_are_refused_naming_ours(where, argument, ours):
+    """Keras' "Unrecognized keyword arguments" (constructor) and Python's "unexpected
+    keyword argument" (call) named neither the layer's own argument nor the difference."""
+    name = next(iter(argument))
+    with pytest.raises(ValueError, match=rf"^`{name}` is an argument of Keras' .*{ours}") as error:
+        if where == "constructor":
+            MultiHeadAttention(2, **argument)
+        else:
+            MultiHeadAttention(2)(np.zeros((1, 3, 8), "float32"), **argument)
+    assert "\n" not in str(error.value)
+
+
+def test_a_float_mask_is_refused_since_an_additive_mask_would_be_read_inverted():
+    """Cast to bool, the additive mask `where(real, 0, -1e9)` read as `~real`: the old
+    output equalled that of the inverted boolean mask, not that of `real`."""
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    real = np.arange(T)[None] < np.array([[3], [5]])  # (B, S)
+    additive = np.where(real, 0.0, -1e9).astype("float32")
+    assert not np.allclose(np.asarray(layer(q, padding_mask=~real)), layer(q, padding_mask=real))
+    with pytest.raises(ValueError, match="`padding_mask` must be boolean.*float32.*additive"):
+        layer(q, padding_mask=additive)
+    causal_additive = np.where(np.tril(np.ones((T, T))) > 0, 0.0, -1e9).astype("float32")
+    with pytest.raises(ValueError, match="`attention_mask` must be boolean.*additive"):
+        layer(q, attention_mask=np.repeat(causal_additive[None], B, axis=0))
+    # 0/1 integers are read as the boolean mask they spell.
+    np.testing.assert_allclose(
+        np.asarray(layer(q, padding_mask=real.astype("int32"))),
+        np.asarray(layer(q, padding_mask=real)),
+        atol=1e-6,
+    )
+
+
+def test_causal_takes_a_bool_only():
+    """`causal="no"` is truthy: it masked the future as `causal=True` does."""
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    with pytest.raises(ValueError, match="`causal` must be True or False. Received: causal='no'"):
+        layer(q, causal="no")

@@ -94,3 +94,19 @@ def test_a_masked_embedding_feeds_it_without_keras_warning_of_a_destroyed_mask()
     np.testing.assert_allclose(  # the same encodings as without a mask
         model(padded), PositionalEncoding(max_length=32)(np.zeros((1, 4, 16))), atol=1e-6
     )
+
+
+@pytest.mark.parametrize("mode", ["sinusoidal", "learned"])
+def test_fractional_positions_are_refused_not_truncated(mode):
+    """Positions (0.5, 1.5, 2.7) were cast to (0, 1, 2) by the learned table and read as
+    fractional angles by the sinusoidal one; `start_index=2.5` likewise."""
+    pe = PositionalEncoding(16, mode=mode)
+    x = np.zeros((1, 3, 8), "float32")
+    with pytest.raises(ValueError, match="`positions` must hold integer positions.*float"):
+        pe(x, positions=np.array([[0.5, 1.5, 2.7]]))
+    with pytest.raises(ValueError, match="`start_index` must hold integer positions.*float"):
+        pe(x, start_index=2.5)
+    np.testing.assert_allclose(
+        np.asarray(pe(x, start_index=np.int64(2))),
+        np.asarray(pe(x, positions=np.array([[2, 3, 4]])))[:1],
+    )

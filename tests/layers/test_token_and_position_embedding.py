@@ -102,3 +102,53 @@ def test_with_mask_zero_a_block_gives_padded_inputs_the_outputs_of_unpadded_ones
     np.testing.assert_allclose(
         np.asarray(model(padded))[:, :3], np.asarray(model(short)), atol=1e-5
     )
+
+
+def test_float_ids_are_refused_not_truncated():
+    """Ids [[1.7, 2.2]] were embedded as [[1, 2]], without a word."""
+    layer = TokenAndPositionEmbedding(20, 4, 8, type_vocabulary_size=2)
+    with pytest.raises(ValueError, match="`token_ids` must hold integer token ids.*float32"):
+        layer(np.array([[1.7, 2.2]], "float32"))
+    with pytest.raises(ValueError, match="`segment_ids` must hold integer segment ids"):
+        layer(np.array([[1, 2]]), segment_ids=np.array([[0.0, 1.0]]))
+
+
+def test_a_float_placeholder_still_builds_it_as_keras_loads_a_subclassed_model():
+    """Keras' `build_from_config` (loading a `.keras` file) traces a subclassed model on
+    float placeholders: only ids whose values are known are checked, or the loaded model
+    would stay unbuilt and its weights unloaded."""
+
+    class Tiny(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.embedding = TokenAndPositionEmbedding(20, 4, 8)
+
+        def call(self, token_ids):
+            return self.embedding(token_ids)
+
+    model = Tiny()
+    model.build_from_config({"input_shape": (2, 3)})
+    assert model.embedding.built
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"scale_embeddings": "no"}, "scale_embeddings='no'"),
+        ({"mask_zero": "no"}, "mask_zero='no'"),
+        ({"type_vocabulary_size": True}, "type_vocabulary_size=True"),
+        ({"dropout": "0.1"}, "dropout='0.1'"),
+    ],
+)
+def test_strings_and_bools_are_refused_by_name(kwargs, message):
+    """`scale_embeddings="no"` scaled by √D and `mask_zero="no"` masked: non-empty strings
+    are truthy."""
+    with pytest.raises(ValueError, match=message):
+        TokenAndPositionEmbedding(20, 4, 8, **kwargs)
+
+
+def test_an_odd_width_with_sinusoidal_positions_is_refused_at_construction_by_name():
+    """It used to construct, then fail at the first call naming `inputs_shape`."""
+    with pytest.raises(ValueError, match="must be even. Received: embedding_dim=7"):
+        TokenAndPositionEmbedding(100, 16, 7)
+    TokenAndPositionEmbedding(100, 16, 7, position_mode="learned")  # no sine/cosine pairs

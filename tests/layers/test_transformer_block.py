@@ -207,3 +207,29 @@ def test_a_context_of_another_batch_size_is_refused_by_name():
     block = TransformerBlock(H, F, cross_attention=True)
     with pytest.raises(ValueError, match=r"`inputs` and `context`.*context.shape=\(3, 5, 16\)"):
         block(np.zeros((B, T, D), "float32"), context=np.zeros((3, S, D), "float32"))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"norm_first": "post"}, "`norm_first` must be True or False. Received: norm_first='post'"),
+        ({"causal": "no"}, "causal='no'"),
+        ({"cross_attention": 1}, "cross_attention=1"),
+        ({"num_heads": True}, "num_heads=True"),
+        ({"attention_dropout": None}, "attention_dropout=None"),
+        ({"layer_norm_epsilon": "1e-5"}, "layer_norm_epsilon='1e-5'"),
+    ],
+)
+def test_strings_bools_and_none_are_refused_by_name(kwargs, message):
+    """`norm_first="post"` built a Pre-LN block (a non-empty string is truthy), and
+    `attention_dropout=None` failed in a comparison naming no argument."""
+    with pytest.raises(ValueError, match=message):
+        TransformerBlock(**{"num_heads": 2, "intermediate_dim": 8, **kwargs})
+
+
+def test_initial_cache_refuses_a_fractional_batch_size_by_name():
+    block = TransformerBlock(2, 8, causal=True)
+    block.build((None, None, 8))
+    with pytest.raises(ValueError, match="`batch_size` must be a non-negative integer.*2.0"):
+        block.initial_cache(2.0)
+    assert tuple(block.initial_cache(np.int64(2)).self_attention.key.shape) == (2, 2, 0, 4)

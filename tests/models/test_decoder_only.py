@@ -111,3 +111,68 @@ def test_token_ids_that_are_not_b_by_t_are_refused_naming_token_ids(shape):
     with pytest.raises(ValueError, match=r"`token_ids` must be \(B, T\)") as error:
         tiny()(np.ones(shape, "int32"))
     assert f"token_ids.shape={shape}" in str(error.value)
+
+
+def test_a_mask_under_another_key_is_refused_naming_ours():
+    """`attention_mask` (Hugging Face's name) and `paddingmask` were dropped without a
+    word and the mask rebuilt as ids != 0: where id 0 is a real token, the logits of the
+    mask the caller meant differ from those of the rebuilt one."""
+    model = tiny()
+    ids = np.array([[5, 0, 7, 9]])  # id 0 a real token
+    meant = np.asarray(model({"token_ids": ids, "padding_mask": np.ones_like(ids)}))
+    assert not np.allclose(meant, np.asarray(model(ids)))
+    for key, hint in (
+        ("attention_mask", "ours is `padding_mask`"),
+        ("paddingmask", "did you mean `padding_mask`"),
+    ):
+        with pytest.raises(
+            ValueError, match=rf"does not read the input `{key}` \(.*{hint}"
+        ) as error:
+            model({"token_ids": ids, key: np.ones_like(ids)})
+        assert "it reads `padding_mask`, `token_ids`" in str(error.value)
+    with pytest.raises(ValueError, match="`input_ids` .*ours is `token_ids`"):
+        model({"input_ids": ids})
+
+
+def test_float_ids_are_refused_not_truncated():
+    """`model(ids + 0.9)` gave the logits of `model(ids)`."""
+    ids = np.array([[5, 6, 7, 9]])
+    with pytest.raises(ValueError, match="`token_ids` must hold integer token ids.*float"):
+        tiny()(ids.astype("float32") + 0.9)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ((50, True, True, 8, 16), {}, "`num_layers` must be a positive integer.*num_layers=True"),
+        ((50, 1, 2, 8, 16), {"dropout": None}, r"`dropout` must be in \[0, 1\).*dropout=None"),
+        ((50, 1, 2, 8, 16), {"dropout": "0.1"}, "dropout='0.1'"),
+        ((50, 1, 2, 8, 16), {"layer_norm_epsilon": "1e-5"}, "layer_norm_epsilon='1e-5'"),
+        ((50, 1, 4, 130, 16), {}, "divisible .* Received: hidden_dim=130, num_heads=4"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_the_users_argument(args, kwargs, message):
+    """`DecoderOnly(50, True, True, ...)` built one layer of `num_heads=True` heads; the
+    heads check named `d_model`, the attention's input, not `hidden_dim`."""
+    with pytest.raises(ValueError, match=message):
+        DecoderOnly(*args, **kwargs)
+
+
+def test_numpy_integer_sizes_are_accepted_and_stored_as_python_ints():
+    model = DecoderOnly(np.int64(30), np.int64(1), np.int32(2), np.int64(8), 16, max_length=8)
+    sizes = (model.vocabulary_size, model.num_layers, model.num_heads, model.hidden_dim)
+    assert sizes == (30, 1, 2, 8) and all(type(size) is int for size in sizes)
+
+
+def test_a_step_of_another_batch_size_than_its_cache_is_refused_by_name():
+    """It failed in a ConcatV2 kernel 13 frames down."""
+    model = tiny()
+    ids = np.array([[1, 2, 3]])
+    with pytest.raises(
+        ValueError, match=r"`token_ids` and `cache` .*same batch size.*\(2, 2, 0, 8\)"
+    ):
+        model.step(ids, model.initial_cache(2))
+    with pytest.raises(ValueError, match=r"`positions`.*positions.shape=\(2, 3\)"):
+        model.step(ids, model.initial_cache(1), positions=np.array([[0, 1, 2]] * 2))
+    with pytest.raises(ValueError, match="`batch_size` must be a non-negative integer"):
+        model.initial_cache(2.0)

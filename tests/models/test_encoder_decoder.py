@@ -116,3 +116,44 @@ def test_bad_arguments_are_rejected_by_name(kwargs, name):
 def test_encoder_token_ids_that_are_not_b_by_t_are_refused_by_name():
     with pytest.raises(ValueError, match=r"`encoder_token_ids` must be \(B, T\)"):
         tiny()(inputs(np.ones((2, 3, 4), "int32"), np.ones((2, 3), "int32")))
+
+
+def test_one_id_tensor_is_refused_rather_than_read_as_both_source_and_target():
+    """`model(ids)` used the ids as both the encoder's and the decoder's:
+    `model(ids) == model({"encoder_token_ids": ids, "decoder_token_ids": ids})`."""
+    ids = np.array([[4, 5, 6]])
+    with pytest.raises(
+        ValueError, match="must be a dict of .*`encoder_token_ids`.* not one tensor"
+    ):
+        tiny()(ids)
+
+
+def test_hugging_face_keys_are_refused_naming_ours():
+    ids = np.array([[4, 5, 6]])
+    with pytest.raises(
+        ValueError,
+        match="`decoder_input_ids` .*ours is `decoder_token_ids`.*`input_ids` .*ours is `encoder_token_ids`",
+    ):
+        tiny()({"input_ids": ids, "decoder_input_ids": ids})
+
+
+def test_float_decoder_ids_are_refused_by_their_name():
+    with pytest.raises(ValueError, match="`decoder_token_ids` must hold integer token ids"):
+        tiny()(inputs([[4, 5]], np.array([[1.5, 2.0]])))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"hidden_dim": 129, "num_heads": 3}, "must be even. Received: hidden_dim=129"),
+        ({"hidden_dim": 130, "num_heads": 4}, "Received: hidden_dim=130, num_heads=4"),
+        ({"scale_embeddings": "no"}, "scale_embeddings='no'"),
+        ({"output_bias": 1}, "output_bias=1"),
+        ({"dropout": None}, "dropout=None"),
+    ],
+)
+def test_widths_flags_and_rates_are_refused_naming_the_users_argument(kwargs, message):
+    """An odd `hidden_dim` failed naming the sinusoidal layer's `inputs_shape`, a width
+    the heads do not divide named `d_model`; `scale_embeddings="no"` scaled by √D."""
+    with pytest.raises(ValueError, match=message):
+        tiny(**kwargs)

@@ -147,3 +147,40 @@ def test_masked_lm_refuses_mask_positions_outside_the_sequence_by_name(position)
     positions = np.array([[1, position], [0, 2]])
     with pytest.raises(ValueError, match=rf"`mask_positions` must lie in \[0, 6\).*{position}"):
         mlm({"token_ids": IDS, "mask_positions": positions})
+
+
+def test_token_type_ids_are_refused_naming_segment_ids():
+    """Hugging Face's `token_type_ids` were dropped without a word: every token read as
+    segment 0, which gives other outputs than the segments meant."""
+    model = tiny()
+    ones = np.ones_like(IDS)
+    meant = np.asarray(model({"token_ids": IDS, "segment_ids": ones})["sequence_output"])
+    assert not np.allclose(meant, np.asarray(model({"token_ids": IDS})["sequence_output"]))
+    with pytest.raises(ValueError, match="`token_type_ids` .*ours is `segment_ids`"):
+        model({"token_ids": IDS, "token_type_ids": ones})
+    with pytest.raises(ValueError, match="does not read the input `segment_ids`"):
+        tiny(type_vocabulary_size=0)({"token_ids": IDS, "segment_ids": ones})
+
+
+def test_the_masked_lm_takes_mask_positions_and_refuses_other_keys():
+    mlm = EncoderOnlyMaskedLM(tiny())
+    with pytest.raises(ValueError, match="`labels`.*it reads `mask_positions`, `padding_mask`"):
+        mlm({"token_ids": IDS, "labels": IDS})
+    with pytest.raises(ValueError, match="`mask_positions` must hold integer positions"):
+        mlm({"token_ids": IDS, "mask_positions": np.array([[1.5], [0.2]])})
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: tiny(use_pooler="no"), "`use_pooler` must be True or False"),
+        (lambda: tiny(type_vocabulary_size=True), "type_vocabulary_size=True"),
+        (lambda: tiny(layer_norm_epsilon=None), "layer_norm_epsilon=None"),
+        (lambda: EncoderOnlyClassifier(tiny(), num_classes=True), "num_classes=True"),
+        (lambda: EncoderOnlyClassifier(tiny(), 2, dropout="0.1"), "dropout='0.1'"),
+    ],
+)
+def test_strings_bools_and_none_are_refused_by_name(make, message):
+    """`use_pooler="no"` added a pooler; `num_classes=True` built one class."""
+    with pytest.raises(ValueError, match=message):
+        make()

@@ -102,3 +102,9 @@ def test_describe_of_an_unknown_or_ambiguous_preset_exits_2_with_one_error_line(
     line = cli_error(capsys, ["describe", name])
     assert line.startswith("transformer-zoo describe: error:")
     assert ("--family" if name == "tiny" else "invalid choice: 'no_such_preset'") in line
+
+
+def test_an_override_of_none_is_refused_naming_the_argument():
+    """`from_preset(dropout=None)` failed in a comparison naming no argument."""
+    with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\). Received: dropout=None"):
+        from_preset("tiny", family="decoder-only", dropout=None)

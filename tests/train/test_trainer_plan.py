@@ -374,3 +374,24 @@ def test_a_backup_written_after_training_ended_trains_no_further_epoch():
     steps_plan = plan_steps(stepped, batches=10, steps_per_execution=1)
     assert _training_ended(stepped, steps_plan, 3, None, 0.0, 40)
     assert not _training_ended(stepped, steps_plan, 3, None, 0.0, 30)
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (
+            {"family": "decoder-only"},
+            "`config` must be a TrainConfig: pass `TrainConfig(**config)`. "
+            "Received a dict with keys ['family']",
+        ),
+        ("decoder-only", "`config` must be a TrainConfig. Received: config='decoder-only'"),
+    ],
+)
+def test_train_of_settings_not_in_a_train_config_says_how_to_make_one(config, message):
+    """`train({"family": ...})` raised "AttributeError: 'dict' object has no attribute
+    'strategy'" from inside `prepare`."""
+    from transformer_zoo.train.trainer import train
+
+    with pytest.raises(ValueError) as error:
+        train(config)
+    assert str(error.value) == message

@@ -11,16 +11,29 @@ import weakref
 
 import numpy as np
 
+from transformer_zoo.errors import InputError, is_integer, with_article
 from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.generation.reference import UncachedEngine
 from transformer_zoo.generation.search import SearchConfig, SearchResult
 from transformer_zoo.generation.search import generate as run_search
+from transformer_zoo.layers.validation import check_flag
 from transformer_zoo.models.family import family_of
 
 # Engines are kept per model, so that a second call does not trace the graphs again.
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The keys `inputs` takes per family, the one it needs first; a decoder-only model also
+# takes its ids alone.
+INPUT_KEYS = {
+    "decoder-only": ("token_ids", "padding_mask"),
+    "encoder-decoder": (
+        "encoder_token_ids",
+        "encoder_padding_mask",
+        "decoder_token_ids",
+        "decoder_padding_mask",
+    ),
+}
 
 
 def keras_engine(model, use_cache: bool = True):
@@ -66,17 +79,26 @@ def generate(
         A `SearchResult`: `tokens` (B, N) new tokens only, `scores` (B,).
 
     Raises:
-        ValueError: empty prompts, out-of-range ids, or prompt + `max_new_tokens` longer
-            than the model's `max_length`.
+        ValueError: `inputs` without the family's ids or with other keys, empty prompts,
+            out-of-range ids (`eos_id`, `pad_id` and `decoder_start_id` too: integers in
+            [0, V), V the output vocabulary), or prompt + `max_new_tokens` longer than the
+            model's `max_length`.
     """
     family = family_of(model)
     if family not in ("decoder-only", "encoder-decoder"):
         raise ValueError(
             f"`model` must be a DecoderOnly or an EncoderDecoder. Received: {type(model).__name__}"
         )
-    if not isinstance(inputs, dict):
-        inputs = {"token_ids": inputs}
-    inputs = dict(inputs)
+    inputs = _input_dict(inputs, family)
+    output_vocabulary = (
+        model.output_vocabulary_size if family == "encoder-decoder" else model.vocabulary_size
+    )
+    eos_id = _token_id("eos_id", eos_id, output_vocabulary, optional=True)
+    pad_id = _token_id("pad_id", pad_id, output_vocabulary)
+    decoder_start_id = _token_id(
+        "decoder_start_id", decoder_start_id, output_vocabulary, optional=True
+    )
+    use_cache = check_flag("use_cache", use_cache)
     if family == "encoder-decoder":
         ids_inputs = (
             ("encoder_token_ids", "encoder_padding_mask", model.vocabulary_size),
@@ -109,3 +131,38 @@ def generate(
         check_room(used, max_new_tokens, model.max_length)
     engine = keras_engine(model, use_cache=use_cache)
     return run_search(engine, inputs, max_new_tokens, search, eos_id, pad_id)
+
+
+def _input_dict(inputs, family: str) -> dict:
+    """`inputs` as a dict of `INPUT_KEYS[family]`, which holds the family's ids: an
+    encoder-decoder's bare array raised a KeyError, and another model's `attention_mask`
+    was ignored without a word."""
+    keys = INPUT_KEYS[family]
+    if not isinstance(inputs, dict):
+        if family == "decoder-only":
+            return {"token_ids": inputs}
+        received = f"inputs of type {type(inputs).__name__}"
+    elif keys[0] not in inputs or set(inputs) - set(keys):
+        received = f"keys {list(inputs)}"
+    else:
+        return dict(inputs)
+    optional = ", ".join(f"`{key}`" for key in keys[1:])
+    alone = " (or the ids alone)" if family == "decoder-only" else ""
+    raise InputError(
+        f"The inputs of {with_article(family)} model are a dict of `{keys[0]}` and "
+        f"optionally {optional}{alone}. Received: {received}"
+    )
+
+
+def _token_id(name: str, value, vocabulary_size: int, optional: bool = False) -> int | None:
+    """`value` as an int if it is a token id of the output vocabulary, else ValueError:
+    an `eos_id` of V or more never ends a row, a `pad_id` outside it is written into
+    the tokens, and a `decoder_start_id` of 2.7 was read as 2."""
+    if value is None and optional:
+        return None
+    if not is_integer(value) or not 0 <= value < vocabulary_size:
+        raise ValueError(
+            f"`{name}` must be a token id, an integer in [0, {vocabulary_size}) (the model's "
+            f"output vocabulary). Received: {name}={value!r}"
+        )
+    return int(value)

@@ -6,6 +6,7 @@ import keras
 
 from transformer_zoo.layers.activations import get_activation
 from transformer_zoo.layers.initializers import clone_initializer
+from transformer_zoo.layers.validation import check_flag, check_rate, check_size
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -44,18 +45,11 @@ class FeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(intermediate_dim, int) or intermediate_dim < 1:
-            raise ValueError(
-                "`intermediate_dim` must be a positive integer. "
-                f"Received: intermediate_dim={intermediate_dim}"
-            )
+        self.intermediate_dim = check_size("intermediate_dim", intermediate_dim)
         self._activation_fn = get_activation(activation)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        self.intermediate_dim = intermediate_dim
         self.activation = activation
-        self.dropout = dropout
-        self.use_bias = use_bias
+        self.dropout = check_rate("dropout", dropout)
+        self.use_bias = check_flag("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         # Position-wise, like a Dense: the Keras mask of `inputs` (padding) passes through

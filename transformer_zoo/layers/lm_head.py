@@ -7,6 +7,7 @@ from keras import ops
 
 from transformer_zoo.layers.activations import get_activation
 from transformer_zoo.layers.initializers import clone_initializer
+from transformer_zoo.layers.validation import check_flag, check_positive_number, check_size
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -68,11 +69,8 @@ class LMHead(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
-            raise ValueError(
-                f"`vocabulary_size` must be a positive integer. Received: vocabulary_size={vocabulary_size}"
-            )
-        if tied and embedding is None:
+        vocabulary_size = check_size("vocabulary_size", vocabulary_size)
+        if tied is not None and check_flag("tied", tied) and embedding is None:
             raise ValueError(_UNTIED_CONFIG)
         if embedding is not None and _vocabulary_size(embedding) is None:
             raise ValueError(
@@ -93,9 +91,9 @@ class LMHead(keras.layers.Layer):
         # files do not change: Keras saves every object an attribute reaches, tracked or
         # not, each once, under the first path that reaches it.
         self._tied_embedding = _Untracked(embedding)
-        self.use_bias = use_bias
+        self.use_bias = check_flag("use_bias", use_bias)
         self.transform_activation = transform_activation
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_norm_epsilon = check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 

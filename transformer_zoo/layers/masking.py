@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from keras import ops
 
+from transformer_zoo.layers.validation import check_flag, check_static_size, dtype_name
+
 
 def causal_mask(query_length, key_length):
     """(T, S) boolean mask where query i may attend key j iff j <= i + (S - T).
 
     With a cache of P past keys, S = P + T and query i sits at absolute position P + i,
     so the offset keeps decoding with a cache identical to one full causal pass.
+    The lengths are integers or scalar integer tensors.
     """
+    check_static_size("query_length", query_length)
+    check_static_size("key_length", key_length)
     offset = key_length - query_length
     rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1) + offset  # (T, 1)
     cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)  # (1, S)
@@ -34,12 +39,14 @@ def with_keras_mask(values, mask):
     return values
 
 
-def check_mask_shapes(
+def check_masks(
     batch_size, query_length, key_length, padding_mask=None, attention_mask=None
 ) -> None:
-    """Refuses masks that do not fit the attention while the shapes are known: a (B, S)
-    padding mask passed as `attention_mask` would otherwise broadcast over the heads, and a
-    wrong B or T would fail inside TensorFlow's kernels without naming the mask.
+    """Refuses masks that are not boolean or integer, and masks that do not fit the
+    attention while the shapes are known: a float mask is most likely additive (0 = attend,
+    -1e9 = masked), which a cast to bool would read the other way round; a (B, S) padding
+    mask passed as `attention_mask` would broadcast over the heads, and a wrong B or T
+    would fail inside TensorFlow's kernels without naming the mask.
 
     Args:
         batch_size, query_length, key_length: B, T and S where known (Python ints);
@@ -48,8 +55,8 @@ def check_mask_shapes(
         attention_mask: the (B, T, S) mask, or None.
 
     Raises:
-        ValueError: `padding_mask` not (B, S) or `attention_mask` not (B, T, S); a B or T
-            of 1 broadcasts.
+        ValueError: a mask neither boolean nor integer (0/1); `padding_mask` not (B, S) or
+            `attention_mask` not (B, T, S); a B or T of 1 broadcasts.
     """
     for name, mask, rank, layout in (
         ("padding_mask", padding_mask, 2, "(B, S)"),
@@ -66,6 +73,13 @@ def check_mask_shapes(
         if len(shape) != rank:
             raise ValueError(
                 f"`{name}` must be {layout}, of rank {rank}. Received: {name}.shape={shape}." + hint
+            )
+        dtype = dtype_name(mask)
+        if dtype is not None and dtype != "bool" and not dtype.startswith(("int", "uint")):
+            raise ValueError(
+                f"`{name}` must be boolean (True = may attend) or 0/1 integers. Received: "
+                f"{name} of dtype {dtype}. An additive mask (0 = attend, -1e9 or -inf = "
+                "masked) would be read the other way round: pass `mask == 0`."
             )
         if isinstance(key_length, int) and shape[-1] is not None and shape[-1] != key_length:
             raise ValueError(
@@ -95,14 +109,16 @@ def merge_masks(
         query_length: T.
         key_length: S (P + T with a self-attention cache).
         padding_mask: (B, S) booleans or 0/1 ints; False marks padding keys.
-        attention_mask: (B, T, S) booleans.
-        causal: forbid attending to later positions.
+        attention_mask: (B, T, S) booleans or 0/1 ints.
+        causal: forbid attending to later positions (True or False).
         batch_size: B, to check the masks against (None: not checked).
 
     Raises:
-        ValueError: a mask of the wrong rank or shape (`check_mask_shapes`).
+        ValueError: a float mask, or one of the wrong rank or shape (`check_masks`);
+            `causal` not a bool.
     """
-    check_mask_shapes(batch_size, query_length, key_length, padding_mask, attention_mask)
+    check_flag("causal", causal)
+    check_masks(batch_size, query_length, key_length, padding_mask, attention_mask)
     mask = None
     if padding_mask is not None:
         mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)  # (B, 1, S)

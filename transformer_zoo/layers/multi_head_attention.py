@@ -10,7 +10,28 @@ from keras import ops
 from transformer_zoo.layers.cache import KeyValue
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.masking import keras_mask, merge_masks
-from transformer_zoo.layers.validation import check_batch_sizes
+from transformer_zoo.layers.validation import (
+    check_batch_sizes,
+    check_flag,
+    check_heads,
+    check_rate,
+    check_size,
+)
+
+# The arguments of `keras.layers.MultiHeadAttention` (constructor and call) that a Keras
+# user brings, and what this layer takes instead: without them Keras' "Unrecognized
+# keyword arguments" or Python's "unexpected keyword argument" names neither.
+KERAS_ARGUMENTS = {
+    "key_dim": "`head_dim` (one width Dh for queries, keys and values)",
+    "value_dim": "`head_dim` (one width Dh for queries, keys and values)",
+    "output_shape": "`output_dim`",
+    "value": "`context` (the sequence keys and values are computed from)",
+    "key": "`context` (the sequence keys and values are computed from)",
+    "use_causal_mask": "`causal=True`",
+    "return_attention_scores": (
+        "`attend(query, compute_key_value(context))`, which returns `(output, probabilities)`"
+    ),
+}
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -75,30 +96,21 @@ class MultiHeadAttention(keras.layers.Layer):
         bias_initializer: str | keras.initializers.Initializer = "zeros",
         **kwargs,
     ):
+        _refuse_keras_arguments(kwargs)
         super().__init__(**kwargs)
-        if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(
-                f"`num_heads` must be a positive integer. Received: num_heads={num_heads}"
-            )
-        if head_dim is not None and (not isinstance(head_dim, int) or head_dim < 1):
-            raise ValueError(
-                f"`head_dim` must be a positive integer. Received: head_dim={head_dim}"
-            )
-        if output_dim is not None and (not isinstance(output_dim, int) or output_dim < 1):
-            raise ValueError(
-                f"`output_dim` must be a positive integer. Received: output_dim={output_dim}"
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        self.num_heads = num_heads
-        self.head_dim = head_dim
-        self.output_dim = output_dim
-        self.dropout = dropout
-        self.use_bias = use_bias
+        self.num_heads = check_size("num_heads", num_heads)
+        self.head_dim = None if head_dim is None else check_size("head_dim", head_dim)
+        self.output_dim = None if output_dim is None else check_size("output_dim", output_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.use_bias = check_flag("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.supports_masking = True
+
+    def __call__(self, *args, **kwargs):
+        _refuse_keras_arguments(kwargs)
+        return super().__call__(*args, **kwargs)
 
     def _dense(self, units, name):
         return keras.layers.Dense(
@@ -117,11 +129,7 @@ class MultiHeadAttention(keras.layers.Layer):
         d_model = query_shape[-1]
         head_dim = self.head_dim
         if head_dim is None:
-            if d_model % self.num_heads:
-                raise ValueError(
-                    "The model width must be divisible by the number of heads. "
-                    f"Received: d_model={d_model}, num_heads={self.num_heads}"
-                )
+            check_heads(d_model, self.num_heads, "d_model")
             head_dim = d_model // self.num_heads
         self._head_dim = head_dim
         inner = self.num_heads * head_dim
@@ -272,6 +280,17 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _refuse_keras_arguments(arguments: dict) -> None:
+    """Refuses an argument of `keras.layers.MultiHeadAttention`, naming ours (the value,
+    often a tensor, is not printed)."""
+    for name in arguments:
+        if name in KERAS_ARGUMENTS:
+            raise ValueError(
+                f"`{name}` is an argument of Keras' MultiHeadAttention; this one takes "
+                f"{KERAS_ARGUMENTS[name]}."
+            )
 
 
 def _check_sequence(name: str, shape) -> None:

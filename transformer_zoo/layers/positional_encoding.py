@@ -8,7 +8,11 @@ import keras
 from keras import ops
 
 from transformer_zoo.layers.initializers import clone_initializer
-from transformer_zoo.layers.validation import check_sequence_length
+from transformer_zoo.layers.validation import (
+    check_sequence_length,
+    check_sinusoidal_width,
+    check_size,
+)
 
 MODES = ("sinusoidal", "learned")
 # Where the sinusoidal table puts sine and cosine: the paper interleaves them (sin, cos,
@@ -39,8 +43,8 @@ class PositionalEncoding(keras.layers.Layer):
 
     Call arguments:
         inputs: (B, T, D) embeddings; only their shape is used.
-        start_index: int or scalar tensor; the position of the first token. In cached
-            decoding this is the past length P.
+        start_index: integer or scalar integer tensor; the position of the first token.
+            In cached decoding this is the past length P.
         positions: optional (B, T) integer positions; overrides `start_index`
             (left-padded batches in generation).
 
@@ -66,10 +70,7 @@ class PositionalEncoding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(max_length, int) or max_length < 1:
-            raise ValueError(
-                f"`max_length` must be a positive integer. Received: max_length={max_length}"
-            )
+        max_length = check_size("max_length", max_length)
         if mode not in MODES:
             raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")
         if layout not in LAYOUTS:
@@ -95,11 +96,8 @@ class PositionalEncoding(keras.layers.Layer):
                 shape=(self.max_length, d_model),
                 initializer=clone_initializer(self.initializer),
             )
-        elif d_model % 2:
-            raise ValueError(
-                "The sinusoidal encoding pairs sine and cosine dimensions, so the model width "
-                f"must be even. Received: inputs_shape={inputs_shape}"
-            )
+        else:
+            check_sinusoidal_width(d_model, "inputs.shape[-1]")
         self.built = True
 
     def call(self, inputs, start_index=0, positions=None):
@@ -111,7 +109,7 @@ class PositionalEncoding(keras.layers.Layer):
                 ops.arange(length, dtype="int32") + ops.cast(start_index, "int32"), 0
             )  # (1, T)
         else:
-            check_sequence_length(1, self.max_length, positions)
+            check_sequence_length(1, self.max_length, positions, "positions")
         if self.mode == "learned":
             encoding = ops.take(self.position_embeddings, ops.cast(positions, "int32"), axis=0)
         else:

@@ -9,7 +9,14 @@ from keras import ops
 
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.positional_encoding import MODES, PositionalEncoding
-from transformer_zoo.layers.validation import check_token_ids
+from transformer_zoo.layers.validation import (
+    check_flag,
+    check_rate,
+    check_sinusoidal_width,
+    check_size,
+    check_sizes,
+    check_token_ids,
+)
 
 
 @keras.saving.register_keras_serializable(package="transformer_zoo")
@@ -68,34 +75,29 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for arg, value in (
-            ("vocabulary_size", vocabulary_size),
-            ("embedding_dim", embedding_dim),
-        ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{arg}` must be a positive integer. Received: {arg}={value}")
-        if not isinstance(type_vocabulary_size, int) or type_vocabulary_size < 0:
-            raise ValueError(
-                "`type_vocabulary_size` must be a non-negative integer. "
-                f"Received: type_vocabulary_size={type_vocabulary_size}"
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        vocabulary_size, max_length, embedding_dim = check_sizes(
+            vocabulary_size=vocabulary_size, max_length=max_length, embedding_dim=embedding_dim
+        )
         if position_mode not in MODES:
             raise ValueError(
                 f"`position_mode` must be one of {MODES}. Received: position_mode={position_mode!r}"
             )
+        if position_mode == "sinusoidal":
+            # Refused here, not at the first call, where only the input shape is known.
+            check_sinusoidal_width(embedding_dim, "embedding_dim")
         self.vocabulary_size = vocabulary_size
         self.max_length = max_length
         self.embedding_dim = embedding_dim
         self.position_mode = position_mode
-        self.scale_embeddings = scale_embeddings
-        self.type_vocabulary_size = type_vocabulary_size
-        self.dropout = dropout
+        self.scale_embeddings = check_flag("scale_embeddings", scale_embeddings)
+        self.type_vocabulary_size = check_size(
+            "type_vocabulary_size", type_vocabulary_size, minimum=0
+        )
+        self.dropout = check_rate("dropout", dropout)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.position_layout = position_layout
-        self.mask_zero = mask_zero
-        self.supports_masking = mask_zero
+        self.mask_zero = check_flag("mask_zero", mask_zero)
+        self.supports_masking = self.mask_zero
 
         self.token_embedding = keras.layers.Embedding(
             vocabulary_size,
@@ -151,7 +153,11 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                     "Set `type_vocabulary_size` > 0."
                 )
             check_token_ids(
-                segment_ids, self.type_vocabulary_size, "segment_ids", "`type_vocabulary_size`"
+                segment_ids,
+                self.type_vocabulary_size,
+                "segment_ids",
+                "`type_vocabulary_size`",
+                "segment ids",
             )
             x = x + self._look_up(self.segment_embedding, segment_ids)
         elif self.segment_embedding is not None:

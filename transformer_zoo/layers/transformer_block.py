@@ -13,7 +13,13 @@ from transformer_zoo.layers.feed_forward import FeedForward
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.masking import keras_mask
 from transformer_zoo.layers.multi_head_attention import MultiHeadAttention
-from transformer_zoo.layers.validation import check_batch_sizes
+from transformer_zoo.layers.validation import (
+    check_batch_sizes,
+    check_flag,
+    check_positive_number,
+    check_rate,
+    check_static_size,
+)
 
 
 class AttentionScores(NamedTuple):
@@ -85,22 +91,16 @@ class TransformerBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for arg, value in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"`{arg}` must be in [0, 1). Received: {arg}={value}")
-        if not layer_norm_epsilon > 0:
-            raise ValueError(
-                f"`layer_norm_epsilon` must be positive. Received: layer_norm_epsilon={layer_norm_epsilon}"
-            )
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
+        dropout = check_rate("dropout", dropout)
+        attention_dropout = check_rate("attention_dropout", attention_dropout)
+        layer_norm_epsilon = check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.activation = activation
         self.dropout = dropout
         self.attention_dropout = attention_dropout
-        self.norm_first = norm_first
+        self.norm_first = check_flag("norm_first", norm_first)
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.causal = causal
-        self.cross_attention = cross_attention
+        self.causal = check_flag("causal", causal)
+        self.cross_attention = check_flag("cross_attention", cross_attention)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
         def attention(name):
@@ -133,6 +133,9 @@ class TransformerBlock(keras.layers.Layer):
             name="feed_forward",
         )
         self.feed_forward_norm = norm("feed_forward_norm")
+        # Checked (as plain ints) by the sublayers that take them.
+        self.num_heads = self.self_attention.num_heads
+        self.intermediate_dim = self.feed_forward.intermediate_dim
         self.supports_masking = True
 
     def build(self, inputs_shape, context_shape=None):
@@ -237,6 +240,7 @@ class TransformerBlock(keras.layers.Layer):
         """The cache before the first token: an empty (B, H, 0, Dh) self-attention part
         and, with cross-attention, the keys and values of `context` (B, S, D), projected
         once here."""
+        check_static_size("batch_size", batch_size)
         attention = self.self_attention
         shape = (batch_size, attention.num_heads, 0, attention.head_width)
         empty = ops.zeros(shape, self.compute_dtype)

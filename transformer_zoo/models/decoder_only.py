@@ -5,8 +5,17 @@ from __future__ import annotations
 import keras
 
 from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding, TransformerBlock
+from transformer_zoo.layers.validation import (
+    check_positive_number,
+    check_rate,
+)
 from transformer_zoo.models.decoding_cache import DecodingCache
-from transformer_zoo.models.model_inputs import check_positive_int, token_specs, unpack_inputs
+from transformer_zoo.models.model_inputs import (
+    check_dimensions,
+    check_step_batch,
+    token_specs,
+    unpack_inputs,
+)
 from transformer_zoo.models.zoo_model import ZooModel
 
 
@@ -32,7 +41,8 @@ class DecoderOnly(ZooModel):
 
     Call arguments:
         inputs: `{"token_ids": (B, T), "padding_mask": (B, T)}` or a bare (B, T) id
-            tensor; a missing mask is `token_ids != 0`.
+            tensor of integers; a missing mask is `token_ids != 0`, another key is refused
+            (`model_inputs.check_input_keys`).
         training: whether dropout is active.
 
     Returns:
@@ -59,7 +69,13 @@ class DecoderOnly(ZooModel):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int(num_layers=num_layers, hidden_dim=hidden_dim)
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, max_length = (
+            check_dimensions(
+                vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, max_length
+            )
+        )
+        dropout = check_rate("dropout", dropout)
+        layer_norm_epsilon = check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.num_heads = num_heads
@@ -118,7 +134,9 @@ class DecoderOnly(ZooModel):
         return token_specs("token_ids", "padding_mask")
 
     def call(self, inputs, training=None):
-        token_ids, padding_mask = unpack_inputs(inputs, "token_ids", "padding_mask")
+        token_ids, padding_mask = unpack_inputs(
+            inputs, "token_ids", "padding_mask", self.input_specs()
+        )
         x = self.embeddings(token_ids, training=training)  # (B, T, D)
         for block in self.blocks:
             x = block(x, padding_mask=padding_mask, training=training)
@@ -142,6 +160,7 @@ class DecoderOnly(ZooModel):
             `(logits (B, S, V), DecodingCache)` whose keys and values are
             concat(past, new), (B, H, P + S, Dh).
         """
+        check_step_batch(token_ids, cache, positions)
         start = cache.length if positions is None else 0
         x = self.embeddings(token_ids, start_index=start, positions=positions)  # (B, S, D)
         present = []

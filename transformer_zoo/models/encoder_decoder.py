@@ -6,10 +6,18 @@ import keras
 from keras import ops
 
 from transformer_zoo.layers import LMHead, TokenAndPositionEmbedding, TransformerBlock
+from transformer_zoo.layers.validation import (
+    check_flag,
+    check_positive_number,
+    check_rate,
+    check_sinusoidal_width,
+    check_size,
+)
 from transformer_zoo.models.decoding_cache import DecodingCache
 from transformer_zoo.models.model_inputs import (
     check_choice,
-    check_positive_int,
+    check_dimensions,
+    check_step_batch,
     token_specs,
     unpack_inputs,
 )
@@ -54,7 +62,8 @@ class EncoderDecoder(ZooModel):
     Call arguments:
         inputs: `{"encoder_token_ids": (B, S), "encoder_padding_mask": (B, S),
             "decoder_token_ids": (B, T), "decoder_padding_mask": (B, T)}`; a missing mask
-            is `token_ids != 0`.
+            is `token_ids != 0`, another key is refused, and so is one id tensor alone
+            (it would be read as both the source and the target).
         training: whether dropout is active.
 
     Returns:
@@ -87,11 +96,20 @@ class EncoderDecoder(ZooModel):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int(num_layers=num_layers, hidden_dim=hidden_dim)
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, max_length = (
+            check_dimensions(
+                vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, max_length
+            )
+        )
+        check_sinusoidal_width(hidden_dim, "hidden_dim")
         check_choice("tie_weights", tie_weights, TIE_WEIGHTS)
         if target_vocabulary_size is not None:
             # 0 would otherwise read as None (a shared vocabulary) in `output_vocabulary_size`.
-            check_positive_int(target_vocabulary_size=target_vocabulary_size)
+            target_vocabulary_size = check_size("target_vocabulary_size", target_vocabulary_size)
+        dropout = check_rate("dropout", dropout)
+        layer_norm_epsilon = check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
+        scale_embeddings = check_flag("scale_embeddings", scale_embeddings)
+        output_bias = check_flag("output_bias", output_bias)
         if tie_weights == "all" and target_vocabulary_size not in (None, vocabulary_size):
             raise ValueError(
                 "Three-way tying needs one vocabulary for source and target. Received: "
@@ -184,8 +202,13 @@ class EncoderDecoder(ZooModel):
         )
 
     def call(self, inputs, training=None):
-        source, source_mask = unpack_inputs(inputs, "encoder_token_ids", "encoder_padding_mask")
-        target, target_mask = unpack_inputs(inputs, "decoder_token_ids", "decoder_padding_mask")
+        specs = self.input_specs()
+        source, source_mask = unpack_inputs(
+            inputs, "encoder_token_ids", "encoder_padding_mask", specs, bare_ids=False
+        )
+        target, target_mask = unpack_inputs(
+            inputs, "decoder_token_ids", "decoder_padding_mask", specs, bare_ids=False
+        )
         memory = self.encode(source, source_mask, training=training)
         x = self.decoder_embeddings(target, training=training)  # (B, T, D)
         for block in self.decoder_blocks:
@@ -229,6 +252,7 @@ class EncoderDecoder(ZooModel):
         Returns:
             `(logits (B, T, V), DecodingCache)` with the self-attention part P + T long.
         """
+        check_step_batch(token_ids, cache, positions)
         start = cache.length if positions is None else 0
         x = self.decoder_embeddings(token_ids, start_index=start, positions=positions)
         present = []

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import keras
 from keras import ops
 
 from transformer_zoo.layers import TokenAndPositionEmbedding, TransformerBlock
-from transformer_zoo.models.model_inputs import check_positive_int, token_specs, unpack_inputs
+from transformer_zoo.layers.validation import (
+    check_flag,
+    check_positive_number,
+    check_rate,
+    check_size,
+)
+from transformer_zoo.models.model_inputs import check_dimensions, token_specs, unpack_inputs
 from transformer_zoo.models.zoo_model import ZooModel
 
 
@@ -35,7 +43,8 @@ class EncoderOnly(ZooModel):
 
     Call arguments:
         inputs: `{"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)}`;
-            the mask defaults to `token_ids != 0`, segments to 0. A bare id tensor works too.
+            the mask defaults to `token_ids != 0`, segments to 0; another key is refused
+            (`model_inputs.check_input_keys`). A bare id tensor works too.
         training: whether dropout is active.
 
     Returns:
@@ -65,7 +74,15 @@ class EncoderOnly(ZooModel):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int(num_layers=num_layers, hidden_dim=hidden_dim)
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, max_length = (
+            check_dimensions(
+                vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, max_length
+            )
+        )
+        type_vocabulary_size = check_size("type_vocabulary_size", type_vocabulary_size, minimum=0)
+        dropout = check_rate("dropout", dropout)
+        layer_norm_epsilon = check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
+        use_pooler = check_flag("use_pooler", use_pooler)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.num_heads = num_heads
@@ -126,8 +143,10 @@ class EncoderOnly(ZooModel):
         return token_specs("token_ids", "padding_mask", *segments)
 
     def call(self, inputs, training=None):
-        token_ids, padding_mask = unpack_inputs(inputs, "token_ids", "padding_mask")
-        segment_ids = inputs.get("segment_ids") if isinstance(inputs, dict) else None
+        token_ids, padding_mask = unpack_inputs(
+            inputs, "token_ids", "padding_mask", self.input_specs()
+        )
+        segment_ids = inputs.get("segment_ids") if isinstance(inputs, Mapping) else None
         x = self.embeddings(token_ids, segment_ids=segment_ids, training=training)
         x = self.embeddings_dropout(self.embeddings_norm(x), training=training)  # (B, T, D)
         for block in self.blocks:
@@ -148,7 +167,7 @@ class EncoderOnly(ZooModel):
         Returns:
             (B, D) float32 embeddings (`mean_pool`); a fully padded row gives zeros.
         """
-        _, padding_mask = unpack_inputs(inputs, "token_ids", "padding_mask")
+        _, padding_mask = unpack_inputs(inputs, "token_ids", "padding_mask", self.input_specs())
         sequence = self(inputs)["sequence_output"]  # (B, T, D)
         return mean_pool(sequence, padding_mask, normalize)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import keras
 
+from transformer_zoo.layers.validation import check_rate, check_size
 from transformer_zoo.models.encoder_only import EncoderOnly
-from transformer_zoo.models.model_inputs import check_positive_int
 from transformer_zoo.models.zoo_model import ZooModel
 
 
@@ -40,15 +40,12 @@ class EncoderOnlyClassifier(ZooModel):
         super().__init__(**kwargs)
         if not isinstance(backbone, EncoderOnly):
             raise ValueError(f"`backbone` must be an EncoderOnly. Received: backbone={backbone!r}")
-        check_positive_int(num_classes=num_classes)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
         self.backbone = backbone
-        self.num_classes = num_classes
-        self.dropout = dropout
-        self.classifier_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.num_classes = check_size("num_classes", num_classes)
+        self.dropout = check_rate("dropout", dropout)
+        self.classifier_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.classifier = keras.layers.Dense(
-            num_classes, dtype=self.dtype_policy, name="classifier"
+            self.num_classes, dtype=self.dtype_policy, name="classifier"
         )
         self.classifier.build((None, backbone.hidden_dim))
         self.built = True

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import keras
 from keras import ops
 
 from transformer_zoo.layers import LMHead
 from transformer_zoo.layers.validation import check_indices
 from transformer_zoo.models.encoder_only import EncoderOnly
+from transformer_zoo.models.model_inputs import check_input_keys
 from transformer_zoo.models.zoo_model import ZooModel
 
 
@@ -56,12 +59,21 @@ class EncoderOnlyMaskedLM(ZooModel):
         return self.backbone.input_specs()
 
     def call(self, inputs, training=None):
+        positions = None
+        if isinstance(inputs, Mapping):
+            check_input_keys(inputs, {*self.input_specs(), "mask_positions"})
+            positions = inputs.get("mask_positions")
+            inputs = {key: value for key, value in inputs.items() if key != "mask_positions"}
         sequence = self.backbone(inputs, training=training)["sequence_output"]  # (B, T, D)
-        positions = inputs.get("mask_positions") if isinstance(inputs, dict) else None
         if positions is not None:
             length = ops.shape(sequence)[1]
             check_indices(
-                positions, length, "mask_positions", "the sequence length T", "a position"
+                positions,
+                length,
+                "mask_positions",
+                "the sequence length T",
+                "a position",
+                "positions",
             )
             index = ops.expand_dims(ops.cast(positions, "int32"), -1)  # (B, M, 1)
             sequence = ops.take_along_axis(sequence, index, axis=1)  # (B, M, D)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_zoo.errors import with_article
+from transformer_zoo.errors import is_integer, is_number, with_article
 from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES
 
@@ -228,20 +227,67 @@ def _choice(name: str, value, choices) -> None:
         raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
 
 
-def _positive(name: str, value, kind=int, optional: bool = False) -> None:
+# The settings' checks. Each takes numpy's numbers as Python's (`errors.is_integer`,
+# `errors.is_number`) but never a bool, and keeps the setting as a plain Python value,
+# which config.json and the run's identity hold.
+
+
+def _integer(cfg: TrainConfig, name: str, minimum: int = 1, optional: bool = True) -> None:
+    """The setting `name`: an integer ≥ `minimum` (0 or 1), or None if `optional`."""
+    value = getattr(cfg, name)
     if value is None and optional:
         return
-    valid = isinstance(value, kind) and not isinstance(value, bool)
-    if kind is float:
-        valid = isinstance(value, (int, float)) and not isinstance(value, bool)
-        valid = valid and math.isfinite(value)
-    if not valid or value <= 0:
-        what = "integer" if kind is int else "number"
-        raise ValueError(f"`{name}` must be a positive {what}. Received: {name}={value!r}")
+    if not is_integer(value) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else "a non-negative integer"
+        raise ValueError(f"`{name}` must be {kind}. Received: {name}={value!r}")
+    setattr(cfg, name, int(value))
+
+
+def _number(cfg: TrainConfig, name: str, expected: str, within) -> None:
+    """The optional setting `name`: a finite number for which `within` holds, or None;
+    `expected` says which ("a positive number", "in [0, 1)")."""
+    value = getattr(cfg, name)
+    if value is None:
+        return
+    if not is_number(value) or not within(value):
+        raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
+    setattr(cfg, name, float(value))
+
+
+def _flag(cfg: TrainConfig, name: str) -> None:
+    """The setting `name`: True or False (numpy's too); any non-empty string is truthy,
+    so `evaluate="no"` would evaluate."""
+    value = getattr(cfg, name)
+    if not isinstance(value, bool):
+        import numpy as np  # here: --help reads this module's defaults
+
+        if not isinstance(value, np.bool_):
+            raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+    setattr(cfg, name, bool(value))
+
+
+def _path(cfg: TrainConfig, name: str, what: str, optional: bool = True) -> None:
+    """The setting `name`: a non-empty path (str or `os.PathLike`), kept as a str; or None
+    if `optional`."""
+    value = getattr(cfg, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise ValueError(f"`{name}` must be {what}. Received: {name}={value!r}")
+    setattr(cfg, name, os.fspath(value))
 
 
 def _validate(cfg: TrainConfig) -> None:
     _choice("family", cfg.family, FAMILIES)
+    if not isinstance(cfg.preset, str) or not cfg.preset:
+        raise ValueError(f"`preset` must be a non-empty string. Received: preset={cfg.preset!r}")
+    _path(cfg, "data", "a file path or a built-in task (builtin:NAME)", optional=False)
+    for name in ("valid", "test", "pretrain_data"):
+        _path(cfg, name, "a file path")
+    _path(cfg, "init", "a run directory")
+    _path(cfg, "out", "a directory path")
+    for name in ("jit_compile", "evaluate"):
+        _flag(cfg, name)
     for name in ("tokenizer", "target_tokenizer"):
         if getattr(cfg, name) is not None:
             _choice(name, getattr(cfg, name), MODEL_TYPES)
@@ -261,8 +307,6 @@ def _validate(cfg: TrainConfig) -> None:
         )
     for name in ("valid", "test"):
         value = getattr(cfg, name)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise ValueError(f"`{name}` must be a file path. Received: {value!r}")
         if value is not None and cfg.data.startswith("builtin:"):
             raise ValueError(f"{cfg.data} has its own splits: `{name}` takes a file of yours.")
     _validate_data_options(cfg)
@@ -276,20 +320,10 @@ def _validate(cfg: TrainConfig) -> None:
                 f"`{name}` is a setting of adamw-cosine; paper-adam (Adam and the paper's "
                 f"schedule) has none. Received: {name}={getattr(cfg, name)!r}"
             )
-    for name in ("preset", "data"):
-        if not isinstance(getattr(cfg, name), str) or not getattr(cfg, name):
-            raise ValueError(
-                f"`{name}` must be a non-empty string. Received: {getattr(cfg, name)!r}"
-            )
     names = ("epochs", "max_examples", "backup_every", "early_stopping_patience", "steps")
     for name in names + ("eval_every", "vocabulary_size", "target_vocabulary_size"):
-        _positive(name, getattr(cfg, name), optional=True)
-    if cfg.pretrain_steps is not None and (
-        not isinstance(cfg.pretrain_steps, int) or cfg.pretrain_steps < 0
-    ):
-        raise ValueError(
-            f"`pretrain_steps` must be a non-negative integer. Received: {cfg.pretrain_steps!r}"
-        )
+        _integer(cfg, name)
+    _integer(cfg, "pretrain_steps", minimum=0)
     if cfg.pretrain_data is not None and not cfg.pretrain_steps:
         raise ValueError(
             "`pretrain_data` is read by masked-LM pretraining: give `pretrain_steps` too. "
@@ -301,7 +335,7 @@ def _validate(cfg: TrainConfig) -> None:
             f"Received: family={cfg.family!r}"
         )
     for name in ("batch_size", "steps_per_execution"):
-        _positive(name, getattr(cfg, name))
+        _integer(cfg, name, optional=False)
     if cfg.steps is not None and cfg.epochs is not None:
         raise ValueError("Give `steps` or `epochs`, not both: they both say how long to train.")
     if cfg.eval_every is not None and cfg.steps is None:
@@ -309,52 +343,19 @@ def _validate(cfg: TrainConfig) -> None:
             "`eval_every` applies with `steps`; with `epochs`, a run validates per epoch."
         )
     for name in ("time_budget", "learning_rate", "clip_norm"):
-        _positive(name, getattr(cfg, name), kind=float, optional=True)
+        _number(cfg, name, "a positive number", lambda value: value > 0)
     for name in ("weight_decay", "min_learning_rate"):
-        value = getattr(cfg, name)
-        if value is not None and not (
-            isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and 0 <= value < math.inf
-        ):
-            raise ValueError(f"`{name}` must be a number ≥ 0. Received: {name}={value!r}")
-    if cfg.label_smoothing is not None and not (
-        isinstance(cfg.label_smoothing, (int, float)) and 0 <= cfg.label_smoothing < 1
-    ):
-        raise ValueError(
-            f"`label_smoothing` must be in [0, 1). Received: label_smoothing={cfg.label_smoothing!r}"
-        )
-    if cfg.ema_momentum is not None and not (
-        isinstance(cfg.ema_momentum, (int, float))
-        and not isinstance(cfg.ema_momentum, bool)
-        and 0 < cfg.ema_momentum < 1
-    ):
-        raise ValueError(
-            f"`ema_momentum` must be in (0, 1). Received: ema_momentum={cfg.ema_momentum!r}"
-        )
-    if cfg.warmup_steps is not None and (
-        not isinstance(cfg.warmup_steps, int) or cfg.warmup_steps < 0
-    ):
-        raise ValueError(
-            f"`warmup_steps` must be a non-negative integer. Received: warmup_steps={cfg.warmup_steps!r}"
-        )
-    if cfg.dropout is not None and not (
-        isinstance(cfg.dropout, (int, float)) and 0 <= cfg.dropout < 1
-    ):
-        raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={cfg.dropout!r}")
-    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
-        raise ValueError(f"`seed` must be a non-negative integer. Received: seed={cfg.seed!r}")
-    if cfg.out is not None and (
-        not isinstance(cfg.out, (str, os.PathLike)) or not os.fspath(cfg.out)
-    ):
-        raise ValueError(f"`out` must be a directory path. Received: out={cfg.out!r}")
-    if cfg.out is not None:
-        cfg.out = os.fspath(cfg.out)
+        _number(cfg, name, "a number ≥ 0", lambda value: value >= 0)
+    for name in ("label_smoothing", "dropout"):
+        _number(cfg, name, "in [0, 1)", lambda value: 0 <= value < 1)
+    _number(cfg, "ema_momentum", "in (0, 1)", lambda value: 0 < value < 1)
+    _integer(cfg, "warmup_steps", minimum=0)
+    _integer(cfg, "seed", minimum=0, optional=False)
 
 
 def _validate_score(cfg: TrainConfig) -> None:
     """`early_stopping_on` and `score_examples`, once the defaults (`windows`) are set."""
-    _positive("score_examples", cfg.score_examples, optional=True)
+    _integer(cfg, "score_examples")
     if cfg.early_stopping_on is None:
         if cfg.score_examples is not None:
             raise ValueError("`score_examples` applies with `early_stopping_on` (a score).")
@@ -416,8 +417,6 @@ def _validate_data_options(cfg: TrainConfig) -> None:
                 "plain-text file (--windows random or epoch). "
                 f"Received: data={cfg.data!r}, windows={cfg.windows!r}"
             )
-        if not isinstance(cfg.init, str) or not cfg.init:
-            raise ValueError(f"`init` must be a run directory. Received: init={cfg.init!r}")
         if cfg.vocabulary_size is not None or cfg.tokenizer is not None:
             raise ValueError(
                 "A run started from `init` keeps that run's tokenizer: `tokenizer` and "

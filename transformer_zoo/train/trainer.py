@@ -427,14 +427,21 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
     `np.random` between two runs drew the same numbers after each).
 
     Args:
-        config: the settings.
+        config: the settings, a `TrainConfig` (a dict of them: `TrainConfig(**settings)`).
         callbacks: more Keras callbacks for `fit`.
         verbose: Keras verbosity; None: a progress bar on a terminal, else a line per epoch.
 
     Raises:
-        ValueError: as `prepare`.
+        ValueError: `config` is not a `TrainConfig`, or as `prepare`.
         NaNLossError: the loss became NaN or infinite (the last good checkpoint is kept).
     """
+    if isinstance(config, dict):
+        raise ValueError(
+            "`config` must be a TrainConfig: pass `TrainConfig(**config)`. "
+            f"Received a dict with keys {list(config)}"
+        )
+    if not isinstance(config, (TrainConfig, Prepared)):
+        raise ValueError(f"`config` must be a TrainConfig. Received: config={config!r}")
     generators = random.getstate(), np.random.get_state()
     try:
         return _train(config, callbacks, verbose)

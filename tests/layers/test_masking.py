@@ -1,0 +1,27 @@
+import numpy as np
+import pytest
+
+from transformer_zoo.layers import causal_mask, merge_masks
+
+
+def test_causal_mask_is_lower_triangular_offset_by_the_past():
+    np.testing.assert_array_equal(np.asarray(causal_mask(3, 3)), np.tril(np.ones((3, 3), bool)))
+    np.testing.assert_array_equal(np.asarray(causal_mask(np.int64(1), 3)), [[True] * 3])
+
+
+@pytest.mark.parametrize("lengths", [(4.0, 4), (4, 4.5), (True, 4)])
+def test_causal_mask_refuses_lengths_that_are_not_integers(lengths):
+    with pytest.raises(ValueError, match="_length` must be a non-negative integer"):
+        causal_mask(*lengths)
+
+
+def test_merge_masks_takes_booleans_and_0_1_integers_not_floats():
+    real = np.array([[True, True, False]])
+    expected = np.asarray(merge_masks(3, 3, padding_mask=real))
+    np.testing.assert_array_equal(
+        np.asarray(merge_masks(3, 3, padding_mask=real.astype("int64"))), expected
+    )
+    with pytest.raises(ValueError, match="`padding_mask` must be boolean.*float64.*additive"):
+        merge_masks(3, 3, padding_mask=np.where(real, 0.0, -np.inf))
+    with pytest.raises(ValueError, match="`causal` must be True or False"):
+        merge_masks(3, 3, causal="yes")
