@@ -16,7 +16,10 @@ It writes, with transformers' own classes and `save_pretrained`:
   on the same English slice, `target.spm` on the phones of tests/data/g2p/train.tsv and
   the joint `vocab.json` (`</s>` 0, `<unk>` 1, `<pad>` last, as the opus-mt models);
 - `reference.json` in each: the texts, the tokenizer's ids, the greedy and beam tokens of
-  `generate()` and the decoded text; `reference.npz`: the logits of the forward pass.
+  `generate()` and the decoded text; `reference.npz`: the logits of the forward pass;
+- with the argument `tokenizers`, tests/data/hf_tokenizer_reference.json: transformers'
+  ids for the tokenizers of these checkpoints with their options and added tokens
+  changed (`make_tokenizers`, the cases of hf_tokenizer_cases.py).
 
 Weights are random (seeded): the point is that our layers compute what transformers
 computes, to 1e-4, for a checkpoint of a realistic layout.
@@ -529,6 +532,172 @@ def make_marian_generation(directory: pathlib.Path) -> None:
     (directory / "generation_reference.json").write_text(text, encoding="utf-8")
 
 
+# What `make_tokenizers` records: the tokenizers of the committed checkpoints, changed as
+# the cases of `hf_tokenizer_cases.py` say, on texts that reach their options.
+BERT_TOKENIZER_TEXTS = [
+    "Hello <ent> world",
+    "[E1] paris [/E1] is the capital",
+    "covid19 COVID19 covid19s",
+    "x<ent>y the [E1]cat",
+    "\u4e0a\u4e0b\u4e0d\u4e16\u4e2d\u4e3b the cat \u4e4b\u4e45",
+    "don't won't it's they're",
+    "Hello , world . how are you ?",
+    "[CLS] [MASK] [e1]",
+]
+GPT2_TOKENIZER_TEXTS = ["Hello world", " Hello world", "First Citizen:", "\nBefore we proceed", ""]
+MARIAN_TOKENIZER_TEXTS = [
+    "</s>",
+    "Hello</s>world",
+    "Hello </s> world",
+    "<unk>",
+    "<pad> x",
+    "<s> </s>",
+    "a</s></s>b",
+    "  </s>  ",
+    "x <pad>>>fr<< y",
+    "<UNK> </S> </s",
+    "\u201cSpeak,\u201d he said \u2014 twice \u2013 \u2018yes\u2019.",
+]
+ADDED_SPECIAL, ADDED_PLAIN = ["[E1]", "[/E1]"], ["covid19", "<ent>"]
+CLASSIFIER_ROWS_SEED = 0
+
+
+def make_tokenizers(path: pathlib.Path) -> None:
+    """`hf_tokenizer_reference.json`: transformers' ids and decoded texts for BERT's
+    options and added tokens (each layout of the files they come in, transformers 5's
+    `save_pretrained` too), GPT-2's `add_prefix_space` and Marian's special tokens typed
+    in the text; and the text-classification pipeline's scores of `hf_bert_classifier`
+    with its embeddings resized for the added tokens (the new rows recorded)."""
+    import sacremoses  # installed so as to show that MarianTokenizer(text) does not use it
+    from hf_tokenizer_cases import make_case  # beside this script
+
+    bert_dir, gpt2_dir, marian_dir = (
+        HERE / "hf_bert_classifier",
+        HERE / "hf_gpt2",
+        HERE / "hf_marian",
+    )
+    base_config = json.loads((bert_dir / "tokenizer_config.json").read_text())
+    with tempfile.TemporaryDirectory() as scratch:
+        saved = pathlib.Path(scratch) / "saved"
+        tokenizer = transformers.AutoTokenizer.from_pretrained(bert_dir)
+        tokenizer.add_special_tokens({"additional_special_tokens": ADDED_SPECIAL})
+        tokenizer.add_tokens(ADDED_PLAIN)
+        tokenizer.save_pretrained(saved)
+        assert sorted(p.name for p in saved.iterdir()) == [
+            "tokenizer.json",
+            "tokenizer_config.json",
+        ]
+        saved_config = json.loads((saved / "tokenizer_config.json").read_text())
+        saved_json = json.loads((saved / "tokenizer.json").read_text())
+    vocabulary = (bert_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert saved_json["model"]["vocab"] == {t: i for i, t in enumerate(vocabulary)}
+    saved_json["model"]["vocab"] = None  # the test fills it in from vocab.txt
+    added = {record["id"]: record for record in saved_json["added_tokens"] if record["id"] >= 5}
+    decoder_v4 = {
+        **base_config["added_tokens_decoder"],
+        **{str(i): {k: v for k, v in r.items() if k != "id"} for i, r in added.items()},
+    }
+    added_json = {record["content"]: i for i, record in added.items()}
+    bert_cases = [
+        {"name": "as_saved"},
+        {"name": "no_clean_up", "patch": {"tokenizer_config.json": {"clean_up_tokenization_spaces": False}}},
+        {"name": "no_chinese_chars", "patch": {"tokenizer_config.json": {"tokenize_chinese_chars": False}}},
+        {  # transformers 4's layout: added_tokens_decoder, added_tokens.json
+            "name": "added_tokens_decoder",
+            "patch": {"tokenizer_config.json": {"added_tokens_decoder": decoder_v4,
+                                                "additional_special_tokens": ADDED_SPECIAL}},
+            "write": {"added_tokens.json": added_json},
+        },
+        {  # older: added_tokens.json and special_tokens_map.json only
+            "name": "added_tokens_json",
+            "patch": {"tokenizer_config.json": {"added_tokens_decoder": None},
+                      "special_tokens_map.json": {"additional_special_tokens": ADDED_SPECIAL}},
+            "write": {"added_tokens.json": added_json},
+        },
+        {  # transformers 5.25's save_pretrained: no vocab.txt
+            "name": "saved_by_transformers_5",
+            "write": {"tokenizer_config.json": saved_config, "tokenizer.json": saved_json},
+            "remove": ["vocab.txt", "special_tokens_map.json"],
+        },
+    ]  # fmt: skip
+    gpt2_pre = json.loads((gpt2_dir / "tokenizer.json").read_text())["pre_tokenizer"]
+    gpt2_cases = [
+        {"name": "add_prefix_space", "patch": {"tokenizer_config.json": {"add_prefix_space": True}}},
+        {"name": "add_prefix_space_vocab_merges", "remove": ["tokenizer.json"],
+         "patch": {"tokenizer_config.json": {"add_prefix_space": True}}},
+        {  # transformers builds the pre-tokenizer from the config, whatever tokenizer.json says
+            "name": "prefix_space_in_tokenizer_json_only",
+            "patch": {"tokenizer.json": {"pre_tokenizer": {**gpt2_pre, "add_prefix_space": True}}},
+        },
+    ]  # fmt: skip
+
+    def run(base, cases, texts, record):
+        out = []
+        for case in cases:
+            with tempfile.TemporaryDirectory() as scratch:
+                tokenizer = transformers.AutoTokenizer.from_pretrained(
+                    make_case(base, case, pathlib.Path(scratch) / "case")
+                )
+                out.append({**case, "texts": texts, **record(tokenizer, texts)})
+        return out
+
+    def bert_record(tokenizer, texts):
+        ids = [tokenizer(text)["input_ids"] for text in texts]
+        return {
+            "vocabulary_size": len(tokenizer),
+            "ids": ids,
+            "decoded": [tokenizer.decode(row, skip_special_tokens=True) for row in ids],
+            "decoded_keep_special": [tokenizer.decode(row) for row in ids],
+        }
+
+    def gpt2_record(tokenizer, texts):
+        ids = [tokenizer(text)["input_ids"] for text in texts]
+        return {
+            "ids": ids,
+            "decoded": [tokenizer.decode(row, skip_special_tokens=True) for row in ids],
+        }
+
+    bert = run(bert_dir, bert_cases, BERT_TOKENIZER_TEXTS, bert_record)
+    gpt2 = run(gpt2_dir, gpt2_cases, GPT2_TOKENIZER_TEXTS, gpt2_record)
+    marian = transformers.MarianTokenizer.from_pretrained(marian_dir)
+
+    # The classifier with its embeddings resized for the four added tokens, the new rows
+    # random; what the text-classification pipeline says with the tokenizer transformers 5
+    # saved.
+    rows = np.random.default_rng(CLASSIFIER_ROWS_SEED).standard_normal((4, 16)).astype(np.float32)
+    model = transformers.BertForSequenceClassification.from_pretrained(bert_dir).eval()
+    model.resize_token_embeddings(len(vocabulary) + len(rows))
+    with torch.no_grad():
+        model.bert.embeddings.word_embeddings.weight[len(vocabulary) :] = torch.from_numpy(rows)
+    with tempfile.TemporaryDirectory() as scratch:
+        case = make_case(bert_dir, bert_cases[-1], pathlib.Path(scratch) / "case")
+        tokenizer = transformers.AutoTokenizer.from_pretrained(case)
+        pipe = transformers.pipeline(
+            "text-classification", model=model, tokenizer=tokenizer, device="cpu"
+        )
+        scores = pipe(BERT_TOKENIZER_TEXTS, top_k=None)
+    reference = {
+        "bert": {"base": bert_dir.name, "cases": bert},
+        "bert_classifier": {
+            "case": bert_cases[-1]["name"],
+            "vocab_size": model.config.vocab_size,
+            "new_embedding_rows": rows.tolist(),
+            "texts": BERT_TOKENIZER_TEXTS,
+            "scores": scores,
+        },
+        "gpt2": {"base": gpt2_dir.name, "cases": gpt2},
+        "marian": {
+            "base": marian_dir.name,
+            "texts": MARIAN_TOKENIZER_TEXTS,
+            "source_ids": [marian(text)["input_ids"] for text in MARIAN_TOKENIZER_TEXTS],
+            "target_ids": [marian(text_target=text)["input_ids"] for text in MARIAN_TOKENIZER_TEXTS],
+            "sacremoses": getattr(sacremoses, "__version__", "installed"),
+        },
+        "versions": versions(),
+    }  # fmt: skip
+    path.write_text(json.dumps(reference, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
+
+
 MAKERS = {
     "gpt2": lambda: make_gpt2(HERE / "hf_gpt2"),
     "marian": lambda: make_marian(HERE / "hf_marian"),
@@ -536,6 +705,7 @@ MAKERS = {
     "marian-generation": lambda: make_marian_generation(HERE / "hf_marian"),
     "bert-classifier": lambda: make_bert_classifier(HERE / "hf_bert_classifier"),
     "sentence-transformer": lambda: make_sentence_transformer(HERE / "hf_st_mean"),
+    "tokenizers": lambda: make_tokenizers(HERE / "hf_tokenizer_reference.json"),
 }
 
 if __name__ == "__main__":

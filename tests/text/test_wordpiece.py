@@ -1,4 +1,6 @@
-"""The TensorFlow-free WordPiece tokenizer against the ids sentence-transformers recorded."""
+"""The TensorFlow-free WordPiece tokenizer against the ids sentence-transformers recorded,
+and against transformers 5.25 on a BERT checkpoint's options and added tokens in each
+layout of its files (tests/data/hf_tokenizer_reference.json)."""
 
 import json
 import subprocess
@@ -6,11 +8,15 @@ import sys
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 
+from tests.data.hf_tokenizer_cases import make_case
+from tests.data.hf_tokenizer_cases import reference as hf_reference
+from tests.helpers import DATA_DIR, minilm_dir, minilm_reference
 from tests.helpers import WORDPIECE_EDGE_CASES as EDGE_CASES
-from tests.helpers import minilm_dir, minilm_reference
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
+
+BERT_CASES = {case["name"]: case for case in hf_reference()["bert"]["cases"]}
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +100,87 @@ def test_bad_arguments_raise_value_errors_naming_them(tokenizer, tmp_path):
         WordPieceTokenizer(["[PAD]", "a"])
     with pytest.raises(ValueError, match="directory"):
         WordPieceTokenizer.from_directory(tmp_path)
+    with pytest.raises(ValueError, match="tokenize_chinese_chars=None"):
+        WordPieceTokenizer(tokenizer.vocabulary, tokenize_chinese_chars=None)
+    with pytest.raises(ValueError, match="added_tokens"):
+        WordPieceTokenizer(tokenizer.vocabulary, added_tokens=["<ent>"])
+
+
+def bert_case(name, tmp_path):
+    return make_case(DATA_DIR / "hf_bert_classifier", BERT_CASES[name], tmp_path / name)
+
+
+@pytest.mark.parametrize("name", sorted(BERT_CASES))
+def test_options_and_added_tokens_give_the_ids_transformers_gave(name, tmp_path):
+    """Each case of the test classifier's tokenizer files, as transformers 5.25 read it.
+    Before, added tokens were split into pieces (`'Hello <ent> world'` [2, 1008, 1146,
+    1146, 1086, 32, 47, 1084, 1108, 34, 1094, 3] for [2, 1008, 1146, 1146, 1086, 1308,
+    1094, 3]), a checkpoint without vocab.txt (saved by transformers 5) was refused,
+    `tokenize_chinese_chars: false` gave each ideograph its id where transformers gives one
+    [UNK], and decode ignored `clean_up_tokenization_spaces` ("don ' t" for "don't")."""
+    case = BERT_CASES[name]
+    tokenizer = WordPieceTokenizer.from_directory(bert_case(name, tmp_path))
+    assert tokenizer.vocabulary_size == case["vocabulary_size"]
+    ids = tokenizer.encode_ids(case["texts"])
+    assert ids == case["ids"]
+    assert [tokenizer.decode(row) for row in ids] == case["decoded"]
+    keep = [tokenizer.decode(row, skip_special_tokens=False) for row in ids]
+    assert keep == case["decoded_keep_special"]
+
+
+@pytest.mark.parametrize("name", ["added_tokens_json", "saved_by_transformers_5"])
+def test_save_writes_the_options_and_added_tokens_it_reads_back(name, tmp_path):
+    """`save` writes vocab.txt and a tokenizer_config.json in transformers' format (which
+    transformers 5.25 reads to the same ids: checked by hand), so that a run or an export
+    keeps what the checkpoint said; before, only vocab.txt was written."""
+    case = BERT_CASES[name]
+    WordPieceTokenizer.from_directory(bert_case(name, tmp_path)).save(tmp_path / "saved")
+    settings = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
+    assert settings["added_tokens_decoder"]["1305"]["content"] == "[E1]"
+    assert settings["clean_up_tokenization_spaces"] is True
+    reloaded = WordPieceTokenizer.from_directory(tmp_path / "saved")
+    ids = reloaded.encode_ids(case["texts"])
+    assert ids == case["ids"]
+    assert [reloaded.decode(row) for row in ids] == case["decoded"]
+
+
+def test_added_tokens_at_ids_transformers_would_not_give_are_refused(tmp_path):
+    """transformers gives an added token the next id, whatever a file records; a
+    checkpoint whose records disagree has embeddings at other rows than the ids."""
+    directory = bert_case("added_tokens_json", tmp_path)
+    (directory / "added_tokens.json").write_text(json.dumps({"[E1]": 1400}))
+    with pytest.raises(ValueError, match=r"'\[E1\]' has the id 1400 .* takes 1305"):
+        WordPieceTokenizer.from_directory(directory)
+    (directory / "added_tokens.json").write_text(json.dumps({"[E1]": "x"}))
+    with pytest.raises(ValueError, match="Cannot read the added tokens"):
+        WordPieceTokenizer.from_directory(directory)
+
+
+def test_tokenizer_json_gives_the_vocabulary_as_in_transformers(tmp_path, caplog):
+    """transformers reads the vocabulary of tokenizer.json where there is one; a vocab.txt
+    beside it that differs is named in a warning."""
+    directory = bert_case("saved_by_transformers_5", tmp_path)
+    vocabulary = (DATA_DIR / "hf_bert_classifier" / "vocab.txt").read_text().splitlines()
+    (directory / "vocab.txt").write_text("".join(t + "\n" for t in vocabulary[:-1]))
+    with caplog.at_level("WARNING", logger="transformer_zoo"):
+        assert WordPieceTokenizer.from_directory(directory).vocabulary == vocabulary
+    assert [r.getMessage().split(" in ")[0] for r in caplog.records] == [
+        "vocab.txt and tokenizer.json"
+    ]
+    assert "(1304 and 1305 tokens): tokenizer.json's is read" in caplog.records[0].getMessage()
+
+
+def test_added_tokens_follow_the_vocabulary_in_order():
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cat"]
+    added = [
+        AddedToken("<e>", normalized=False),
+        AddedToken("cat"),
+        AddedToken("[E1]", special=True),
+    ]
+    tokenizer = WordPieceTokenizer(vocabulary, added_tokens=added)
+    assert tokenizer.vocabulary_size == 8  # "cat" keeps its id
+    assert tokenizer.encode_ids(["<e>cat [E1]"]) == [[2, 6, 5, 7, 3]]
+    assert tokenizer.decode([2, 6, 5, 7, 3]) == "<e> cat"
 
 
 def test_module_imports_neither_tensorflow_nor_keras():

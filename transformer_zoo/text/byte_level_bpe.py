@@ -1,7 +1,8 @@
 """GPT-2's byte-level BPE tokenizer without TensorFlow or transformers, on the Rust
 `tokenizers` package: the files of a Hugging Face GPT-2 checkpoint (`tokenizer.json`, or
-`vocab.json` + `merges.txt`) read as `GPT2TokenizerFast` reads them. A run directory keeps
-one `tokenizer.json`.
+`vocab.json` + `merges.txt`, and `tokenizer_config.json`'s `add_prefix_space`) read as
+transformers' `GPT2Tokenizer` reads them. A run directory keeps one `tokenizer.json`, which
+holds everything (`add_prefix_space` too).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
 from transformer_zoo.files import write_text
 
-TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_JSON, TOKENIZER_CONFIG = "tokenizer.json", "tokenizer_config.json"
 VOCAB_JSON, MERGES_TXT = "vocab.json", "merges.txt"
 END_OF_TEXT = "<|endoftext|>"
 
@@ -48,6 +49,11 @@ class ByteLevelBPETokenizer:
         byte-level pre-tokenizer and decoder). The end-of-text token is `eos_id`, else
         `tokenizer_config.json`'s `eos_token`, else `<|endoftext|>`.
 
+        Where there is a `tokenizer_config.json` (a checkpoint's), its `add_prefix_space`
+        (default false) decides whether a space is put before the text, as in transformers
+        (4.x and 5.x), whatever `tokenizer.json`'s pre-tokenizer says; `save` keeps it in
+        the `tokenizer.json` it writes.
+
         Raises:
             ValueError: neither file set is there, a file is unreadable, or the
                 end-of-text token is not in the vocabulary.
@@ -68,8 +74,18 @@ class ByteLevelBPETokenizer:
             if isinstance(error, ValueError):
                 raise
             raise ValueError(f"Cannot read the tokenizer in {directory}: {error}") from None
+        config = _tokenizer_config(directory)
+        if config is not None:
+            add_prefix_space = config.get("add_prefix_space", False)
+            if not isinstance(add_prefix_space, bool):
+                raise ValueError(
+                    f"{TOKENIZER_CONFIG}'s `add_prefix_space` must be true or false. "
+                    f"Received: add_prefix_space={add_prefix_space!r}"
+                )
+            # As transformers' GPT2Tokenizer builds it: from the config, not tokenizer.json.
+            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
         if eos_id is None:
-            token = _eos_token(directory)
+            token = _eos_token(config or {})
             eos_id = tokenizer.token_to_id(token)
             if eos_id is None:
                 raise ValueError(f"The end-of-text token {token!r} is not in the vocabulary.")
@@ -84,6 +100,11 @@ class ByteLevelBPETokenizer:
     @property
     def vocabulary_size(self) -> int:
         return self._tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def add_prefix_space(self) -> bool:
+        """Whether a space is put before the text (`tokenizer_config.json`'s key)."""
+        return bool(getattr(self._tokenizer.pre_tokenizer, "add_prefix_space", False))
 
     @property
     def special_ids(self) -> dict[str, int | None]:
@@ -128,16 +149,27 @@ def _from_vocab_and_merges(directory: str) -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    token = _eos_token(directory)
+    token = _eos_token(_tokenizer_config(directory) or {})
     if tokenizer.token_to_id(token) is not None:
         tokenizer.add_special_tokens([token])
     return tokenizer
 
 
-def _eos_token(directory: str) -> str:
-    path = os.path.join(directory, "tokenizer_config.json")
+def _tokenizer_config(directory: str) -> dict | None:
+    """`tokenizer_config.json` of `directory`, None where there is none."""
+    path = os.path.join(directory, TOKENIZER_CONFIG)
     if not os.path.isfile(path):
-        return END_OF_TEXT
-    with open(path, encoding="utf-8") as file:
-        token = json.load(file).get("eos_token", END_OF_TEXT)
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = json.load(file)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"Cannot read {path}: {error}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object. Received: {type(config).__name__}")
+    return config
+
+
+def _eos_token(config: dict) -> str:
+    token = config.get("eos_token", END_OF_TEXT)
     return token.get("content", END_OF_TEXT) if isinstance(token, dict) else token

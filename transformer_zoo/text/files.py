@@ -2,8 +2,9 @@
 
 - SentencePiece (models trained here): `tokenizer.model`, and `target_tokenizer.model`
   when an encoder-decoder has a separate target vocabulary;
-- WordPiece (imported BERT checkpoints): `vocab.txt`, with `tokenizer_config.json` when
-  the checkpoint had one (its casing options);
+- WordPiece (imported BERT checkpoints): `vocab.txt` and `tokenizer_config.json` (the
+  options and the added tokens, as `WordPieceTokenizer.save` writes them; a run imported
+  before added tokens were read may hold the checkpoint's own, or none);
 - byte-level BPE (imported GPT-2 checkpoints): `tokenizer.json`;
 - Marian (imported translation checkpoints): `source.spm`, `target.spm` and `vocab.json`.
 
@@ -24,7 +25,8 @@ from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 
 TOKENIZER_FILE = "tokenizer.model"
 TARGET_TOKENIZER_FILE = "target_tokenizer.model"
-# Copied next to vocab.txt: the casing options `WordPieceTokenizer.from_directory` reads.
+# Copied next to vocab.txt: the options and added tokens `WordPieceTokenizer.from_directory`
+# reads (a run's `tokenizer_config.json` holds them all; `WordPieceTokenizer.save`).
 WORDPIECE_EXTRA_FILES = ("tokenizer_config.json",)
 
 

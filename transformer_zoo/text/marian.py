@@ -3,15 +3,16 @@ transformers: SentencePiece pieces (`source.spm` for the source text, `target.sp
 translation) mapped to ids through the joint `vocab.json`, as transformers'
 `MarianTokenizer` does. `</s>` ends a source; `<pad>` is also the decoder's start token.
 
-transformers applies sacremoses' punctuation normaliser to the source first when that
-package is installed; this tokenizer does not (sources with typographic quotes or dashes
-can then differ in a piece).
+`MarianTokenizer(text)` in transformers 5.25 does not run sacremoses' punctuation normaliser
+(it sets one up when sacremoses is installed, but only its `normalize` method calls it), and
+neither does this tokenizer: typographic quotes and dashes give the same ids in both.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 
 import sentencepiece
@@ -20,6 +21,8 @@ from transformer_zoo.files import write_bytes, write_json
 
 SOURCE_SPM, TARGET_SPM, VOCAB_JSON = "source.spm", "target.spm", "vocab.json"
 EOS, UNK, PAD = "</s>", "<unk>", "<pad>"
+# The special tokens typed in a text: one token each, found before SentencePiece runs.
+_SPECIAL = re.compile("(" + "|".join(re.escape(t) for t in (EOS, UNK, PAD)) + ")")
 
 
 class MarianTokenizer:
@@ -94,10 +97,23 @@ class MarianTokenizer:
         return {"pad": self.pad_id, "unk": self.unk_id, "bos": self.bos_id, "eos": self.eos_id}
 
     def encode(self, text: str | Sequence[str]) -> list[int] | list[list[int]]:
-        """Ids of one string's pieces (a leading `>>xx<<` language code is one token), or
-        id lists for a list of strings; no `</s>`."""
+        """Ids of one string's pieces, or id lists for a list of strings; no `</s>` added.
+
+        As transformers' `MarianTokenizer`: `</s>`, `<unk>` and `<pad>` typed in the text
+        are their own ids, and the text between them is encoded piece by piece, each part
+        on its own (so a leading `>>xx<<` language code of a part is one token).
+        """
         if not isinstance(text, str):
             return [self.encode(t) for t in text]
+        ids = []
+        for part in _SPECIAL.split(text):
+            if part in (EOS, UNK, PAD):
+                ids.append(self.vocabulary[part])
+            elif part:
+                ids += self._piece_ids(part)
+        return ids
+
+    def _piece_ids(self, text: str) -> list[int]:
         code = []
         if text.startswith(">>") and (end := text.find("<<")) != -1:
             code, text = [text[: end + 2]], text[end + 2 :]

@@ -1,34 +1,49 @@
-"""BERT's uncased WordPiece tokenizer without TensorFlow, for serving and training alike.
+"""BERT's WordPiece tokenizer without TensorFlow, for serving and training alike.
 
-Built on the Rust `tokenizers` package from a plain `vocab.txt`, so that an exported model
-directory needs nothing else. It reproduces Hugging Face's `BertTokenizer(Fast)` (and so
-sentence-transformers): the same normaliser, pre-tokenizer, WordPiece model and
-`[CLS] … [SEP]` template; the tests hold it to the ids recorded from the reference
-implementation.
+Built on the Rust `tokenizers` package from a vocabulary (`vocab.txt`, or a checkpoint's
+`tokenizer.json`) and the options and added tokens of `tokenizer_config.json`. It reproduces
+Hugging Face's `BertTokenizer(Fast)` (and so sentence-transformers): the same normaliser,
+pre-tokenizer, WordPiece model, added tokens and `[CLS] … [SEP]` template; the tests hold it
+to the ids recorded from the reference implementation (transformers 5.25).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 
 import numpy as np
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
 
-from transformer_zoo.files import write_text
+from transformer_zoo.errors import is_integer
+from transformer_zoo.files import write_json, write_text
+from transformer_zoo.text.wordpiece_files import (
+    ADDED_TOKEN_FIELDS,
+    TOKENIZER_CONFIG,
+    VOCAB_FILENAME,
+    added_tokens_of,
+    read_json,
+    read_vocabulary,
+    vocabulary_of,
+)
 
-VOCAB_FILENAME = "vocab.txt"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# transformers' `clean_up_tokenization` (`PreTrainedTokenizerBase`), applied to a decoded
+# text when `clean_up_tokenization_spaces` is set.
+CLEAN_UP_REPLACEMENTS = (
+    (" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+    (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"),
+)  # fmt: skip
 # BERT's WordPiece maps a word of more characters than this to [UNK] (google-research/bert).
 MAX_INPUT_CHARS_PER_WORD = 100
-
-
-def read_vocabulary(path: str | os.PathLike) -> list[str]:
-    """Reads a `vocab.txt`: one token per line, the id is the line number from 0."""
-    with open(path, encoding="utf-8") as file:
-        # Only the newline goes: a token may legitimately end in other whitespace.
-        return [line.rstrip("\n").rstrip("\r") for line in file]
 
 
 class WordPieceTokenizer:
@@ -39,8 +54,8 @@ class WordPieceTokenizer:
     around CJK ideographs so each is its own word, strip accents (NFD, drop combining marks)
     and lower-case; then split on whitespace and punctuation, and split each word greedily
     into the longest vocabulary pieces (`##` marks a continuation), `[UNK]` where a word
-    cannot be covered or is over 100 characters long. The special tokens are matched as
-    whole tokens in the raw text, as Hugging Face does.
+    cannot be covered or is over 100 characters long. The special tokens and the added
+    tokens are matched as whole tokens in the text first, as Hugging Face does.
 
     Args:
         vocabulary: the tokens in id order, or the path of a `vocab.txt`.
@@ -50,6 +65,13 @@ class WordPieceTokenizer:
             for BERT).
         lowercase: lower-case the text (an uncased model).
         strip_accents: remove accents; `None` follows `lowercase`, as in BERT.
+        tokenize_chinese_chars: put spaces around CJK ideographs (BERT's default); without
+            it a run of them is one word, `[UNK]` unless the vocabulary holds it.
+        added_tokens: `tokenizers.AddedToken`s (`transformers`' `add_tokens`), taking the
+            ids after the vocabulary in this order; one the vocabulary holds keeps its id.
+            The five special tokens are added as special after them, unless among them.
+        clean_up_tokenization_spaces: `decode` applies transformers' clean-up (`" ' "` →
+            `"'"`, `" ."` → `"."`, ...; `CLEAN_UP_REPLACEMENTS`) to the whole text.
 
     Example:
     >>> tok = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "##s"])
@@ -63,6 +85,9 @@ class WordPieceTokenizer:
         max_length: int = 512,
         lowercase: bool = True,
         strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        added_tokens: Sequence[AddedToken] = (),
+        clean_up_tokenization_spaces: bool = False,
     ):
         if isinstance(vocabulary, (str, os.PathLike)):
             vocabulary = read_vocabulary(vocabulary)
@@ -75,21 +100,35 @@ class WordPieceTokenizer:
             )
         if len(set(vocabulary)) != len(vocabulary):
             raise ValueError("`vocabulary` holds a token more than once.")
-        if not isinstance(max_length, int) or max_length < 2:
+        max_length = _checked_max_length(max_length)
+        flags = {
+            "lowercase": lowercase,
+            "strip_accents": lowercase if strip_accents is None else strip_accents,
+            "tokenize_chinese_chars": tokenize_chinese_chars,
+            "clean_up_tokenization_spaces": clean_up_tokenization_spaces,
+        }
+        for name, value in flags.items():
+            if not isinstance(value, bool):  # a config's "false" string would read as true
+                raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+        added_tokens = list(added_tokens)
+        bad = [t for t in added_tokens if not isinstance(t, AddedToken)]
+        if bad:
             raise ValueError(
-                f"`max_length` must be an integer of at least 2. Received: max_length={max_length}"
+                f"`added_tokens` must hold tokenizers.AddedToken objects. Received: {bad[0]!r:.60}"
             )
         self.vocabulary = vocabulary
         self.max_length = max_length
         self.lowercase = lowercase
-        self.strip_accents = lowercase if strip_accents is None else strip_accents
+        self.strip_accents = flags["strip_accents"]
+        self.tokenize_chinese_chars = tokenize_chinese_chars
+        self.clean_up_tokenization_spaces = clean_up_tokenization_spaces
         self.token_to_id = {token: i for i, token in enumerate(vocabulary)}
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             self.token_to_id[t] for t in SPECIAL_TOKENS
         )
-        self._tokenizer = self._build()
+        self._tokenizer = self._build(added_tokens)
 
-    def _build(self) -> Tokenizer:
+    def _build(self, added_tokens: list[AddedToken]) -> Tokenizer:
         tokenizer = Tokenizer(
             models.WordPiece(
                 self.token_to_id,
@@ -99,7 +138,7 @@ class WordPieceTokenizer:
         )
         tokenizer.normalizer = normalizers.BertNormalizer(
             clean_text=True,
-            handle_chinese_chars=True,
+            handle_chinese_chars=self.tokenize_chinese_chars,
             strip_accents=self.strip_accents,
             lowercase=self.lowercase,
         )
@@ -109,44 +148,91 @@ class WordPieceTokenizer:
             special_tokens=[("[CLS]", self.cls_id), ("[SEP]", self.sep_id)],
         )
         tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=True)
-        # Registered as special: matched whole in the raw text, skipped when decoding.
-        tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
+        # As transformers adds them: the checkpoint's added tokens in id order (an id is
+        # the next one unless the vocabulary holds the token), then the special tokens
+        # not among them; a special one is matched whole in the raw text and skipped when
+        # decoding.
+        tokenizer.add_tokens(added_tokens)
+        present = {token.content for token in added_tokens}
+        tokenizer.add_special_tokens([t for t in SPECIAL_TOKENS if t not in present])
         return tokenizer
 
     @classmethod
     def from_directory(
         cls, directory: str | os.PathLike, max_length: int | None = None
     ) -> WordPieceTokenizer:
-        """Loads `directory/vocab.txt`.
+        """Reads a BERT checkpoint's (or a run's) tokenizer as transformers 5.25 does.
 
-        The options come from the files a Hugging Face or sentence-transformers checkpoint
-        carries, when present: `tokenizer_config.json` (`do_lower_case`, `strip_accents`)
-        and the maximum length from, in order, the `max_length` argument,
-        `sentence_bert_config.json` (`max_seq_length`), `config.json`
-        (`max_position_embeddings`), else 512.
+        - The vocabulary: `tokenizer.json`'s WordPiece vocabulary, else `vocab.txt`
+          (transformers 5 saves no vocab.txt); a warning where both differ.
+        - The options: `tokenizer_config.json`'s `do_lower_case` (default true),
+          `strip_accents`, `tokenize_chinese_chars` (default true) and
+          `clean_up_tokenization_spaces` (default false). transformers builds BERT's
+          normaliser from these, not from `tokenizer.json`'s.
+        - The added tokens: `tokenizer_config.json`'s `added_tokens_decoder` where it has
+          one; else `added_tokens.json` (special if `special_tokens_map.json` or the config
+          names it: `extra_special_tokens`) and `tokenizer.json`'s `added_tokens`; then
+          the `extra_special_tokens` not among them.
+        - The maximum length: the `max_length` argument, `sentence_bert_config.json`
+          (`max_seq_length`), `config.json` (`max_position_embeddings`), else 512.
+
+        Raises:
+            ValueError: no vocabulary, an unreadable file, or an added token whose
+                recorded id is not the one it takes.
         """
-        vocab_path = os.path.join(directory, VOCAB_FILENAME)
-        if not os.path.isfile(vocab_path):
-            raise ValueError(f"No {VOCAB_FILENAME} in `directory`. Received: directory={directory}")
-        tokenizer_config = _read_json(directory, "tokenizer_config.json")
-        lowercase = tokenizer_config.get("do_lower_case", True)
-        strip_accents = tokenizer_config.get("strip_accents")
+        directory = os.fspath(directory)
+        config = read_json(directory, TOKENIZER_CONFIG)
+        vocabulary = vocabulary_of(directory)
         if max_length is None:
-            max_length = _read_json(directory, "sentence_bert_config.json").get("max_seq_length")
+            max_length = read_json(directory, "sentence_bert_config.json").get("max_seq_length")
         if max_length is None:
-            max_length = _read_json(directory, "config.json").get("max_position_embeddings", 512)
-        return cls(vocab_path, max_length, lowercase=lowercase, strip_accents=strip_accents)
+            max_length = read_json(directory, "config.json").get("max_position_embeddings", 512)
+        recorded = added_tokens_of(directory)
+        tokenizer = cls(
+            vocabulary,
+            max_length,
+            lowercase=config.get("do_lower_case", True),
+            strip_accents=config.get("strip_accents"),
+            tokenize_chinese_chars=config.get("tokenize_chinese_chars", True),
+            added_tokens=[token for _, token in recorded],
+            clean_up_tokenization_spaces=config.get("clean_up_tokenization_spaces", False),
+        )
+        for token_id, token in recorded:
+            taken = tokenizer._tokenizer.token_to_id(token.content)
+            if token_id is not None and taken != token_id:
+                raise ValueError(
+                    f"The added token {token.content!r} has the id {token_id} in {directory}, "
+                    f"but takes {taken} after the {len(vocabulary)} tokens of the vocabulary "
+                    "(as transformers gives it)."
+                )
+        return tokenizer
 
     def save(self, directory: str | os.PathLike) -> str:
-        """Writes `vocab.txt` into `directory`; returns its path."""
+        """Writes `vocab.txt` and `tokenizer_config.json` (the options and every added
+        token, in transformers' format, which `from_directory` and transformers read back)
+        into `directory`; returns the path of `vocab.txt`."""
         path = os.path.join(directory, VOCAB_FILENAME)
         write_text(path, "".join(f"{token}\n" for token in self.vocabulary))
+        added = self._tokenizer.get_added_tokens_decoder()
+        settings = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
+            "model_max_length": self.max_length,
+            "added_tokens_decoder": {
+                str(i): {key: getattr(added[i], key) for key in ADDED_TOKEN_FIELDS}
+                for i in sorted(added)
+            },
+        }
+        write_json(os.path.join(directory, TOKENIZER_CONFIG), settings)
         return path
 
     @property
     def vocabulary_size(self) -> int:
-        """V, the number of token ids."""
-        return len(self.vocabulary)
+        """V, the number of token ids: the vocabulary's and the added tokens'."""
+        return self._tokenizer.get_vocab_size(with_added_tokens=True)
 
     @property
     def special_ids(self) -> dict[str, int]:
@@ -213,23 +299,29 @@ class WordPieceTokenizer:
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
     def decode(self, ids: Sequence[int] | np.ndarray, skip_special_tokens: bool = True) -> str:
-        """Joins the pieces of one id sequence back into text (lower-cased, accents gone)."""
+        """Joins the pieces of one id sequence back into text (lower-cased, accents gone,
+        with transformers' clean-up where `clean_up_tokenization_spaces` asks for it)."""
         ids = [int(i) for i in np.asarray(ids).reshape(-1)]
-        bad = [i for i in ids if not 0 <= i < self.vocabulary_size]
+        size = self.vocabulary_size
+        bad = [i for i in ids if not 0 <= i < size]
         if bad:
-            raise ValueError(
-                f"`ids` must lie in [0, {self.vocabulary_size}). Received: ids containing {bad[:5]}"
-            )
-        return self._tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+            raise ValueError(f"`ids` must lie in [0, {size}). Received: ids containing {bad[:5]}")
+        text = self._tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+        if self.clean_up_tokenization_spaces:
+            for old, new in CLEAN_UP_REPLACEMENTS:
+                text = text.replace(old, new)
+        return text
 
     def _check_max_length(self, max_length: int | None) -> int:
-        if max_length is None:
-            return self.max_length
-        if not isinstance(max_length, int) or max_length < 2:
-            raise ValueError(
-                f"`max_length` must be an integer of at least 2. Received: max_length={max_length}"
-            )
-        return max_length
+        return self.max_length if max_length is None else _checked_max_length(max_length)
+
+
+def _checked_max_length(max_length) -> int:
+    if not is_integer(max_length) or max_length < 2:
+        raise ValueError(
+            f"`max_length` must be an integer of at least 2. Received: max_length={max_length!r}"
+        )
+    return int(max_length)
 
 
 def _check_texts(texts: Sequence[str]) -> None:
@@ -244,11 +336,3 @@ def _check_texts(texts: Sequence[str]) -> None:
             raise ValueError(
                 f"`texts` must hold strings. Received: {type(text).__name__} {text!r:.60}"
             )
-
-
-def _read_json(directory: str | os.PathLike, name: str) -> dict:
-    path = os.path.join(directory, name)
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)

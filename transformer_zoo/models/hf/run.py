@@ -1,7 +1,9 @@
 """Importing a Hugging Face checkpoint directory as a normal run directory: what
 `transformer-zoo import-hf` does. `config.json`'s `model_type` picks the architecture:
 
-- `bert`: `EncoderOnly` with its `vocab.txt`. A sentence-transformers checkpoint
+- `bert`: `EncoderOnly` with its WordPiece tokenizer (`vocab.txt`, or transformers 5's
+  `tokenizer.json`; the options and added tokens of `tokenizer_config.json`, written to
+  the run as `WordPieceTokenizer.save` writes them). A sentence-transformers checkpoint
   contributes its maximum length (`sentence_bert_config.json`, 256 for all-MiniLM-L6-v2)
   and its pooling (`1_Pooling/config.json`: mean, which `embed` implements;
   `modules.json`: Normalize or not; any module besides Transformer, Pooling and Normalize
@@ -23,10 +25,12 @@ The run directory is what training writes (`transformer_zoo.run_directory`): `mo
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, save_run_config
-from transformer_zoo.text.files import copy_tokenizers
+
+log = logging.getLogger(__name__)
 
 PRESET = "hf-bert"
 # The sentence-transformers modules `embed` computes, by class name: `modules.json` names
@@ -131,8 +135,9 @@ def import_hf_run(
 
     Args:
         checkpoint_dir: `config.json`, `model.safetensors` and the tokenizer files
-            (`vocab.txt`; `tokenizer.json` or `vocab.json` + `merges.txt`; `source.spm`,
-            `target.spm` + `vocab.json`), and optionally `tokenizer_config.json` and
+            (`vocab.txt` or `tokenizer.json`; `tokenizer.json` or `vocab.json` +
+            `merges.txt`; `source.spm`, `target.spm` + `vocab.json`), and optionally
+            `tokenizer_config.json`, `added_tokens.json`, `special_tokens_map.json` and
             sentence-transformers' files.
         run_dir: the run directory; created, and it must not hold files yet.
         max_length: the longest input in tokens, special tokens included; default
@@ -253,9 +258,21 @@ def _bad_words(bad_words: dict[int, float]) -> dict:
 
 
 def _check_vocabulary(tokens: int, model_tokens: int) -> None:
+    """Refuses a tokenizer whose ids the model lacks; warns of model ids that no text
+    gives (an added token the tokenizer files do not list, say, which the text would
+    then reach as pieces), since a vocabulary padded to a round size is legitimate."""
     if tokens > model_tokens:
         raise ValueError(
             f"The tokenizer has {tokens} tokens, more than the model's vocab_size of {model_tokens}."
+        )
+    if tokens < model_tokens:
+        log.warning(
+            "config.json's vocab_size is %d but the tokenizer has %d tokens: no text gives "
+            "the ids %d..%d (added tokens missing from the tokenizer files?)",
+            model_tokens,
+            tokens,
+            tokens,
+            model_tokens - 1,
         )
 
 
@@ -272,12 +289,9 @@ def _bert_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
     from transformer_zoo.text.wordpiece import VOCAB_FILENAME, WordPieceTokenizer
 
     model = import_hf_bert(checkpoint_dir)
-    tokenizer = WordPieceTokenizer.from_directory(checkpoint_dir)
-    if tokenizer.vocabulary_size > hf_config["vocab_size"]:
-        raise ValueError(
-            f"{VOCAB_FILENAME} has {tokenizer.vocabulary_size} tokens, more than the model's "
-            f"vocab_size of {hf_config['vocab_size']}."
-        )
+    length = _max_length(checkpoint_dir, hf_config, max_length)
+    tokenizer = WordPieceTokenizer.from_directory(checkpoint_dir, max_length=length)
+    _check_vocabulary(tokenizer.vocabulary_size, hf_config["vocab_size"])
     classifier = isinstance(model, EncoderOnlyClassifier)
     pooling = sentence_transformers_pooling(checkpoint_dir) if not classifier else None
     config = RunConfig(
@@ -286,7 +300,7 @@ def _bert_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
         task="classification" if classifier else "embedding",
         special_ids=tokenizer.special_ids,
         tokenizer=VOCAB_FILENAME,
-        max_length=_max_length(checkpoint_dir, hf_config, max_length),
+        max_length=length,
         label_names=_label_names(hf_config, model.num_classes) if classifier else None,
         extra={
             **_provenance(checkpoint_dir, hf_config),
@@ -296,7 +310,4 @@ def _bert_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
         },
     )
 
-    def save(run_dir):
-        copy_tokenizers(checkpoint_dir, run_dir, [VOCAB_FILENAME])
-
-    return model, save, config
+    return model, tokenizer.save, config

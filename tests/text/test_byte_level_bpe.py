@@ -1,0 +1,47 @@
+"""GPT-2's byte-level BPE against transformers 5.25's `GPT2Tokenizer` on
+`tokenizer_config.json`'s `add_prefix_space` (tests/data/hf_tokenizer_reference.json, on
+the tests/data/hf_gpt2 checkpoint), and a run's tokenizer.json keeping it."""
+
+import pytest
+
+from tests.data.hf_tokenizer_cases import make_case, reference
+from tests.helpers import DATA_DIR
+from transformer_zoo.text.byte_level_bpe import ByteLevelBPETokenizer
+
+GPT2 = reference()["gpt2"]
+CASES = {case["name"]: case for case in GPT2["cases"]}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_add_prefix_space_gives_the_ids_transformers_gave(name, tmp_path):
+    """transformers builds GPT-2's pre-tokenizer from tokenizer_config.json's
+    `add_prefix_space` (default false), from tokenizer.json or from vocab.json +
+    merges.txt alike. Before, the key was ignored: `"Hello world"` gave [40, 303, 79, 262,
+    280, 342] where transformers gives [221, 40, 303, 79, 262, 280, 342]."""
+    case = CASES[name]
+    directory = make_case(DATA_DIR / GPT2["base"], case, tmp_path / name)
+    tokenizer = ByteLevelBPETokenizer.from_directory(directory)
+    assert tokenizer.add_prefix_space == (name != "prefix_space_in_tokenizer_json_only")
+    ids = tokenizer.encode(case["texts"])
+    assert ids == case["ids"]
+    assert [tokenizer.decode(row) for row in ids] == case["decoded"]
+
+
+def test_the_saved_tokenizer_json_keeps_add_prefix_space(tmp_path):
+    """A run directory holds tokenizer.json alone (no tokenizer_config.json): the
+    pre-tokenizer it was saved with decides."""
+    case = CASES["add_prefix_space_vocab_merges"]
+    directory = make_case(DATA_DIR / GPT2["base"], case, tmp_path / "checkpoint")
+    ByteLevelBPETokenizer.from_directory(directory).save(tmp_path)
+    reloaded = ByteLevelBPETokenizer.from_directory(tmp_path)
+    assert reloaded.add_prefix_space and reloaded.encode(case["texts"]) == case["ids"]
+
+
+def test_a_malformed_add_prefix_space_is_refused(tmp_path):
+    directory = make_case(
+        DATA_DIR / GPT2["base"],
+        {"patch": {"tokenizer_config.json": {"add_prefix_space": "yes"}}},
+        tmp_path / "bad",
+    )
+    with pytest.raises(ValueError, match="add_prefix_space='yes'"):
+        ByteLevelBPETokenizer.from_directory(directory)
