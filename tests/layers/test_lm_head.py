@@ -137,9 +137,9 @@ def test_a_head_tied_to_a_quantized_keras_embedding_dequantizes_it():
     "mode, config",
     [
         ("int8", None),
-        ("int4", None),
+        pytest.param("int4", None, marks=pytest.mark.slow),
         ("int4", keras.quantizers.Int4QuantizationConfig(block_size=8)),
-        ("float8", None),
+        pytest.param("float8", None, marks=pytest.mark.slow),
     ],
     ids=["int8", "int4", "int4-blocks-of-8", "float8"],
 )

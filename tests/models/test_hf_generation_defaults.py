@@ -89,9 +89,12 @@ def test_greedy_with_forced_eos_ends_rows_at_the_limit_as_transformers(opus_like
 
 @pytest.mark.parametrize(
     "case",
-    REFERENCE["beam"],
+    # Each early_stopping at the default length penalty in the default set; the other
+    # penalties (12 cases, 10 s of the suite in all) in the slow one.
+    [c if c["length_penalty"] == 1.0 else pytest.param(c, marks=pytest.mark.slow)
+     for c in REFERENCE["beam"]],
     ids=[f"{c['early_stopping']}-{c['length_penalty']}" for c in REFERENCE["beam"]],
-)
+)  # fmt: skip
 def test_beam_search_stops_as_transformers_under_each_early_stopping(opus_like, case):
     _, run_dir, _ = opus_like
     served = load_served_model(run_dir, "keras")

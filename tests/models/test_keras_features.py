@@ -86,7 +86,7 @@ def test_quantized_model_loads_with_its_quantized_weights_and_outputs(name, mode
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("mode", ["int8", pytest.param("int4", marks=pytest.mark.slow)])
 def test_an_untied_head_is_quantized_and_its_policy_saved_and_loaded(mode, tmp_path):
     """An untied `LMHead` used to keep a float32 kernel under `model.quantize`. Its
     quantized kernel's layer now has an entry in the config's `DTypePolicyMap`, and the
