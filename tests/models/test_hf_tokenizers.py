@@ -107,3 +107,11 @@ def test_a_gpt2_with_add_prefix_space_keeps_it_in_the_run_and_the_export(tmp_pat
         assert served.tokenizer.encode(case["texts"]) == case["ids"], directory
     tokenizer, _ = load_tokenizers(tmp_path / "export", served.config)
     assert tokenizer.add_prefix_space
+    # `export --format hf` writes it back (it wrote `add_prefix_space: false`), and the
+    # checkpoint imports with the ids it was made with.
+    export_run(tmp_path / "run", tmp_path / "hf", formats=("hf",))
+    settings = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    assert settings["add_prefix_space"] is True
+    import_hf_run(tmp_path / "hf", tmp_path / "again")
+    served = load_served_model(tmp_path / "again", "keras")
+    assert served.tokenizer.encode(case["texts"]) == case["ids"]

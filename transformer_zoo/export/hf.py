@@ -133,7 +133,7 @@ def _write_tokenizer(out_dir: str, config: RunConfig, tokenizer_dir, hf_config: 
             "bos_token": token,
             "eos_token": token,
             "unk_token": token,
-            "add_prefix_space": False,
+            "add_prefix_space": tokenizer.add_prefix_space,
             "model_max_length": model_max_length,
         }
     elif name == "vocab.txt":
