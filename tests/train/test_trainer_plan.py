@@ -388,10 +388,11 @@ def test_a_backup_written_after_training_ended_trains_no_further_epoch():
     ],
 )
 def test_train_of_settings_not_in_a_train_config_says_how_to_make_one(config, message):
-    """`train({"family": ...})` raised "AttributeError: 'dict' object has no attribute
-    'strategy'" from inside `prepare`."""
-    from transformer_zoo.train.trainer import train
+    """`train({"family": ...})` (and `prepare`) raised "AttributeError: 'dict' object
+    has no attribute 'strategy'" from inside `prepare`."""
+    from transformer_zoo.train.trainer import prepare, train
 
-    with pytest.raises(ValueError) as error:
-        train(config)
-    assert str(error.value) == message
+    for function in (train, prepare):
+        with pytest.raises(ValueError) as error:
+            function(config)
+        assert str(error.value) == message

@@ -36,15 +36,13 @@ it does with `forced_eos`.
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from transformer_zoo.errors import InputError, is_integer
+from transformer_zoo.errors import InputError, is_integer, is_number
 
 
 class Engine(Protocol):
@@ -177,7 +175,7 @@ class Sampling:
     name: ClassVar[str] = "sample"
 
     def __post_init__(self):
-        if not (_is_number(self.temperature) and self.temperature > 0):
+        if not (is_number(self.temperature) and self.temperature > 0):
             raise ValueError(
                 f"`temperature` must be a positive number. Received: temperature={self.temperature!r}"
             )
@@ -188,7 +186,7 @@ class Sampling:
             )
         if self.top_k is not None and self.top_k <= 0:  # one meaning of "all": None
             object.__setattr__(self, "top_k", None)
-        if self.top_p is not None and not (_is_number(self.top_p) and 0.0 < self.top_p <= 1.0):
+        if self.top_p is not None and not (is_number(self.top_p) and 0.0 < self.top_p <= 1.0):
             raise ValueError(
                 f"`top_p` must be a number in (0, 1] or None. Received: top_p={self.top_p!r}"
             )
@@ -251,7 +249,7 @@ class BeamSearch:
             raise ValueError(
                 f"`num_beams` must be a positive integer. Received: num_beams={self.num_beams!r}"
             )
-        if not _is_number(self.length_penalty):
+        if not is_number(self.length_penalty):
             raise ValueError(
                 "`length_penalty` must be a finite number. "
                 f"Received: length_penalty={self.length_penalty!r}"
@@ -268,11 +266,6 @@ class BeamSearch:
 
     def run(self, engine: Engine, inputs, max_new_tokens: int, eos_id=None, pad_id=0):
         return beam_search(engine, inputs, max_new_tokens, self, eos_id, pad_id)
-
-
-def _is_number(value) -> bool:
-    """A finite real number (numpy's too), not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_forced_eos(strategy) -> None:

@@ -207,6 +207,16 @@ class TrainResult:
     already_finished: bool = False
 
 
+def _check_config(config) -> None:
+    if isinstance(config, dict):
+        raise ValueError(
+            "`config` must be a TrainConfig: pass `TrainConfig(**config)`. "
+            f"Received a dict with keys {list(config)}"
+        )
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"`config` must be a TrainConfig. Received: config={config!r}")
+
+
 def prepare(config: TrainConfig) -> Prepared:
     """Checks everything that a user can get wrong before any training starts, and
     writes nothing.
@@ -215,8 +225,9 @@ def prepare(config: TrainConfig) -> Prepared:
         ValueError (`DataError`, `RunError` are ValueErrors): bad settings, an unknown
             preset, unreadable data (a token stream shorter than one context window
             included), text SentencePiece cannot train on, or an `--out` that holds
-            something else.
+            something else; `config` is not a `TrainConfig`.
     """
+    _check_config(config)
     distribution.check_strategy(config.strategy)
     chief = distribution.is_chief(config.strategy)
     out = config.out
@@ -435,13 +446,8 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         ValueError: `config` is not a `TrainConfig`, or as `prepare`.
         NaNLossError: the loss became NaN or infinite (the last good checkpoint is kept).
     """
-    if isinstance(config, dict):
-        raise ValueError(
-            "`config` must be a TrainConfig: pass `TrainConfig(**config)`. "
-            f"Received a dict with keys {list(config)}"
-        )
-    if not isinstance(config, (TrainConfig, Prepared)):
-        raise ValueError(f"`config` must be a TrainConfig. Received: config={config!r}")
+    if not isinstance(config, Prepared):
+        _check_config(config)
     generators = random.getstate(), np.random.get_state()
     try:
         return _train(config, callbacks, verbose)
