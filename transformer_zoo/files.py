@@ -176,3 +176,25 @@ def write_json(path: str | os.PathLike, data) -> None:
 def read_json(path: str | os.PathLike):
     with open(path, encoding="utf-8") as file:
         return json.load(file)
+
+
+def read_optional_json(directory: str | os.PathLike, name: str, kind=dict):
+    """`directory/name` parsed, or None where there is no such file: a checkpoint's or a
+    tokenizer's optional settings (`tokenizer_config.json`, `generation_config.json`, ...).
+
+    Raises:
+        ValueError: one line naming the file: unreadable, not JSON, or not a `kind` (a type
+            or a tuple of types; a JSON object by default).
+    """
+    path = os.path.join(os.fspath(directory), name)
+    if not os.path.isfile(path):
+        return None
+    try:
+        value = read_json(path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"Cannot read {path}: {error}") from None
+    if not isinstance(value, kind):
+        raise ValueError(
+            f"Cannot read {path}: it holds a {type(value).__name__}, not the expected JSON"
+        )
+    return value

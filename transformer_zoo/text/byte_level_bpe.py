@@ -7,13 +7,12 @@ holds everything (`add_prefix_space` too).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
-from transformer_zoo.files import write_text
+from transformer_zoo.files import read_optional_json, write_text
 
 TOKENIZER_JSON, TOKENIZER_CONFIG = "tokenizer.json", "tokenizer_config.json"
 VOCAB_JSON, MERGES_TXT = "vocab.json", "merges.txt"
@@ -157,17 +156,7 @@ def _from_vocab_and_merges(directory: str) -> Tokenizer:
 
 def _tokenizer_config(directory: str) -> dict | None:
     """`tokenizer_config.json` of `directory`, None where there is none."""
-    path = os.path.join(directory, TOKENIZER_CONFIG)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as file:
-            config = json.load(file)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"Cannot read {path}: {error}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} must hold a JSON object. Received: {type(config).__name__}")
-    return config
+    return read_optional_json(directory, TOKENIZER_CONFIG)
 
 
 def _eos_token(config: dict) -> str:

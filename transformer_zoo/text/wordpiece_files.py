@@ -10,11 +10,12 @@ added tokens as `added_tokens_decoder`), often `added_tokens.json`,
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
 from tokenizers import AddedToken
+
+from transformer_zoo.files import read_optional_json
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +35,8 @@ def read_vocabulary(path: str | os.PathLike) -> list[str]:
 
 
 def read_json(directory: str | os.PathLike, name: str) -> dict:
-    """`directory/name` as a dict; `{}` where there is no such file.
-
-    Raises:
-        ValueError: the file is unreadable or not a JSON object.
-    """
-    path = os.path.join(directory, name)
-    if not os.path.isfile(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as file:
-            value = json.load(file)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"Cannot read {path}: {error}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path} must hold a JSON object. Received: {type(value).__name__}")
-    return value
+    """`directory/name` as a dict; `{}` where there is no such file (`read_optional_json`)."""
+    return read_optional_json(directory, name) or {}
 
 
 def vocabulary_of(directory: str | os.PathLike) -> list[str]:

@@ -20,13 +20,12 @@ length limit, `max_length` 512) is translated into our search's terms by
 
 from __future__ import annotations
 
-import json
-import os
 from typing import NamedTuple
 
 import numpy as np
 
 from transformer_zoo.errors import is_integer
+from transformer_zoo.files import read_optional_json
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.hf import weights
 from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand, positive_ints
@@ -216,17 +215,7 @@ class MarianImport(NamedTuple):
 
 def _generation_file(checkpoint_dir) -> dict | None:
     """`generation_config.json`, or None where the checkpoint has none."""
-    path = os.path.join(os.fspath(checkpoint_dir), "generation_config.json")
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as file:
-            generation = json.load(file)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"Cannot read {path}: {error}") from None
-    if not isinstance(generation, dict):
-        raise ValueError(f"Cannot read {path}: not a JSON object")
-    return generation
+    return read_optional_json(checkpoint_dir, "generation_config.json")
 
 
 def bad_word_ids(checkpoint_dir, config: dict) -> list[int]:

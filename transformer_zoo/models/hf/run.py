@@ -24,10 +24,10 @@ The run directory is what training writes (`transformer_zoo.run_directory`): `mo
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
+from transformer_zoo.files import read_optional_json
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, save_run_config
 
 log = logging.getLogger(__name__)
@@ -42,14 +42,7 @@ PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label
 
 
 def _read_json(directory: str, name: str) -> dict | list | None:
-    path = os.path.join(directory, name)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"Cannot read {path}: {error}") from None
+    return read_optional_json(directory, name, (dict, list))
 
 
 def sentence_transformers_pooling(checkpoint_dir: str) -> dict:
