@@ -129,6 +129,7 @@ def test_an_export_from_python_refuses_another_runs_export_as_the_cli_does(tmp_p
     assert not _staging_left(tmp_path)
 
 
+@pytest.mark.slow  # 9 s: four exports
 def test_an_export_of_other_weights_replaces_the_stale_format(tmp_path):
     first, second = _model("decoder-only"), _model("decoder-only", seed=1)
     export_onnx(first, tmp_path)

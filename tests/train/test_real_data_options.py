@@ -316,6 +316,7 @@ def test_jit_compiles_the_masked_lm_pretraining_too(tmp_path, monkeypatch):
     assert code == 130 and fits == [("EncoderOnlyMaskedLM", True)]
 
 
+@pytest.mark.slow  # 14 s: two runs with pretraining
 def test_a_run_resumed_after_pretraining_keeps_its_pretraining_in_the_metrics(
     tmp_path, capsys, monkeypatch
 ):
