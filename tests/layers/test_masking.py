@@ -15,12 +15,14 @@ def test_causal_mask_refuses_lengths_that_are_not_integers(lengths):
         causal_mask(*lengths)
 
 
-def test_merge_masks_takes_booleans_and_0_1_integers_not_floats():
+def test_merge_masks_takes_booleans_and_0_1_values_not_additive_masks():
+    # 0/1 floats too: Keras hands the layers a float32 mask under a distribution strategy.
     real = np.array([[True, True, False]])
     expected = np.asarray(merge_masks(3, 3, padding_mask=real))
-    np.testing.assert_array_equal(
-        np.asarray(merge_masks(3, 3, padding_mask=real.astype("int64"))), expected
-    )
+    for dtype in ("int64", "float32"):
+        np.testing.assert_array_equal(
+            np.asarray(merge_masks(3, 3, padding_mask=real.astype(dtype))), expected
+        )
     with pytest.raises(ValueError, match="`padding_mask` must be boolean.*float64.*additive"):
         merge_masks(3, 3, padding_mask=np.where(real, 0.0, -np.inf))
     with pytest.raises(ValueError, match="`causal` must be True or False"):

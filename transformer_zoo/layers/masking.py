@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 from keras import ops
 
-from transformer_zoo.layers.validation import check_flag, check_static_size, dtype_name
+from transformer_zoo.layers.validation import (
+    check_flag,
+    check_static_size,
+    concrete_value,
+    dtype_name,
+)
 
 
 def causal_mask(query_length, key_length):
@@ -76,11 +82,17 @@ def check_masks(
             )
         dtype = dtype_name(mask)
         if dtype is not None and dtype != "bool" and not dtype.startswith(("int", "uint")):
-            raise ValueError(
-                f"`{name}` must be boolean (True = may attend) or 0/1 integers. Received: "
-                f"{name} of dtype {dtype}. An additive mask (0 = attend, -1e9 or -inf = "
-                "masked) would be read the other way round: pass `mask == 0`."
-            )
+            # A float mask of 0s and 1s is a mask (Keras hands one to the layers under a
+            # distribution strategy); one of other values, where they are known now, is
+            # an additive mask, which casting to bool would read the other way round.
+            values = concrete_value(mask)
+            if values is not None and not np.isin(values, (0.0, 1.0)).all():
+                raise ValueError(
+                    f"`{name}` must be boolean (True = may attend) or 0/1. Received: {name} "
+                    f"of dtype {dtype} holding other values. An additive mask (0 = attend, "
+                    "-1e9 or -inf = masked) would be read the other way round: pass "
+                    "`mask == 0`."
+                )
         if isinstance(key_length, int) and shape[-1] is not None and shape[-1] != key_length:
             raise ValueError(
                 f"`{name}` must cover the S={key_length} keys attended to. "
