@@ -163,3 +163,18 @@ def test_generation_configs_we_cannot_follow_are_refused_in_one_line(tmp_path, g
     with pytest.raises(ValueError, match=message) as error:
         generation_defaults(directory, config, 64)
     assert "\n" not in str(error.value)
+
+
+def test_a_generation_config_we_cannot_follow_does_not_stop_the_import(tmp_path, caplog):
+    """It is only recorded: beam sampling made `import-hf` of the whole checkpoint fail."""
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    for path in MARIAN.iterdir():
+        (checkpoint / path.name).write_bytes(path.read_bytes())
+    (checkpoint / "generation_config.json").write_text(
+        json.dumps({"do_sample": True, "num_beams": 4})
+    )
+    with caplog.at_level("WARNING"):
+        config = import_hf_run(checkpoint, tmp_path / "run")
+    assert "generation" not in config.extra
+    assert "not recorded: Beam sampling" in caplog.text

@@ -19,7 +19,7 @@ import numbers
 import keras
 import numpy as np
 
-from transformer_zoo.errors import is_integer
+from transformer_zoo.errors import is_integer, is_number
 
 
 def check_size(name: str, value, minimum: int = 1) -> int:
@@ -56,20 +56,16 @@ def check_flag(name: str, value) -> bool:
 
 def check_rate(name: str, value) -> float:
     """`value` as a float if it is a number in [0, 1) (a dropout rate), else ValueError."""
-    if not _is_real(value) or not 0.0 <= value < 1.0:
+    if not is_number(value) or not 0.0 <= value < 1.0:
         raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
     return float(value)
 
 
 def check_positive_number(name: str, value) -> float:
     """`value` as a float if it is a number > 0 (a LayerNorm epsilon), else ValueError."""
-    if not _is_real(value) or not value > 0:
+    if not is_number(value) or not value > 0:
         raise ValueError(f"`{name}` must be a positive number. Received: {name}={value!r}")
     return float(value)
-
-
-def _is_real(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def check_heads(width, num_heads: int, width_name: str) -> None:

@@ -86,10 +86,14 @@ def check_input_keys(inputs: Mapping, accepted: Collection[str]) -> None:
             described.append(f"`{key}` (Hugging Face's name; ours is `{ours}`)")
         elif close:
             described.append(f"`{key}` (did you mean `{close[0]}`?)")
+        elif key == "segment_ids":
+            described.append("`segment_ids` (set `type_vocabulary_size` > 0 to read segments)")
         else:
             described.append(f"`{key}`")
+    inputs_word = "input" if len(described) == 1 else "inputs"
     raise ValueError(
-        f"The model does not read the input {', '.join(described)}; it reads {_listed(accepted)}."
+        f"The model does not read the {inputs_word} {', '.join(described)}; "
+        f"it reads {_listed(accepted)}."
     )
 
 

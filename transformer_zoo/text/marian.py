@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 import sentencepiece
 
-from transformer_zoo.files import write_bytes, write_json
+from transformer_zoo.files import read_optional_json, write_bytes, write_json
 
 SOURCE_SPM, TARGET_SPM, VOCAB_JSON = "source.spm", "target.spm", "vocab.json"
 EOS, UNK, PAD = "</s>", "<unk>", "<pad>"
@@ -67,11 +67,8 @@ class MarianTokenizer:
         missing = [name for name, path in paths.items() if not os.path.isfile(path)]
         if missing:
             raise ValueError(f"A Marian tokenizer needs {', '.join(missing)} in {directory}.")
-        config_path = os.path.join(directory, "tokenizer_config.json")
-        if os.path.isfile(config_path):
-            with open(config_path, encoding="utf-8") as file:
-                if json.load(file).get("separate_vocabs"):
-                    raise ValueError("Marian checkpoints with separate_vocabs are not supported.")
+        if (read_optional_json(directory, "tokenizer_config.json") or {}).get("separate_vocabs"):
+            raise ValueError("Marian checkpoints with separate_vocabs are not supported.")
         try:
             with open(paths[VOCAB_JSON], encoding="utf-8") as file:
                 vocabulary = json.load(file)

@@ -259,7 +259,7 @@ def _flag(cfg: TrainConfig, name: str) -> None:
     so `evaluate="no"` would evaluate."""
     value = getattr(cfg, name)
     if not isinstance(value, bool):
-        import numpy as np  # here: --help reads this module's defaults
+        import numpy as np
 
         if not isinstance(value, np.bool_):
             raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")

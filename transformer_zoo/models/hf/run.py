@@ -45,6 +45,18 @@ def _read_json(directory: str, name: str) -> dict | list | None:
     return read_optional_json(directory, name, (dict, list))
 
 
+def _recorded_generation(checkpoint_dir, hf_config: dict, length: int) -> dict:
+    """`{"generation": ...}` (`generation_defaults`), or `{}` with a warning where our
+    searches cannot follow it: it is only recorded, so it does not stop the import."""
+    from transformer_zoo.models.hf.marian import generation_defaults
+
+    try:
+        return {"generation": generation_defaults(checkpoint_dir, hf_config, length)}
+    except ValueError as error:
+        log.warning("the checkpoint's generation config is not recorded: %s", error)
+        return {}
+
+
 def sentence_transformers_pooling(checkpoint_dir: str) -> dict:
     """`{"mode": "mean", "normalize": bool}` from a sentence-transformers checkpoint's
     `modules.json` and pooling config; mean without normalisation when they are absent.
@@ -207,7 +219,7 @@ def _gpt2_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
 
 
 def _marian_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
-    from transformer_zoo.models.hf.marian import generation_defaults, load_marian
+    from transformer_zoo.models.hf.marian import load_marian
     from transformer_zoo.text.marian import SOURCE_SPM, TARGET_SPM, MarianTokenizer
 
     model, bad_words = load_marian(checkpoint_dir)
@@ -234,7 +246,7 @@ def _marian_run(checkpoint_dir: str, hf_config: dict, max_length: int | None):
             # and the biases they had.
             **({"bad_words": _bad_words(bad_words)} if bad_words else {}),
             # What transformers' generate(x) does with it, in our search's terms.
-            "generation": generation_defaults(checkpoint_dir, hf_config, length),
+            **_recorded_generation(checkpoint_dir, hf_config, length),
         },
     )
 

@@ -44,7 +44,7 @@ def strategy(temperature, top_p, top_k, seed) -> Greedy | Sampling:
         try:
             return Sampling(
                 temperature=1.0 if temperature is None else float(temperature),
-                top_k=None if top_k in (None, -1, 0) else int(top_k),
+                top_k=None if top_k is None else int(top_k),  # 0 and -1: all, as vLLM
                 top_p=None if top_p in (None, 1, 1.0) else float(top_p),
                 seed=None if seed is None else seed % SEEDS,
             )
