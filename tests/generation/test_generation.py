@@ -147,7 +147,6 @@ def test_generate_rejects_other_models():
             {"decoder_token_ids": SOURCES["decoder_token_ids"]},
             "Received: keys ['decoder_token_ids']",
         ),
-        ({"source_ids": SOURCES["encoder_token_ids"]}, "Received: keys ['source_ids']"),
     ],
 )
 def test_encoder_decoder_inputs_without_the_source_name_the_keys_it_takes(
@@ -164,6 +163,13 @@ def test_encoder_decoder_inputs_without_the_source_name_the_keys_it_takes(
     )
 
 
+def test_an_input_key_the_model_does_not_read_is_refused_as_the_model_refuses_it(
+    encoder_decoder,
+):
+    with pytest.raises(ValueError, match="does not read the input `source_ids`; it reads"):
+        generate(encoder_decoder, {"source_ids": SOURCES["encoder_token_ids"]}, 4)
+
+
 def test_an_input_key_of_another_name_is_refused_not_ignored(decoder_only):
     """`{"token_ids", "attention_mask"}` decoded as if no mask were given (ids != 0): the
     mask given as `padding_mask` changes the tokens, so ignoring it was a wrong result."""
@@ -172,7 +178,9 @@ def test_an_input_key_of_another_name_is_refused_not_ignored(decoder_only):
     masked = generate(decoder_only, {"token_ids": ids, "padding_mask": mask}, 6).tokens
     unmasked = generate(decoder_only, ids, 6).tokens
     assert not np.array_equal(masked, unmasked)
-    with pytest.raises(ValueError, match=r"Received: keys \['token_ids', 'attention_mask'\]"):
+    with pytest.raises(
+        ValueError, match="`attention_mask` \\(Hugging Face's name; ours is `padding_mask`"
+    ):
         generate(decoder_only, {"token_ids": ids, "attention_mask": mask}, 6)
 
 

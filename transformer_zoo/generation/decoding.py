@@ -8,6 +8,7 @@ instead (for comparisons only).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -20,22 +21,14 @@ from transformer_zoo.generation.search import SearchConfig, SearchResult
 from transformer_zoo.generation.search import generate as run_search
 from transformer_zoo.layers.validation import check_flag
 from transformer_zoo.models.family import family_of
+from transformer_zoo.models.model_inputs import check_input_keys
 
 # Engines are kept per model, so that a second call does not trace the graphs again.
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 # The keys `inputs` takes per family, the one it needs first; a decoder-only model also
 # takes its ids alone.
-INPUT_KEYS = {
-    "decoder-only": ("token_ids", "padding_mask"),
-    "encoder-decoder": (
-        "encoder_token_ids",
-        "encoder_padding_mask",
-        "decoder_token_ids",
-        "decoder_padding_mask",
-    ),
-}
-
-
 def keras_engine(model, use_cache: bool = True):
     """The (kept) `CachedEngine` over `KerasRunner(model)`, or the `UncachedEngine`."""
     engines = _ENGINES.setdefault(model, {})
@@ -89,7 +82,7 @@ def generate(
         raise ValueError(
             f"`model` must be a DecoderOnly or an EncoderDecoder. Received: {type(model).__name__}"
         )
-    inputs = _input_dict(inputs, family)
+    inputs = _input_dict(inputs, model, family)
     output_vocabulary = (
         model.output_vocabulary_size if family == "encoder-decoder" else model.vocabulary_size
     )
@@ -133,19 +126,21 @@ def generate(
     return run_search(engine, inputs, max_new_tokens, search, eos_id, pad_id)
 
 
-def _input_dict(inputs, family: str) -> dict:
-    """`inputs` as a dict of `INPUT_KEYS[family]`, which holds the family's ids: an
-    encoder-decoder's bare array raised a KeyError, and another model's `attention_mask`
-    was ignored without a word."""
-    keys = INPUT_KEYS[family]
-    if not isinstance(inputs, dict):
-        if family == "decoder-only":
-            return {"token_ids": inputs}
-        received = f"inputs of type {type(inputs).__name__}"
-    elif keys[0] not in inputs or set(inputs) - set(keys):
+def _input_dict(inputs, model, family: str) -> dict:
+    """`inputs` as a dict of the model's inputs (`input_specs()`, its ids first), holding
+    its ids: a key it does not read is refused as the model refuses it (`check_input_keys`:
+    Hugging Face's names pointed to ours), so that a mask under another name is not
+    dropped; a decoder-only model also takes its ids alone."""
+    keys = list(model.input_specs())
+    if isinstance(inputs, Mapping):
+        check_input_keys(inputs, keys)
+        if keys[0] in inputs:
+            return dict(inputs)
         received = f"keys {list(inputs)}"
+    elif family == "decoder-only":
+        return {"token_ids": inputs}
     else:
-        return dict(inputs)
+        received = f"inputs of type {type(inputs).__name__}"
     optional = ", ".join(f"`{key}`" for key in keys[1:])
     alone = " (or the ids alone)" if family == "decoder-only" else ""
     raise InputError(
