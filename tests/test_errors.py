@@ -26,3 +26,12 @@ def test_first_line_of_a_plain_error_is_its_first_line_or_its_type():
     assert first_line(ValueError("Exception encountered when calling X.call().")) == (
         "Exception encountered when calling X.call()."
     )
+
+
+def test_is_flag_takes_python_and_numpy_bools_only():
+    import numpy as np
+
+    from transformer_zoo.errors import is_flag
+
+    assert all(is_flag(v) for v in (True, False, np.bool_(True), np.False_))
+    assert not any(is_flag(v) for v in ("no", "", 1, 0, None, np.int64(1), 1.0))

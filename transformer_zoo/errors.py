@@ -68,6 +68,14 @@ def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def is_flag(value) -> bool:
+    """True or False, numpy's too (`np.bool_`, recognised by its type: this module imports
+    no numpy), and not a string or a number: what a switch takes (any non-empty string is
+    truthy, so `"no"` would switch it on)."""
+    kind = type(value)
+    return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
+
+
 def is_number(value) -> bool:
     """A finite real number, numpy's too (`np.float32(1e-3)`, `np.int64(2)`), and not a
     bool: what an argument that measures something (a rate, a duration) takes."""

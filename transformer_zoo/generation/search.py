@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from transformer_zoo.errors import InputError, is_integer, is_number
+from transformer_zoo.errors import InputError, is_flag, is_integer, is_number
 
 
 class Engine(Protocol):
@@ -254,10 +254,9 @@ class BeamSearch:
                 "`length_penalty` must be a finite number. "
                 f"Received: length_penalty={self.length_penalty!r}"
             )
-        if isinstance(self.early_stopping, np.bool_):
+        if is_flag(self.early_stopping):
             object.__setattr__(self, "early_stopping", bool(self.early_stopping))
-        never = isinstance(self.early_stopping, str) and self.early_stopping == "never"
-        if not (isinstance(self.early_stopping, bool) or never):
+        elif not (isinstance(self.early_stopping, str) and self.early_stopping == "never"):
             raise ValueError(
                 '`early_stopping` must be True, False or "never". '
                 f"Received: early_stopping={self.early_stopping!r}"
@@ -271,7 +270,7 @@ class BeamSearch:
 def _check_forced_eos(strategy) -> None:
     """Refuses a `forced_eos` that is not a bool (numpy's is kept as Python's)."""
     forced_eos = strategy.forced_eos
-    if not isinstance(forced_eos, (bool, np.bool_)):
+    if not is_flag(forced_eos):
         raise ValueError(f"`forced_eos` must be True or False. Received: forced_eos={forced_eos!r}")
     object.__setattr__(strategy, "forced_eos", bool(forced_eos))
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from transformer_zoo.errors import InputError, with_article
+from transformer_zoo.errors import InputError, is_flag, with_article
 from transformer_zoo.generation import GENERATION_BATCH_SIZE
 from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
@@ -339,7 +339,7 @@ class ServedModel:
         self._need("encoder-only", "embed")
         texts = _texts(texts)
         _check_batch_size(batch_size)
-        if normalize is not None and not isinstance(normalize, (bool, np.bool_)):
+        if normalize is not None and not is_flag(normalize):
             raise InputError(f"`normalize` must be True, False or None. Received: {normalize!r}")
         pooled_in_graph = self.config.normalizes_embeddings  # what `sentence_embedding` is
         normalize = pooled_in_graph if normalize is None else normalize

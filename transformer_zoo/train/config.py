@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_zoo.errors import is_integer, is_number, with_article
+from transformer_zoo.errors import is_flag, is_integer, is_number, with_article
 from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.text.tokenizer import MODEL_TYPES
 
@@ -258,11 +258,8 @@ def _flag(cfg: TrainConfig, name: str) -> None:
     """The setting `name`: True or False (numpy's too); any non-empty string is truthy,
     so `evaluate="no"` would evaluate."""
     value = getattr(cfg, name)
-    if not isinstance(value, bool):
-        import numpy as np
-
-        if not isinstance(value, np.bool_):
-            raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+    if not is_flag(value):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
     setattr(cfg, name, bool(value))
 
 
