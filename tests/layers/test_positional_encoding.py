@@ -110,3 +110,19 @@ def test_fractional_positions_are_refused_not_truncated(mode):
         np.asarray(pe(x, start_index=np.int64(2))),
         np.asarray(pe(x, positions=np.array([[2, 3, 4]])))[:1],
     )
+
+
+@pytest.mark.parametrize("mode", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("shape", [(3, 3), (2, 5), (3,), (2, 3, 1)])
+def test_positions_of_another_shape_are_refused_by_name(mode, shape):
+    """Another batch's or length's positions failed inside TensorFlow's add, a (T,) vector
+    with an IndexError; (1, T) broadcasts over the batch as documented."""
+    pe = PositionalEncoding(16, mode=mode)
+    x = np.zeros((2, 3, 8), "float32")
+    with pytest.raises(ValueError, match=r"`positions` must be \(B, T\) = \(2, 3\)"):
+        pe(x, positions=np.zeros(shape, "int32"))
+    broadcast = np.asarray(pe(x, positions=np.array([[4, 5, 6]])))  # (1, T, D)
+    np.testing.assert_allclose(
+        np.broadcast_to(broadcast, (2, 3, 8)),
+        np.asarray(pe(x, positions=np.array([[4, 5, 6]] * 2))),
+    )

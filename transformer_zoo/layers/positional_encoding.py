@@ -109,6 +109,7 @@ class PositionalEncoding(keras.layers.Layer):
                 ops.arange(length, dtype="int32") + ops.cast(start_index, "int32"), 0
             )  # (1, T)
         else:
+            _check_positions(inputs.shape, positions.shape)
             check_sequence_length(1, self.max_length, positions, "positions")
         if self.mode == "learned":
             encoding = ops.take(self.position_embeddings, ops.cast(positions, "int32"), axis=0)
@@ -130,6 +131,7 @@ class PositionalEncoding(keras.layers.Layer):
     def compute_output_shape(self, inputs_shape, positions_shape=None):
         _check_embeddings(inputs_shape)
         if positions_shape is not None:
+            _check_positions(inputs_shape, positions_shape)
             return tuple(positions_shape) + (inputs_shape[-1],)  # (B, T, D)
         return (1,) + tuple(inputs_shape[1:])  # (1, T, D), broadcast over the batch
 
@@ -153,4 +155,24 @@ def _check_embeddings(shape) -> None:
         raise ValueError(
             "`inputs` must be (B, T, D) embeddings, of rank 3. "
             f"Received: inputs.shape={tuple(shape)}"
+        )
+
+
+def _check_positions(inputs_shape, positions_shape) -> None:
+    """Refuses `positions` that are not (B, T) for the (B, T, D) inputs (B may be 1, to
+    broadcast): a (T,) vector failed deep in the layer, and another batch's positions
+    failed inside TensorFlow's add without naming them."""
+    shape = tuple(positions_shape)
+    (batch, length), (got_batch, got_length) = inputs_shape[:2], (shape + (None, None))[:2]
+    if (
+        len(shape) != 2
+        or None not in (length, got_length)
+        and got_length != length
+        or None not in (batch, got_batch)
+        and got_batch not in (batch, 1)
+    ):
+        raise ValueError(
+            f"`positions` must be (B, T) = ({batch}, {length}) for inputs of shape "
+            f"{tuple(inputs_shape)} (B may be 1, to broadcast). Received: "
+            f"positions.shape={shape}"
         )
