@@ -104,6 +104,20 @@ def test_bad_arguments_raise_value_errors_naming_them(tokenizer, tmp_path):
         WordPieceTokenizer(tokenizer.vocabulary, tokenize_chinese_chars=None)
     with pytest.raises(ValueError, match="added_tokens"):
         WordPieceTokenizer(tokenizer.vocabulary, added_tokens=["<ent>"])
+    with pytest.raises(ValueError, match="`lowercase` must be True or False"):
+        WordPieceTokenizer(tokenizer.vocabulary, lowercase="false")
+
+
+def test_numpy_flags_are_taken_as_python_ones(tokenizer):
+    """`np.True_` (a flag read from an array or a numpy config) is a flag, as it is to the
+    layers and TrainConfig (`errors.is_flag`); it was refused here."""
+    cased = WordPieceTokenizer(tokenizer.vocabulary, lowercase=np.False_)
+    assert cased.lowercase is False
+    text = ["Hello WORLD"]
+    np.testing.assert_array_equal(
+        cased.encode(text)["input_ids"],
+        WordPieceTokenizer(tokenizer.vocabulary, lowercase=False).encode(text)["input_ids"],
+    )
 
 
 def bert_case(name, tmp_path):

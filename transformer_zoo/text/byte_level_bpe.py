@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
+from transformer_zoo.errors import is_flag
 from transformer_zoo.files import read_optional_json, write_text
 
 TOKENIZER_JSON, TOKENIZER_CONFIG = "tokenizer.json", "tokenizer_config.json"
@@ -76,7 +77,7 @@ class ByteLevelBPETokenizer:
         config = _tokenizer_config(directory)
         if config is not None:
             add_prefix_space = config.get("add_prefix_space", False)
-            if not isinstance(add_prefix_space, bool):
+            if not is_flag(add_prefix_space):
                 raise ValueError(
                     f"{TOKENIZER_CONFIG}'s `add_prefix_space` must be true or false. "
                     f"Received: add_prefix_space={add_prefix_space!r}"

@@ -23,7 +23,7 @@ from tokenizers import (
     processors,
 )
 
-from transformer_zoo.errors import is_integer
+from transformer_zoo.errors import is_flag, is_integer
 from transformer_zoo.files import write_json, write_text
 from transformer_zoo.text.wordpiece_files import (
     ADDED_TOKEN_FIELDS,
@@ -108,8 +108,9 @@ class WordPieceTokenizer:
             "clean_up_tokenization_spaces": clean_up_tokenization_spaces,
         }
         for name, value in flags.items():
-            if not isinstance(value, bool):  # a config's "false" string would read as true
+            if not is_flag(value):  # a config's "false" string would read as true
                 raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+        flags = {name: bool(value) for name, value in flags.items()}  # np.bool_ as bool
         added_tokens = list(added_tokens)
         bad = [t for t in added_tokens if not isinstance(t, AddedToken)]
         if bad:
@@ -118,10 +119,10 @@ class WordPieceTokenizer:
             )
         self.vocabulary = vocabulary
         self.max_length = max_length
-        self.lowercase = lowercase
+        self.lowercase = flags["lowercase"]
         self.strip_accents = flags["strip_accents"]
-        self.tokenize_chinese_chars = tokenize_chinese_chars
-        self.clean_up_tokenization_spaces = clean_up_tokenization_spaces
+        self.tokenize_chinese_chars = flags["tokenize_chinese_chars"]
+        self.clean_up_tokenization_spaces = flags["clean_up_tokenization_spaces"]
         self.token_to_id = {token: i for i, token in enumerate(vocabulary)}
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             self.token_to_id[t] for t in SPECIAL_TOKENS
