@@ -28,8 +28,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from transformer_zoo.generation import UncachedEngine, search  # noqa: E402
+from transformer_zoo.generation import UncachedEngine  # noqa: E402
 from transformer_zoo.generation.decoding import keras_engine  # noqa: E402
+from transformer_zoo.generation.greedy import greedy_search  # noqa: E402
 from transformer_zoo.models import DecoderOnly  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -37,11 +38,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def time_greedy(engine, prompt, new_tokens, repeats):
     """Best wall time of `repeats` greedy decodes, and the tokens of the last one."""
-    search.greedy_search(engine, prompt, 2)  # traces the compiled functions
+    greedy_search(engine, prompt, 2)  # traces the compiled functions
     best, tokens = float("inf"), None
     for _ in range(repeats):
         start = time.perf_counter()
-        tokens = search.greedy_search(engine, prompt, new_tokens).tokens
+        tokens = greedy_search(engine, prompt, new_tokens).tokens
         best = min(best, time.perf_counter() - start)
     return best, tokens
 

@@ -260,7 +260,7 @@ def main() -> int:
 
     import numpy as np
 
-    from transformer_zoo.generation.search import Greedy
+    from transformer_zoo.generation import Greedy
     from transformer_zoo.generation.search import generate as run_search
     from transformer_zoo.serving import load_served_model
 

@@ -42,7 +42,7 @@ def _percent(value) -> str:
 def run_family(family: str, out_root: str, flags: list[str]) -> dict:
     """Trains and evaluates one family through the CLI's own code path."""
     from transformer_zoo.cli import build_parser
-    from transformer_zoo.cli.train import config_from_args
+    from transformer_zoo.cli.train_arguments import config_from_args
     from transformer_zoo.train.trainer import train
 
     out = os.path.join(out_root, family)

@@ -260,8 +260,9 @@ def g2p(data: Path, budget: float, recipe: str = G2P_RECIPE) -> dict:
     end, the first `CURVE_WORDS` test words are decoded greedily. The time of those
     points counts against the budget. Then export and `evaluate` as for SST-2."""
     from transformer_zoo.cli import build_parser
-    from transformer_zoo.cli.train import config_from_args
-    from transformer_zoo.train.trainer import prepare, train
+    from transformer_zoo.cli.train_arguments import config_from_args
+    from transformer_zoo.train.prepared import prepare
+    from transformer_zoo.train.trainer import train
 
     out = WORK / f"g2p-{recipe}"  # each recipe's run kept
     shutil.rmtree(out, ignore_errors=True)
@@ -295,7 +296,7 @@ class WerCurve(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         from transformer_zoo.evaluation.evaluate import evaluate
-        from transformer_zoo.train.trainer import served_model
+        from transformer_zoo.train.scoring import served_model
 
         elapsed = time.perf_counter() - self.start
         if self.points and elapsed - self.last < self.every:

@@ -17,12 +17,13 @@ PRIVATE_KERAS_ALLOWED = {
 }
 # ARCHITECTURE.md's first row: modules that import the standard library only (the command
 # line reads run directories and presets with them before any third-party package).
-STANDARD_LIBRARY_ONLY = ("errors", "files", "run_directory", "architectures")
+STANDARD_LIBRARY_ONLY = ("errors", "files", "run_directory", "run_state", "architectures")
 TENSORFLOW_FREE = (
     "errors.py",
     "files.py",
     "progress.py",
     "run_directory.py",
+    "run_state.py",
     "architectures.py",
     "text",
     "serving",
@@ -30,6 +31,10 @@ TENSORFLOW_FREE = (
 )
 TENSORFLOW_FREE_MODULES = (
     "generation/search.py",
+    "generation/search_common.py",
+    "generation/greedy.py",
+    "generation/sampling.py",
+    "generation/beam_search.py",
     "generation/engine.py",
     "generation/alignment.py",
     "generation/inputs.py",

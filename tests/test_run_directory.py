@@ -63,7 +63,8 @@ def test_run_error_is_a_value_error():
 def test_a_run_that_stored_relative_paths_resumes_from_the_same_directory(tmp_path, monkeypatch):
     """Runs written before paths were stored absolute resume when rerun from where they
     started, and are still told apart from a run on another file."""
-    from transformer_zoo.run_directory import RESUME, inspect_run_directory
+    from transformer_zoo.run_directory import RESUME
+    from transformer_zoo.run_state import inspect_run_directory
 
     monkeypatch.chdir(tmp_path)
     old = {"data": "corpus.txt", "test": None, "seed": 0}
@@ -97,7 +98,8 @@ def test_a_start_that_stopped_before_its_first_backup_may_be_rerun_with_other_se
 ):
     """A NaN loss or Ctrl-C before the first backup left a config of status "training"
     that refused the rerun with a lower learning rate as "a different run"."""
-    from transformer_zoo.run_directory import FRESH, inspect_run_directory
+    from transformer_zoo.run_directory import FRESH
+    from transformer_zoo.run_state import inspect_run_directory
 
     settings = {"data": "builtin:dates-zh", "learning_rate": 1e12}
     cfg = RunConfig("decoder-only", "tiny", "language-model", extra={"train": settings, "status": "training"})  # fmt: skip
@@ -113,7 +115,7 @@ def test_a_start_that_stopped_before_its_first_backup_may_be_rerun_with_other_se
 def test_a_different_run_is_refused_with_how_to_proceed(tmp_path):
     """After a NaN loss, the advised rerun (--precision float32) is a different run: the
     error says to choose another --out or delete the directory."""
-    from transformer_zoo.run_directory import inspect_run_directory
+    from transformer_zoo.run_state import inspect_run_directory
 
     settings = {"data": "builtin:dates-zh", "precision": "mixed_float16"}
     cfg = RunConfig("decoder-only", "tiny", "language-model", extra={"train": settings, "status": "finished"})  # fmt: skip
@@ -130,7 +132,7 @@ def test_an_export_of_the_run_is_refused_as_out(tmp_path):
     """An export copies its run's config.json (its training settings and finished status)
     without model.keras: `train --out EXPORT` took it for the run, unfinished, and
     trained into it."""
-    from transformer_zoo.run_directory import inspect_run_directory
+    from transformer_zoo.run_state import inspect_run_directory
 
     settings = {"data": "builtin:dates-zh", "seed": 0}
     cfg = RunConfig(
@@ -152,7 +154,7 @@ def test_a_trimmed_history_ends_its_lines_as_keras_csvlogger_does(tmp_path):
     import keras
     import numpy as np
 
-    from transformer_zoo.run_directory import trim_history
+    from transformer_zoo.run_state import trim_history
 
     path = tmp_path / "history.csv"
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])

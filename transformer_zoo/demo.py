@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command line imports this module before TensorFlow loads
     from transformer_zoo.train.config import TrainConfig
-    from transformer_zoo.train.trainer import Prepared
+    from transformer_zoo.train.prepared import Prepared
 
 DEFAULT_OUT = os.path.join("runs", "demo")
 # The whole recipe (4 epochs, about 1,000 steps) took 281 s of training on a 2-core machine
@@ -102,14 +102,14 @@ def demo_config(
 def prepare_demo(
     out: str = DEFAULT_OUT, time_budget: float | None = TIME_BUDGET, seed: int = 0
 ) -> Prepared:
-    """`demo_config`'s run checked by `train.trainer.prepare` before anything is trained
+    """`demo_config`'s run checked by `train.prepared.prepare` before anything is trained
     or written, for `run_demo`.
 
     Raises:
         ValueError (`RunError`): `out` is a file, or holds another run (the demo's with
             another --seed or --time-budget too).
     """
-    from transformer_zoo.train.trainer import prepare
+    from transformer_zoo.train.prepared import prepare
 
     return prepare(demo_config(out, time_budget, seed))
 

@@ -49,12 +49,12 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path, capsys, monkeypatch):
 
 
 def test_ctrl_c_while_the_data_is_read_says_what_a_rerun_does(tmp_path, capsys, monkeypatch):
-    import transformer_zoo.train.trainer as trainer
+    import transformer_zoo.train.prepared as prepared
 
     def interrupted(config):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(trainer, "prepare", interrupted)
+    monkeypatch.setattr(prepared, "prepare", interrupted)
     assert main(_train_argv(tmp_path)) == 130
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line == (

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from transformer_zoo import progress
 from transformer_zoo.cli import main
-from transformer_zoo.cli import serving as commands
+from transformer_zoo.cli import serving_loop as commands
 from transformer_zoo.serving.served_model import ServedModel
 
 TEXTS = ["the cat", "dogs", "March 5, 2021", "a b c", "it is late"]

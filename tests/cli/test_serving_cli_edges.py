@@ -144,11 +144,11 @@ def test_input_lines_end_where_the_training_files_lines_end(tmp_path, content, l
     inputs were one."""
     import argparse
 
-    from transformer_zoo.cli.serving import _read_inputs
+    from transformer_zoo.cli.serving_loop import read_inputs
 
     path = tmp_path / "in.txt"
     path.write_bytes(content.encode("utf-8"))
-    assert _read_inputs(argparse.Namespace(texts=[], input=str(path))) == lines
+    assert read_inputs(argparse.Namespace(texts=[], input=str(path))) == lines
     path.write_bytes(b"fine\r\xff broken\n")
     with pytest.raises(UsageError, match=rf"^{path}:2: the line is not valid UTF-8$"):
-        _read_inputs(argparse.Namespace(texts=[], input=str(path)))
+        read_inputs(argparse.Namespace(texts=[], input=str(path)))

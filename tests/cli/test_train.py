@@ -118,12 +118,12 @@ def test_a_bad_model_setting_is_one_line_before_anything_is_read_or_written(
     capsys, tmp_path, monkeypatch, setting, message
 ):
     """It was a 34-line traceback, exit 1, after the data and tokenizers were processed."""
-    from transformer_zoo.train import trainer
+    from transformer_zoo.train import prepared
 
     def no_data(*args, **kwargs):
         raise AssertionError("the data was read before the model settings were checked")
 
-    monkeypatch.setattr(trainer, "load_task", no_data)
+    monkeypatch.setattr(prepared, "load_task", no_data)
     out = tmp_path / "run"
     assert message in _error(capsys, [*TRAIN, "--set", setting, "--out", out])
     assert not out.exists()
@@ -133,12 +133,12 @@ def test_a_word_tokenizer_for_a_token_stream_is_refused_before_the_data_is_read(
     capsys, tmp_path, monkeypatch
 ):
     """SentencePiece's word model has no newline piece: every line end read as <unk>."""
-    from transformer_zoo.train import trainer
+    from transformer_zoo.train import prepared
 
     def no_data(*args, **kwargs):
         raise AssertionError("the data was read before the tokenizer was checked")
 
-    monkeypatch.setattr(trainer, "load_task", no_data)
+    monkeypatch.setattr(prepared, "load_task", no_data)
     text = tmp_path / "text.txt"
     text.write_text("the cat sat\non the mat\n" * 50)
     out = tmp_path / "run"

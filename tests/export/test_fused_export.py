@@ -146,7 +146,7 @@ def test_each_block_is_a_handful_of_fused_nodes(make, attention_per_layer):
     ids=["masked LM, segments", "classifier, no pooler, no segments"],
 )
 def test_the_fused_encoder_computes_the_real_tokens_only(make, tmp_path):
-    """Padding-free (`fused.Packing`): rows of a padded batch get what each gives alone,
+    """Padding-free (`packing.Packing`): rows of a padded batch get what each gives alone,
     unpadded, and what the Keras model gives them; padding positions hold zeros; the graph
     says so in its metadata, which the runner reads."""
     keras.utils.set_random_seed(0)

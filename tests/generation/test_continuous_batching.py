@@ -4,7 +4,7 @@ decode exactly as they do alone: the operations continuous batching is built fro
 import numpy as np
 import pytest
 
-from transformer_zoo.generation.search import Greedy, greedy_search
+from transformer_zoo.generation.greedy import Greedy, greedy_search
 from transformer_zoo.serving import load_onnx
 
 STEPS = 8

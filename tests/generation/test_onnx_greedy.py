@@ -1,5 +1,5 @@
 """Greedy search in one onnxruntime call (`onnx_greedy.greedy_graph`: an ONNX `Loop` over
-the step graph) gives the tokens and scores of `search.greedy_search` stepping the same
+the step graph) gives the tokens and scores of `greedy.greedy_search` stepping the same
 graph from Python, for both generative families, fused and plain graphs, float32 and
 int8, ragged batches, and rows that stop at EOS at different steps."""
 

@@ -6,8 +6,11 @@ import itertools
 import numpy as np
 import pytest
 
-from transformer_zoo.generation import search
-from transformer_zoo.generation.search import BeamSearch, Sampling
+from transformer_zoo.generation import BeamSearch, Greedy, Sampling, search
+from transformer_zoo.generation.beam_search import beam_search
+from transformer_zoo.generation.greedy import greedy_search
+from transformer_zoo.generation.sampling import filter_top_k_top_p, sample
+from transformer_zoo.generation.search_common import ranked_log_probs, token_log_probs
 
 
 class TableEngine:
@@ -62,7 +65,7 @@ PROMPT = {"token_ids": np.array([[0], [5], [7]])}
 
 def test_greedy_picks_the_argmax_of_every_step():
     engine = random_engine()
-    result = search.greedy_search(engine, PROMPT, 6)
+    result = greedy_search(engine, PROMPT, 6)
     for row, prompt in enumerate(PROMPT["token_ids"]):
         last = prompt[-1]
         for token in result.tokens[row]:
@@ -73,25 +76,21 @@ def test_greedy_picks_the_argmax_of_every_step():
 
 def test_greedy_stops_each_row_at_eos_and_pads_after_it():
     engine = TableEngine(np.eye(4) * -5 + np.roll(np.eye(4), 1, axis=1) * 5)  # i -> i + 1
-    result = search.greedy_search(
-        engine, {"token_ids": np.array([[0], [1]])}, 5, eos_id=3, pad_id=0
-    )
+    result = greedy_search(engine, {"token_ids": np.array([[0], [1]])}, 5, eos_id=3, pad_id=0)
     np.testing.assert_array_equal(result.tokens, [[1, 2, 3], [2, 3, 0]])
 
 
 def test_generation_stops_early_when_every_row_has_ended():
     engine = TableEngine(np.eye(4) * -5 + np.roll(np.eye(4), 1, axis=1) * 5)
-    search.greedy_search(engine, {"token_ids": np.array([[1]])}, 50, eos_id=3)
+    greedy_search(engine, {"token_ids": np.array([[1]])}, 50, eos_id=3)
     assert engine.steps == 1  # 2, then 3 = EOS: one step after the start
 
 
 def test_beam_search_with_one_beam_equals_greedy():
     for seed in range(5):
         engine = random_engine(seed=seed)
-        greedy = search.greedy_search(engine, PROMPT, 8, eos_id=4)
-        beam = search.beam_search(
-            engine, PROMPT, 8, BeamSearch(num_beams=1, length_penalty=1.0), eos_id=4
-        )
+        greedy = greedy_search(engine, PROMPT, 8, eos_id=4)
+        beam = beam_search(engine, PROMPT, 8, BeamSearch(num_beams=1, length_penalty=1.0), eos_id=4)
         np.testing.assert_array_equal(beam.tokens, greedy.tokens)
         ends = greedy.tokens == 4
         lengths = np.where(ends.any(1), ends.argmax(1) + 1, greedy.tokens.shape[1])
@@ -101,10 +100,8 @@ def test_beam_search_with_one_beam_equals_greedy():
 def test_beam_search_finds_a_sequence_greedy_misses_when_greedy_is_myopic():
     engine = myopic_engine()
     prompt = {"token_ids": np.array([[0]])}
-    greedy = search.greedy_search(engine, prompt, 2, eos_id=3)
-    beam = search.beam_search(
-        engine, prompt, 2, BeamSearch(num_beams=2, length_penalty=0.0), eos_id=3
-    )
+    greedy = greedy_search(engine, prompt, 2, eos_id=3)
+    beam = beam_search(engine, prompt, 2, BeamSearch(num_beams=2, length_penalty=0.0), eos_id=3)
     assert greedy.tokens[0, 0] == 1
     np.testing.assert_array_equal(beam.tokens[0], [2, 3])
     beam_logp = log_prob_of(engine, [0], beam.tokens[0])
@@ -116,7 +113,7 @@ def test_beam_search_finds_a_sequence_greedy_misses_when_greedy_is_myopic():
 def test_beam_search_matches_exhaustive_search_on_short_outputs():
     """With K = V every prefix survives, so the best 3-token sequence must be found."""
     engine = random_engine(vocab=5, seed=3, scale=2.0)
-    beam = search.beam_search(
+    beam = beam_search(
         engine, {"token_ids": np.array([[1]])}, 3, BeamSearch(num_beams=25, length_penalty=0)
     )
     grid = np.stack(np.meshgrid(*[np.arange(5)] * 3, indexing="ij"), -1).reshape(-1, 3)
@@ -132,12 +129,8 @@ def test_length_penalty_favours_longer_hypotheses():
     probs[4, 4] = 1.0
     engine = TableEngine(np.log(probs))
     prompt = {"token_ids": np.array([[0]])}
-    short = search.beam_search(
-        engine, prompt, 5, BeamSearch(num_beams=2, length_penalty=0.0), eos_id=3
-    )
-    long = search.beam_search(
-        engine, prompt, 5, BeamSearch(num_beams=2, length_penalty=1.0), eos_id=3
-    )
+    short = beam_search(engine, prompt, 5, BeamSearch(num_beams=2, length_penalty=0.0), eos_id=3)
+    long = beam_search(engine, prompt, 5, BeamSearch(num_beams=2, length_penalty=1.0), eos_id=3)
     np.testing.assert_array_equal(short.tokens[0][:1], [3])
     np.testing.assert_array_equal(long.tokens[0], [1, 2, 3])
     assert long.scores[0] == pytest.approx(np.log(0.45) / 3, rel=1e-6)
@@ -183,7 +176,7 @@ def test_beam_search_keeps_full_length_beams_when_the_last_step_brings_the_kth_e
     prompt = np.array([[0], [1]])
     config = BeamSearch(num_beams=2, length_penalty=length_penalty)
     for engine in engines:
-        result = search.beam_search(engine, {"token_ids": prompt}, 2, config, eos_id=0, pad_id=0)
+        result = beam_search(engine, {"token_ids": prompt}, 2, config, eos_id=0, pad_id=0)
         for row, start in enumerate(prompt):
             score, tokens = exhaustive_best(engine, start, 2, 0, length_penalty)
             assert result.tokens[row, : len(tokens)].tolist() == tokens
@@ -193,16 +186,16 @@ def test_beam_search_keeps_full_length_beams_when_the_last_step_brings_the_kth_e
 
 def test_top_k_of_one_equals_greedy():
     engine = random_engine()
-    greedy = search.greedy_search(engine, PROMPT, 10)
-    sampled = search.sample(engine, PROMPT, 10, Sampling(temperature=5.0, top_k=1, seed=123))
+    greedy = greedy_search(engine, PROMPT, 10)
+    sampled = sample(engine, PROMPT, 10, Sampling(temperature=5.0, top_k=1, seed=123))
     np.testing.assert_array_equal(sampled.tokens, greedy.tokens)
 
 
 def test_equal_seeds_give_equal_samples_and_different_seeds_differ():
     engine = random_engine(scale=0.5)  # flat distributions: samples vary a lot
-    first = search.sample(engine, PROMPT, 20, Sampling(seed=7))
-    again = search.sample(engine, PROMPT, 20, Sampling(seed=7))
-    other = search.sample(engine, PROMPT, 20, Sampling(seed=8))
+    first = sample(engine, PROMPT, 20, Sampling(seed=7))
+    again = sample(engine, PROMPT, 20, Sampling(seed=7))
+    other = sample(engine, PROMPT, 20, Sampling(seed=8))
     np.testing.assert_array_equal(first.tokens, again.tokens)
     assert not np.array_equal(first.tokens, other.tokens)
 
@@ -214,7 +207,7 @@ def test_sampling_frequencies_follow_the_filtered_distribution():
 
     def draws(**settings):  # a row per seed: a seed's rows all draw alike
         return np.array([
-            search.sample(engine, prompt, 1, Sampling(seed=seed, **settings)).tokens[0, 0]
+            sample(engine, prompt, 1, Sampling(seed=seed, **settings)).tokens[0, 0]
             for seed in range(4000)
         ])  # fmt: skip
 
@@ -243,20 +236,20 @@ def test_a_seeded_rows_text_does_not_depend_on_the_rows_beside_it():
     rng = np.random.default_rng(3)
     engine = TableEngine(np.log(rng.dirichlet(np.ones(6), size=6)))
     rows = {"token_ids": np.array([[1], [4], [2]])}
-    together = search.sample(engine, rows, 8, Sampling(seed=11)).tokens
+    together = sample(engine, rows, 8, Sampling(seed=11)).tokens
     for i in range(3):
-        alone = search.sample(engine, {"token_ids": rows["token_ids"][i : i + 1]}, 8, Sampling(seed=11))  # fmt: skip
+        alone = sample(engine, {"token_ids": rows["token_ids"][i : i + 1]}, 8, Sampling(seed=11))  # fmt: skip
         np.testing.assert_array_equal(alone.tokens[0], together[i])
     assert len({tuple(row) for row in together}) > 1  # the rows still differ by input
 
 
 def test_filter_keeps_the_nucleus_and_always_the_top_token():
     probs = np.array([[0.1, 0.6, 0.2, 0.1], [0.97, 0.01, 0.01, 0.01]])
-    kept = search.filter_top_k_top_p(probs, top_k=None, top_p=0.7)
+    kept = filter_top_k_top_p(probs, top_k=None, top_p=0.7)
     np.testing.assert_array_equal(
         kept > 0, [[False, True, True, False], [True, False, False, False]]
     )
-    kept = search.filter_top_k_top_p(probs, top_k=2, top_p=0.01)
+    kept = filter_top_k_top_p(probs, top_k=2, top_p=0.01)
     np.testing.assert_array_equal(
         kept > 0, [[False, True, False, False], [True, False, False, False]]
     )
@@ -266,13 +259,13 @@ def test_top_k_keeps_the_tokens_tied_with_the_kth():
     """As Hugging Face's TopKLogitsWarper (`scores < topk(scores, k)[-1]` removed) and vLLM
     keep them: no tie is broken towards the lower ids. A k past the vocabulary keeps all."""
     probs = np.array([[0.1, 0.3, 0.3, 0.3], [0.4, 0.3, 0.2, 0.1]])
-    kept = search.filter_top_k_top_p(probs, top_k=1, top_p=None)
+    kept = filter_top_k_top_p(probs, top_k=1, top_p=None)
     np.testing.assert_array_equal(
         kept > 0, [[False, True, True, True], [True, False, False, False]]
     )
-    kept = search.filter_top_k_top_p(probs, top_k=2, top_p=None)
+    kept = filter_top_k_top_p(probs, top_k=2, top_p=None)
     np.testing.assert_array_equal(kept > 0, [[False, True, True, True], [True, True, False, False]])
-    np.testing.assert_array_equal(search.filter_top_k_top_p(probs, top_k=9, top_p=None), probs)
+    np.testing.assert_array_equal(filter_top_k_top_p(probs, top_k=9, top_p=None), probs)
 
 
 @pytest.mark.parametrize(
@@ -330,7 +323,7 @@ def test_token_log_probs_match_the_softmax_formula(offset):
     tokens = np.array([logits[0].argmax(), 17, logits[2].argmin()])
     x = logits.astype(np.float64) - offset
     expected = x[np.arange(3), tokens] - np.log(np.exp(x).sum(-1))
-    got = search.token_log_probs(logits, tokens)
+    got = token_log_probs(logits, tokens)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
 
@@ -345,32 +338,32 @@ def test_ranked_log_probs_are_the_softmax_formulas_best():
     x = logits.astype(np.float64)
     log_softmax = x - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))
     log_softmax -= x.max(-1, keepdims=True)
-    chosen, ids, values = search.ranked_log_probs(logits, tokens, 3)
+    chosen, ids, values = ranked_log_probs(logits, tokens, 3)
     expected_ids = np.argsort(-log_softmax, axis=-1, kind="stable")[:, :3]
     np.testing.assert_array_equal(ids, expected_ids)
     assert ids[1, :2].tolist() == [10, 20]
     np.testing.assert_allclose(values, np.take_along_axis(log_softmax, ids, -1), atol=1e-5)
     np.testing.assert_allclose(chosen, log_softmax[np.arange(5), tokens], atol=1e-5)
-    np.testing.assert_array_equal(chosen, search.token_log_probs(logits, tokens))
-    empty = search.ranked_log_probs(logits, tokens, 0)
+    np.testing.assert_array_equal(chosen, token_log_probs(logits, tokens))
+    empty = ranked_log_probs(logits, tokens, 0)
     assert empty[1].shape == (5, 0) and empty[2].shape == (5, 0)
 
 
 def test_numpy_numbers_are_numbers():
-    config = search.Sampling(temperature=np.float32(0.7), top_k=np.int64(3), top_p=np.float32(0.9))
+    config = Sampling(temperature=np.float32(0.7), top_k=np.int64(3), top_p=np.float32(0.9))
     assert config.temperature == np.float32(0.7)
-    assert search.BeamSearch(np.int64(2), np.float32(0.5)).num_beams == 2
+    assert BeamSearch(np.int64(2), np.float32(0.5)).num_beams == 2
 
 
 def test_top_k_zero_and_minus_one_mean_every_token_as_in_transformers_and_the_server():
     # transformers' and our HTTP server's top_k=0, vLLM's -1: no top-k filter (was an error).
     for off in (0, -1, np.int64(0)):
-        assert search.Sampling(top_k=off) == search.Sampling()
+        assert Sampling(top_k=off) == Sampling()
         assert search.search_config("sample", top_k=off).top_k is None
     engine = random_engine()
-    whole = search.sample(engine, PROMPT, 6, Sampling(seed=3))
+    whole = sample(engine, PROMPT, 6, Sampling(seed=3))
     np.testing.assert_array_equal(
-        search.sample(engine, PROMPT, 6, Sampling(top_k=0, seed=3)).tokens, whole.tokens
+        sample(engine, PROMPT, 6, Sampling(top_k=0, seed=3)).tokens, whole.tokens
     )
 
 
@@ -381,7 +374,7 @@ def cycle_engine(vocab=6):
 
 @pytest.mark.parametrize(
     "strategy",
-    [search.Greedy(forced_eos=True), Sampling(seed=5, forced_eos=True),
+    [Greedy(forced_eos=True), Sampling(seed=5, forced_eos=True),
      BeamSearch(3, early_stopping="never", forced_eos=True)],
 )  # fmt: skip
 def test_forced_eos_ends_the_rows_still_running_at_the_limit_with_eos(strategy):
@@ -401,7 +394,7 @@ def test_forced_eos_ends_the_rows_still_running_at_the_limit_with_eos(strategy):
     )
 
 
-@pytest.mark.parametrize("strategy", [search.Greedy, search.Sampling, search.BeamSearch])
+@pytest.mark.parametrize("strategy", [Greedy, Sampling, BeamSearch])
 def test_the_forced_step_runs_no_model_step_and_needs_an_eos_id(strategy):
     engine = cycle_engine()
     prompt = {"token_ids": np.array([[0]])}
@@ -424,7 +417,7 @@ def test_greedy_with_forced_eos_steps_where_the_engine_decodes_greedily_in_one_c
             raise AssertionError("called the in-graph loop")
 
     engine = InGraph(cycle_engine().table)
-    result = search.generate(engine, {"token_ids": np.array([[0]])}, 3, search.Greedy(True), 5)
+    result = search.generate(engine, {"token_ids": np.array([[0]])}, 3, Greedy(True), 5)
     assert result.tokens.tolist() == [[1, 2, 5]]
 
 
@@ -436,7 +429,7 @@ def test_never_stopping_early_finds_the_best_hypothesis_when_beams_see_them_all(
     config = BeamSearch(16, length_penalty, early_stopping="never")
     for seed in range(6):
         engine = random_engine(vocab=3, seed=seed, scale=2.0)
-        result = search.beam_search(engine, {"token_ids": np.array([[1], [2]])}, 3, config, 0)
+        result = beam_search(engine, {"token_ids": np.array([[1], [2]])}, 3, config, 0)
         for row, start in enumerate([[1], [2]]):
             score, tokens = exhaustive_best(engine, start, 3, 0, length_penalty)
             assert result.tokens[row, : len(tokens)].tolist() == tokens
@@ -461,7 +454,7 @@ def test_early_stopping_true_stops_at_k_hypotheses_and_false_runs_on_while_one_m
     tokens = {}
     for early_stopping in (True, False, "never"):
         config = BeamSearch(2, 1.0, early_stopping)
-        result = search.beam_search(early_stopping_engine(), prompt, 3, config, 0, 0)
+        result = beam_search(early_stopping_engine(), prompt, 3, config, 0, 0)
         tokens[early_stopping] = result.tokens[0].tolist()
     assert tokens == {True: [0], False: [1, 1, 1], "never": [1, 1, 1]}
     assert BeamSearch().early_stopping is True  # ours; transformers' default is False

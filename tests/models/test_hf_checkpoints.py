@@ -12,7 +12,7 @@ from safetensors.numpy import load_file, save_file
 from tests.helpers import DATA_DIR
 from transformer_zoo import cli
 from transformer_zoo.export.run_export import export_run
-from transformer_zoo.generation.search import BeamSearch, Greedy
+from transformer_zoo.generation import BeamSearch, Greedy
 from transformer_zoo.models import DecoderOnly, EncoderDecoder
 from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
 from transformer_zoo.models.hf.marian import import_hf_marian, sinusoid_halves

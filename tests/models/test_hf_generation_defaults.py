@@ -13,7 +13,8 @@ from safetensors.numpy import load_file, save_file
 
 from tests.helpers import DATA_DIR
 from transformer_zoo.export.run_export import export_run
-from transformer_zoo.generation.search import BeamSearch, Greedy, search_config
+from transformer_zoo.generation import BeamSearch, Greedy
+from transformer_zoo.generation.search import search_config
 from transformer_zoo.models.hf.marian import generation_defaults
 from transformer_zoo.models.hf.run import import_hf_run
 from transformer_zoo.serving import load_served_model

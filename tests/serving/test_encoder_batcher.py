@@ -10,14 +10,10 @@ import numpy as np
 import pytest
 
 from transformer_zoo.serving.http import ServerSettings
+from transformer_zoo.serving.http.encoder_batcher import EncoderBatcher
 from transformer_zoo.serving.http.metrics import Metrics
 from transformer_zoo.serving.http.models import ModelRegistry
-from transformer_zoo.serving.http.scheduler import (
-    MAX_REQUEST,
-    EncoderBatcher,
-    QueueFull,
-    TooLarge,
-)
+from transformer_zoo.serving.http.scheduler import MAX_REQUEST, QueueFull, TooLarge
 
 
 class FakeEncoder:

@@ -20,7 +20,7 @@ from tests.serving.references import (
     generated,
     token_texts,
 )
-from transformer_zoo.generation.search import Sampling
+from transformer_zoo.generation import Sampling
 
 PROMPTS = ["the cat", "a quick brown fox", "dogs", "on the fifth of March", "March", "a"]
 

@@ -15,7 +15,7 @@ import tritonclient.http as triton
 from tests.serving.conftest import text_input
 from tests.serving.live_server import LiveServer
 from tests.serving.references import completions
-from transformer_zoo.generation.search import Sampling
+from transformer_zoo.generation import Sampling
 from transformer_zoo.serving.http import ServerSettings, model_names
 
 PROMPTS = ["the cat", "a quick brown fox", "dogs", "on the fifth of March"]

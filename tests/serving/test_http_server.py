@@ -17,7 +17,7 @@ import pytest
 
 from tests.serving.live_server import LiveServer, slow_down
 from tests.serving.references import completions
-from transformer_zoo.generation.search import Sampling
+from transformer_zoo.generation import Sampling
 from transformer_zoo.serving.http import ServerSettings
 from transformer_zoo.serving.http.metrics import RATE_WINDOW, Metrics
 

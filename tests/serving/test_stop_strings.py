@@ -12,7 +12,8 @@ import pytest
 
 from tests.serving.references import generated, token_texts
 from transformer_zoo.cli import main
-from transformer_zoo.generation.search import BeamSearch, Greedy, Sampling, generate
+from transformer_zoo.generation import BeamSearch, Greedy, Sampling
+from transformer_zoo.generation.search import generate
 from transformer_zoo.serving import InputError, load_onnx
 from transformer_zoo.serving.http import openai_protocol
 from transformer_zoo.serving.stops import (

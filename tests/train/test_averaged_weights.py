@@ -131,7 +131,7 @@ def test_the_cli_refuses_a_momentum_outside_0_1(capsys, value, message):
 
 
 def test_the_run_says_it_averages():
-    from transformer_zoo.train.trainer import plan_steps
+    from transformer_zoo.train.step_plan import plan_steps
 
     config = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=3, ema_momentum=0.999)
     line = plan_steps(config, batches=23, steps_per_execution=10).describe(config, config.dropout)

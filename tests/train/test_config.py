@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from transformer_zoo.cli import build_parser
-from transformer_zoo.cli.train import config_from_args
+from transformer_zoo.cli.train_arguments import config_from_args
 from transformer_zoo.train.config import TrainConfig
 
 # One of every numeric setting, as Python values; each takes numpy's as well.

@@ -10,7 +10,8 @@ import pytest
 from transformer_zoo import run_directory as rd
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.train.config import TrainConfig
-from transformer_zoo.train.trainer import prepare, train
+from transformer_zoo.train.prepared import prepare
+from transformer_zoo.train.trainer import train
 
 SMALL = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=16)
 
@@ -61,7 +62,8 @@ def test_ctrl_c_in_the_test_evaluation_keeps_the_training_and_evaluates_again(
     """The backup went with `fit`'s end: Ctrl-C while the test set was decoded left a run
     marked "training" without a backup, which the rerun trained again from scratch."""
     from transformer_zoo.cli.train import _what_a_rerun_does
-    from transformer_zoo.train import trainer
+    from transformer_zoo.train import train_result
+    from transformer_zoo.train.prepared import TRAINED
 
     data, out = tmp_path / "corpus.txt", tmp_path / "run"
     data.write_text("abc abd abe\n" * 40, encoding="utf-8")
@@ -69,22 +71,22 @@ def test_ctrl_c_in_the_test_evaluation_keeps_the_training_and_evaluates_again(
         "decoder-only", data=str(data), out=str(out), tokenizer="char", overrides=SMALL,
         steps=2, batch_size=4, steps_per_execution=1, precision="float32",
     )  # fmt: skip
-    evaluate = trainer.evaluate
+    evaluate = train_result.evaluate
 
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(trainer, "evaluate", ctrl_c)
+    monkeypatch.setattr(train_result, "evaluate", ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         train(config, verbose=0)
-    assert rd.load_run_config(out).extra["status"] == trainer.TRAINED
+    assert rd.load_run_config(out).extra["status"] == TRAINED
     assert _what_a_rerun_does(str(out)) == "evaluate again"
     saved = (out / rd.MODEL_FILE).read_bytes()
 
-    monkeypatch.setattr(trainer, "evaluate", evaluate)
+    monkeypatch.setattr(train_result, "evaluate", evaluate)
     monkeypatch.setattr(keras.Model, "fit", lambda *a, **k: pytest.fail("trained again"))
     prepared = prepare(config)
-    assert prepared.state == trainer.TRAINED
+    assert prepared.state == TRAINED
     result = train(prepared, verbose=0)
     assert "evaluating its model.keras again" in capsys.readouterr().out
     assert result.metrics["training"]["steps"] == 2 and "test" in result.metrics

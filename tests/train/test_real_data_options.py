@@ -157,7 +157,7 @@ def test_set_refuses_unknown_and_ill_typed_arguments_in_one_line(tmp_path, capsy
 
 
 def test_set_reads_a_json_file_of_arguments(tmp_path):
-    from transformer_zoo.cli.train import parse_overrides
+    from transformer_zoo.cli.train_arguments import parse_overrides
 
     path = tmp_path / "model.json"
     path.write_text(json.dumps({"num_layers": 4, "hidden_dim": 128}), encoding="utf-8")
@@ -244,8 +244,8 @@ def test_init_warns_when_the_training_text_is_unknown_to_its_tokenizer(
 ):
     """Fine-tuning text in a script the initial model's tokenizer lacks became `<unk>`
     throughout, silently."""
+    from transformer_zoo.train.data_warnings import warn_unknown
     from transformer_zoo.train.family_setup import FamilySetup
-    from transformer_zoo.train.trainer import _warn_unknown
 
     texts = {
         "known.tsv": ["the cat sat on the mat .", "a quick fox , the dogs ."],
@@ -260,8 +260,8 @@ def test_init_warns_when_the_training_text_is_unknown_to_its_tokenizer(
             init=str(wordpiece_artifacts.run_dir),
         )  # fmt: skip
         caplog.clear()
-        with caplog.at_level("WARNING", logger="transformer_zoo.train.trainer"):
-            _warn_unknown(setup, "runs/minilm")
+        with caplog.at_level("WARNING", logger="transformer_zoo.train.data_warnings"):
+            warn_unknown(setup, "runs/minilm")
         warned[name] = caplog.text
     assert warned["known.tsv"] == ""
     assert "are unknown to the tokenizer of --init runs/minilm" in warned["unknown.tsv"]

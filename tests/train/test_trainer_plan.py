@@ -7,7 +7,7 @@ from keras import ops
 from transformer_zoo.data.tasks import limit_task
 from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.recipe.optimizers import make_optimizer
-from transformer_zoo.train.trainer import plan_steps
+from transformer_zoo.train.step_plan import plan_steps
 
 
 def test_an_epoch_is_whole_executions_so_the_progress_bar_and_the_steps_agree():
@@ -41,7 +41,7 @@ def test_preparing_a_file_says_what_it_does_before_it_does_it(
 ):
     """A 1M-line TSV was 138 s of silence before the first line (reading it, training the
     tokenizers, counting the batches); now each stage has a line first."""
-    from transformer_zoo.train.trainer import prepare
+    from transformer_zoo.train.prepared import prepare
 
     rows = [f"{i} cats\t{i} chats" for i in range(60)]
     if family == "encoder-only":
@@ -175,8 +175,8 @@ def test_held_out_examples_longer_than_the_model_are_reported_too(tmp_path, capl
     """Only the training examples were counted: validation and test ones were cut
     silently."""
     from transformer_zoo.data import load_task
+    from transformer_zoo.train.data_warnings import warn_cut
     from transformer_zoo.train.family_setup import FamilySetup
-    from transformer_zoo.train.trainer import _warn_cut
 
     long = " ".join(["long"] * 60)
     files = {
@@ -193,9 +193,9 @@ def test_held_out_examples_longer_than_the_model_are_reported_too(tmp_path, capl
         test=str(tmp_path / "test.tsv"),
     )
     setup = FamilySetup.create(task, "tiny")
-    with caplog.at_level("WARNING", logger="transformer_zoo.train.trainer"):
-        _warn_cut(setup, 16)
-        _warn_cut(setup, 1000)  # nothing cut: no line
+    with caplog.at_level("WARNING", logger="transformer_zoo.train.data_warnings"):
+        warn_cut(setup, 16)
+        warn_cut(setup, 1000)  # nothing cut: no line
     assert caplog.messages == [
         "0 of 40 training, 1 of 2 validation and 2 of 3 test examples are longer than the "
         "model's 16 tokens and are cut to it (a preset with a larger max_length keeps them "
@@ -305,18 +305,18 @@ def test_pretraining_without_a_terminal_prints_a_line_every_tenth(
 
 
 def test_a_test_file_with_the_training_files_contents_is_warned_about(tmp_path, caplog):
-    from transformer_zoo.train.trainer import _warn_training_file_reused
+    from transformer_zoo.train.data_warnings import warn_training_file_reused
 
     rows = "".join(f"{('neg', 'pos')[i % 2]}\ttext {i}\n" for i in range(30))
     for name in ("train.tsv", "copy.tsv"):
         (tmp_path / name).write_text(rows, encoding="utf-8")
     (tmp_path / "other.tsv").write_text(rows.replace("text", "words"), encoding="utf-8")
     data = str(tmp_path / "train.tsv")
-    with caplog.at_level("WARNING", logger="transformer_zoo.train.trainer"):
-        _warn_training_file_reused(TrainConfig("encoder-only", data=data, test=str(tmp_path / "copy.tsv")))  # fmt: skip
+    with caplog.at_level("WARNING", logger="transformer_zoo.train.data_warnings"):
+        warn_training_file_reused(TrainConfig("encoder-only", data=data, test=str(tmp_path / "copy.tsv")))  # fmt: skip
         assert "--test" in caplog.text and "holds the same contents as --data" in caplog.text
         caplog.clear()
-        _warn_training_file_reused(TrainConfig("encoder-only", data=data, valid=str(tmp_path / "other.tsv")))  # fmt: skip
+        warn_training_file_reused(TrainConfig("encoder-only", data=data, valid=str(tmp_path / "other.tsv")))  # fmt: skip
         assert caplog.text == ""
 
 
@@ -390,7 +390,8 @@ def test_a_backup_written_after_training_ended_trains_no_further_epoch():
 def test_train_of_settings_not_in_a_train_config_says_how_to_make_one(config, message):
     """`train({"family": ...})` (and `prepare`) raised "AttributeError: 'dict' object
     has no attribute 'strategy'" from inside `prepare`."""
-    from transformer_zoo.train.trainer import prepare, train
+    from transformer_zoo.train.prepared import prepare
+    from transformer_zoo.train.trainer import train
 
     for function in (train, prepare):
         with pytest.raises(ValueError) as error:

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from transformer_zoo.data.bucketing import batch_by_length
-from transformer_zoo.data.pipelines import AUTOTUNE, check_model, packed_pairs, padding_mask
+from transformer_zoo.data.pipelines.common import AUTOTUNE, check_model, packed_pairs, padding_mask
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -76,7 +76,7 @@ def masked_lm_dataset(
         shuffle: reshuffle every epoch.
         seed: seed of the shuffle and of the masks.
         model: the model the batches are for, if it is to be checked
-            (`pipelines.check_model`: its vocabulary must hold the tokenizer's ids, its
+            (`pipelines.common.check_model`: its vocabulary must hold the tokenizer's ids, its
             `max_length` this one).
         **batching: `drop_remainder`, `pad_to_bucket_boundary`, `keep_order` (see
             `batch_by_length`).

@@ -53,7 +53,8 @@ from transformer_zoo.evaluation.metrics import (
     space_separated,
     word_error_rate,
 )
-from transformer_zoo.generation.search import SearchConfig, log_softmax
+from transformer_zoo.generation.search import SearchConfig
+from transformer_zoo.generation.search_common import log_softmax
 from transformer_zoo.progress import progress_bar
 from transformer_zoo.serving.length_batches import sorted_batches
 from transformer_zoo.text.formats import (
@@ -380,7 +381,8 @@ def evaluate_directory(
             an export of one, or its data is unreadable.
     """
     from transformer_zoo.data.tasks import run_task
-    from transformer_zoo.run_directory import load_run_config, run_differences, run_identity
+    from transformer_zoo.run_directory import load_run_config
+    from transformer_zoo.run_state import run_differences, run_identity
     from transformer_zoo.serving import load_served_model
 
     served = load_served_model(model or directory, engine)

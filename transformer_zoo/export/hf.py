@@ -13,7 +13,7 @@ needs (the last as a `LlamaTokenizer`, which encodes with the SentencePiece mode
 and adds our begin and end tokens). `import-hf` reads GPT-2's and BERT's tokenizers only, so
 it reads back the export of a run imported from such a checkpoint, not that of a run trained
 here. `config.json` names the run exported (`RUN_ENTRY`): an export of another run is not
-written over (`directory.check_export_target`).
+written over (`staged_export.check_export_target`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ import numpy as np
 
 from transformer_zoo.errors import with_article
 from transformer_zoo.files import atomic_path, read_json, write_json
-from transformer_zoo.run_directory import CONFIG_FILE, RunConfig, run_identity
+from transformer_zoo.run_directory import CONFIG_FILE, RunConfig
+from transformer_zoo.run_state import run_identity
 
 log = logging.getLogger("transformer_zoo.export")
 TOLERANCE = 1e-5
-# The config.json entry naming the run exported (`run_directory.run_identity`), which our
+# The config.json entry naming the run exported (`run_state.run_identity`), which our
 # exports keep in their own config.json: an export of another run is not overwritten.
 # transformers keeps an unknown entry as an attribute of the config.
 RUN_ENTRY = "transformer_zoo_run"

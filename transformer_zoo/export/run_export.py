@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 from transformer_zoo.export import FORMATS, HF_FORMAT
-from transformer_zoo.export.directory import check_export_target
 from transformer_zoo.export.quantize import (
     DEFAULT_EXAMPLES,
     DEFAULT_MAX_ACCURACY_DROP,
@@ -16,6 +15,7 @@ from transformer_zoo.export.quantize import (
     quantize_onnx,
     require_task,
 )
+from transformer_zoo.export.staged_export import check_export_target
 from transformer_zoo.models.saving import load_run_model
 from transformer_zoo.run_directory import MODEL_FILE, check_run_files, load_run_config
 

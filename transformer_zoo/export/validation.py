@@ -7,7 +7,7 @@ run it on random inputs: two batch sizes × two lengths, and for cached graphs a
 model whose `max_length` is shorter gets the lengths clamped to it (`length_cases`).
 Sequence outputs (`SEQUENCE_OUTPUTS`) at the positions an `attention_mask` marks as
 padding are not compared: no real token reads them, and the fused encoder does not
-compute them (`fused.Packing`).
+compute them (`packing.Packing`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Generation: the search algorithms, the one engine, and the runners it steps.
 
 - `search`: greedy, sampling and beam search in numpy, typed strategy values
-  (`Greedy`, `Sampling`, `BeamSearch`);
+  (`Greedy`, `Sampling`, `BeamSearch`, each in its own module: `greedy`, `sampling`,
+  `beam_search`; what they share in `search_common`);
 - `engine.CachedEngine`: the search's engine over a runner of the step graphs;
 - runners: `onnx_runner.OnnxRunner` (onnxruntime, no TensorFlow),
   `keras_runner.KerasRunner` and `saved_model_runner.SavedModelRunner` (TensorFlow);
@@ -9,8 +10,8 @@
 - `reference.UncachedEngine`: full recomputation, the reference tests hold the engine to;
 - `generate(model, ...)`: the Keras model through `KerasRunner` and the engine.
 
-Importing this package (or `search`, `engine`, `alignment`, `inputs`, `onnx_runner`,
-`onnx_greedy`, `runners`)
+Importing this package (or `search`, `greedy`, `sampling`, `beam_search`,
+`search_common`, `engine`, `alignment`, `inputs`, `onnx_runner`, `onnx_greedy`, `runners`)
 does not import TensorFlow, so the TensorFlow-free serving runtime builds on it; the
 Keras names below load TensorFlow on first use.
 """
@@ -22,13 +23,11 @@ ENGINES = ("onnx", "keras", "saved_model")
 # words took 77 s and 14 GB as one batch, 12 s and 189 MB in batches of 64.
 GENERATION_BATCH_SIZE = 64
 
-from transformer_zoo.generation.search import (  # noqa: E402
-    STRATEGIES,
-    BeamSearch,
-    Greedy,
-    Sampling,
-    SearchResult,
-)
+from transformer_zoo.generation.beam_search import BeamSearch  # noqa: E402
+from transformer_zoo.generation.greedy import Greedy  # noqa: E402
+from transformer_zoo.generation.sampling import Sampling  # noqa: E402
+from transformer_zoo.generation.search import STRATEGIES  # noqa: E402
+from transformer_zoo.generation.search_common import SearchResult  # noqa: E402
 
 _KERAS = {
     "generate": "transformer_zoo.generation.decoding",

@@ -17,8 +17,9 @@ from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.generation.reference import UncachedEngine
-from transformer_zoo.generation.search import SearchConfig, SearchResult
+from transformer_zoo.generation.search import SearchConfig
 from transformer_zoo.generation.search import generate as run_search
+from transformer_zoo.generation.search_common import SearchResult
 from transformer_zoo.layers.validation import check_flag
 from transformer_zoo.models.family import family_of
 from transformer_zoo.models.model_inputs import check_input_keys

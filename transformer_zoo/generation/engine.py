@@ -28,7 +28,7 @@ import numpy as np
 from transformer_zoo.errors import InputError
 from transformer_zoo.generation.alignment import left_align, positions, right_align
 from transformer_zoo.generation.inputs import token_array
-from transformer_zoo.generation.search import SearchResult, check_max_new_tokens
+from transformer_zoo.generation.search_common import SearchResult, check_max_new_tokens
 from transformer_zoo.run_directory import ModelDimensions
 
 GENERATIVE_FAMILIES = ("decoder-only", "encoder-decoder")
@@ -36,7 +36,7 @@ GENERATIVE_FAMILIES = ("decoder-only", "encoder-decoder")
 # only (0, the default: all). Fed 1 where only each row's next token is read.
 LOGITS_TO_KEEP = "logits_to_keep"
 # A metadata entry of the fused encoder graphs ("true"): they compute the real tokens only
-# (`export.onnx.fused.Packing`), so a batch pays for its tokens, not for its padding.
+# (`export.onnx.packing.Packing`), so a batch pays for its tokens, not for its padding.
 PADDING_FREE = "padding_free"
 
 
@@ -122,7 +122,7 @@ class CachedEngine:
         empty = np.zeros((batch, self.dims.num_heads, 0, self.dims.head_dim), self.dtype)
         return dict.fromkeys(self.cache_names, empty)
 
-    # --- the search.Engine protocol ---------------------------------------------------
+    # --- the search_common.Engine protocol --------------------------------------------
     def start(self, inputs: dict) -> tuple[np.ndarray, CachedState]:
         tokens, where, state = self._begin(inputs, align=True)
         return self._run(tokens, where, state)
@@ -136,7 +136,7 @@ class CachedEngine:
         return self._run(tokens, where, state, every_position=True)
 
     def greedy(self, inputs: dict, max_new_tokens: int, eos_id=None, pad_id=0) -> SearchResult:
-        """`search.greedy_search` in one call of the runner (where `decodes_greedily`):
+        """`greedy.greedy_search` in one call of the runner (where `decodes_greedily`):
         the prompt pass and every step inside onnxruntime (`onnx_greedy`)."""
         tokens, where, state = self._begin(inputs, align=True)
         feeds = {

@@ -2,7 +2,7 @@
 
 `greedy_graph(step)` wraps a decoding step graph (`model.onnx`, or an encoder-decoder's
 `decoder_model.onnx`; fused or plain, float32 or quantized) so that onnxruntime runs the
-whole of `search.greedy_search` in one call: each iteration runs the step, picks each
+whole of `greedy.greedy_search` in one call: each iteration runs the step, picks each
 row's most likely token, writes padding after a row's EOS, grows the mask and the
 positions, and feeds the step's `present` caches back as its `past`. Python's work per
 token, about a third of an int8 step on 2 cores, is gone (`benchmarks/serving.py`), and
@@ -13,7 +13,7 @@ Inputs (int64): the step's first-pass inputs with empty caches left out (`input_
 `encoder_attention_mask` and the encoder's cross caches `past_key_values.{i}.encoder.*`),
 and the scalars `max_new_tokens`, `eos_token_id` (-1: none) and `pad_token_id`.
 Outputs: `tokens` (B, N) and `scores` (B,), float32: each row's summed log-probabilities
-up to and including its EOS, as `search.greedy_search` returns them (N <= max_new_tokens;
+up to and including its EOS, as `greedy.greedy_search` returns them (N <= max_new_tokens;
 the loop ends once every row has emitted EOS).
 
 numpy and onnx only: the TensorFlow-free runtime builds it when it loads a directory.

@@ -79,7 +79,7 @@ class OnnxRunner:
         intra_op_num_threads: onnxruntime's intra-op threads per session.
         allow_spinning: let idle intra-op threads busy-wait (see `make_session`).
         in_graph_greedy: decode greedily in one onnxruntime call (False: a call per token,
-            driven by `search.greedy_search`, with one copy of the weights).
+            driven by `greedy.greedy_search`, with one copy of the weights).
     """
 
     def __init__(

@@ -31,7 +31,7 @@ class UncachedState:
 
 
 class UncachedEngine:
-    """The `search.Engine` protocol by full recomputation (see the module docstring).
+    """The `search_common.Engine` protocol by full recomputation (see the module docstring).
 
     Args:
         model: a `DecoderOnly` or an `EncoderDecoder`.

@@ -5,12 +5,8 @@ from __future__ import annotations
 import os
 
 from transformer_zoo.errors import ModelDirectoryError, first_line
-from transformer_zoo.run_directory import (
-    MODEL_FILE,
-    RunError,
-    check_model_file,
-    load_run_config,
-)
+from transformer_zoo.run_directory import MODEL_FILE, RunError, load_run_config
+from transformer_zoo.run_state import check_model_file
 
 
 def load_run_model(directory: str | os.PathLike, compile: bool = False):

@@ -12,8 +12,9 @@ Example:
 """
 
 from transformer_zoo.errors import InputError, ModelDirectoryError
+from transformer_zoo.serving.encoding import mean_pool
 from transformer_zoo.serving.loading import load_onnx, load_served_model
-from transformer_zoo.serving.served_model import ServedModel, mean_pool
+from transformer_zoo.serving.served_model import ServedModel
 
 __all__ = [
     "InputError",

@@ -5,7 +5,7 @@ costs about `count × longest` token positions: sorting by length (as
 sentence-transformers does) groups similar lengths, but fixed-size batches still pad a
 whole batch to one outlier: a 256-token text among 15-token ones makes a batch of 32
 cost 8,192 positions for about 720 real tokens. A padding-free graph (the fused
-encoder, `export.onnx.fused.Packing`) pays for its real tokens only, except in
+encoder, `export.onnx.packing.Packing`) pays for its real tokens only, except in
 attention, which scores every (query, key) pair of a padded row: about
 `count × longest² / ATTENTION_SPAN` positions more. `length_batches` chooses where to cut
 the sorted order: the cuts that minimise that cost plus a fixed cost per batch (the

@@ -7,11 +7,14 @@ training uses), and generation from `transformer_zoo.generation`: the one engine
 
 Generative inputs longer than the model allows are rejected; encoder-only inputs are
 truncated to `max_length`, as in training and as sentence-transformers does.
+
+The checks of its inputs live in `input_checks`, the numpy side of an encoder-only model
+(feeds, pooling, class scores) in `encoding`, and the batching of generated text with its
+stop strings in `text_batches`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,23 +23,30 @@ from transformer_zoo.errors import InputError, is_flag, with_article
 from transformer_zoo.generation import GENERATION_BATCH_SIZE
 from transformer_zoo.generation.engine import CachedEngine, check_room
 from transformer_zoo.generation.inputs import token_array
-from transformer_zoo.generation.search import (
-    BeamSearch,
-    SearchConfig,
-    SearchResult,
-    Stopping,
-)
+from transformer_zoo.generation.search import SearchConfig
 from transformer_zoo.generation.search import generate as run_search
+from transformer_zoo.generation.search_common import SearchResult, Stopping
 from transformer_zoo.progress import progress_bar
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
-from transformer_zoo.serving.detokenize import continuation_text
-from transformer_zoo.serving.length_batches import length_batches, sorted_batches
-from transformer_zoo.serving.stops import StopText, first_stop, stop_strings
-from transformer_zoo.text import pair_ids, prompt_ids, source_ids
+from transformer_zoo.serving.encoding import (
+    POOLING_OUTPUTS,
+    class_scores,
+    encoder_feeds,
+    mean_pool,
+    tokenize,
+    tokenizer_lengths,
+)
+from transformer_zoo.serving.input_checks import (
+    check_batch_size,
+    check_lengths,
+    check_sources,
+    text_list,
+)
+from transformer_zoo.serving.length_batches import length_batches
+from transformer_zoo.serving.stops import stop_strings
+from transformer_zoo.serving.text_batches import texts_in_batches
+from transformer_zoo.text import prompt_ids, source_ids
 from transformer_zoo.text.formats import encoder_rows
-from transformer_zoo.text.wordpiece import WordPieceTokenizer
-
-log = logging.getLogger(__name__)  # truncation warnings; the command line shows them
 
 
 class ServedModel:
@@ -83,7 +93,7 @@ class ServedModel:
     ) -> SearchResult:
         """Continue prompts given as ids: a (B, S) integer array (0 = padding) or id lists,
         with `search` (`Greedy()` by default, `Sampling(...)`, `BeamSearch(...)`);
-        `stopping` (greedy and sampling) ends rows before EOS (`search.Stopping`: what
+        `stopping` (greedy and sampling) ends rows before EOS (`search_common.Stopping`: what
         `generate`'s `stop` strings use)."""
         self._need("decoder-only", "generate")
         ids, mask = token_array(
@@ -175,54 +185,13 @@ class ServedModel:
         stops=(),
         shown=("", False, "texts"),
     ) -> list[str]:
-        """The output text of each id list, in input order, from `run(id lists,
-        stopping)` (a `SearchResult`) called on batches of at most `batch_size`: all of
-        them at once when they fit, else batches of similar lengths, sorted so that each
-        pads little. A row's output does not depend on its batch (a seeded sampling gives
-        each row a generator of its own), except with int8 weights, whose activation
-        scale spans the batch (`export.quantize`).
-
-        With `stops`, each row's text is followed as its tokens come (`StopText`) and the
-        row ends when a stop string is complete (`stopping`); beam search's finished
-        text is cut instead. `shown`: `(what, progress, unit)` of the bar
-        that counts the rows done (`progress.progress_bar`)."""
-        _check_batch_size(batch_size)
-        if len(ids) <= batch_size:
-            batches = [list(range(len(ids)))]
-        else:
-            batches = sorted_batches([len(row) for row in ids], batch_size)
-        texts = [""] * len(ids)
-        with progress_bar(len(ids), *shown) as bar:
-            for rows in batches:
-                followed: list[StopText] = []  # each row's text as the search goes
-                stopping = None
-                if stops and not isinstance(search, BeamSearch):
-                    followed = [self._stop_text(ids[i], stops) for i in rows]
-                    stopping = _stopping(followed)
-                result = run([ids[i] for i in rows], stopping)
-                for j, (i, tokens) in enumerate(zip(rows, result.tokens, strict=True)):
-                    texts[i] = self._completion_text(ids[i], tokens)
-                    at = first_stop(texts[i], stops) if stops else None
-                    if at is not None:  # where the row stopped (beam search: cut afterwards)
-                        texts[i] = texts[i][:at]
-                    elif followed and followed[j].stopped:  # the tokens' texts held it,
-                        texts[i] = followed[j].text  # the whole decoded text not (unseen yet)
-                bar.update(len(rows))
-        return texts
-
-    def _stop_text(self, start_ids: list[int], stops: list[str]) -> StopText:
-        """A row's text as its tokens come, after the prompt it continues (a
-        decoder-only model's) or from nothing (a translation's)."""
-        context = start_ids if self.family == "decoder-only" else []
-        return StopText(self.target_tokenizer, context, stops)
-
-    def _completion_text(self, start_ids, tokens) -> str:
-        """A decoder-only completion as it continues its prompt's text; a translation's
-        text (its target starts afresh)."""
-        if self.family == "decoder-only":
-            eos = self.config.special_ids.get("eos")
-            return continuation_text(self.target_tokenizer, start_ids, tokens, eos)
-        return self.output_text(tokens)
+        """`text_batches.texts_in_batches` in this model's output tokenizer: a
+        decoder-only completion continues its prompt's text, a translation starts afresh."""
+        eos = self.config.special_ids.get("eos")
+        continues_prompt = self.family == "decoder-only"
+        return texts_in_batches(
+            ids, batch_size, run, self.target_tokenizer, continues_prompt, eos, search, stops, shown
+        )
 
     # --- the pieces of generation, which the HTTP server's scheduler shares ----------
     def prompt_ids(self, texts: str | Sequence[str]) -> list[list[int]]:
@@ -230,12 +199,12 @@ class ServedModel:
         (`[bos]` + pieces; "" too), an encoder-decoder source (pieces + `[eos]`). Raises
         `InputError` naming the first text that does not fit the model, or an empty
         (blank) source."""
-        texts = _texts(texts)
+        texts = text_list(texts)
         if self.family == "decoder-only":
             ids = [prompt_ids(self._tokenizer(), text) for text in texts]
             context = self.dims.max_length
             problem = f"leaves no room in the context of {context} tokens"
-            _check_lengths(ids, context - 1, "prompt", problem)
+            check_lengths(ids, context - 1, "prompt", problem)
         else:
             self._need("encoder-decoder", "translate")
             for index, text in enumerate(texts):
@@ -307,7 +276,8 @@ class ServedModel:
         """The graph's outputs for a batch of texts (`last_hidden_state`, …) plus the
         `attention_mask` used."""
         self._need("encoder-only", "encode")
-        feeds = self._encoder_feeds(self._tokenize(_texts(texts), text_pairs))
+        encoded = tokenize(self._tokenizer(), text_list(texts), text_pairs, self.max_length)
+        feeds = encoder_feeds(encoded, self.tokenizer.pad_id, self.dims.type_vocabulary_size)
         outputs = self.runner.run("model", feeds)
         return {
             **{k: np.asarray(v) for k, v in outputs.items()},
@@ -337,13 +307,13 @@ class ServedModel:
         """`embed`'s embeddings, and the tokens the model read of each text (after
         truncation, as `token_counts`), from one tokenization: the server's usage counts."""
         self._need("encoder-only", "embed")
-        texts = _texts(texts)
-        _check_batch_size(batch_size)
+        texts = text_list(texts)
+        check_batch_size(batch_size)
         if normalize is not None and not is_flag(normalize):
             raise InputError(f"`normalize` must be True, False or None. Received: {normalize!r}")
         pooled_in_graph = self.config.normalizes_embeddings  # what `sentence_embedding` is
         normalize = pooled_in_graph if normalize is None else normalize
-        encoded = self._tokenize(texts, None)
+        encoded = tokenize(self._tokenizer(), texts, None, self.max_length)
         embeddings = np.empty((len(texts), self.dims.hidden_dim), np.float32)
         batches = self._encoder_batches(encoded, batch_size, POOLING_OUTPUTS, "embedding", progress)
         for rows, feeds, outputs in batches:
@@ -368,9 +338,10 @@ class ServedModel:
         counts the texts done where `progress` says (as `generate`'s)."""
         lengths = [len(ids) for ids, _ in encoded]
         padding_free = self.runner.padding_free("model")
+        pad, type_vocabulary_size = self.tokenizer.pad_id, self.dims.type_vocabulary_size
         with progress_bar(len(encoded), what, progress, "texts") as bar:
             for rows in length_batches(lengths, batch_size, padding_free=padding_free):
-                feeds = self._encoder_feeds([encoded[i] for i in rows])
+                feeds = encoder_feeds([encoded[i] for i in rows], pad, type_vocabulary_size)
                 yield rows, feeds, self.runner.run("model", feeds, numpy_outputs=outputs)
                 bar.update(len(rows))
 
@@ -390,16 +361,16 @@ class ServedModel:
         self._need("encoder-only", "classify")
         if self.config.task != "classification":
             raise InputError(f"This model's task is {self.config.task!r}, not classification.")
-        texts = _texts(texts)
-        _check_batch_size(batch_size)
+        texts = text_list(texts)
+        check_batch_size(batch_size)
         if text_pairs is not None:  # a string is one pair, as one text is one text
-            text_pairs = _texts(text_pairs, "text_pairs")
+            text_pairs = text_list(text_pairs, "text_pairs")
             if len(text_pairs) != len(texts):
                 raise InputError(
                     f"`text_pairs` needs one entry per text: {len(text_pairs)} for {len(texts)}."
                 )
         labels = self.config.label_names
-        encoded = self._tokenize(texts, text_pairs)
+        encoded = tokenize(self._tokenizer(), texts, text_pairs, self.max_length)
         logits = np.empty((len(texts), len(labels)), np.float32)
         batches = self._encoder_batches(encoded, batch_size, ("logits",), "classifying", progress)
         for rows, _, outputs in batches:
@@ -418,7 +389,7 @@ class ServedModel:
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """How many tokens of each text an encoder-only model reads (after truncation)."""
         self._need("encoder-only", "token_counts")
-        lengths = self._tokenizer_lengths(_texts(texts))
+        lengths = tokenizer_lengths(self._tokenizer(), text_list(texts))
         return [min(n, self.max_length) for n in lengths]
 
     def encoder_lengths(
@@ -427,37 +398,8 @@ class ServedModel:
         """How many tokens each text (or pair) has before an encoder-only model cuts it
         to `max_length`: what `embed` and `classify` warn of (`warn_truncated`)."""
         self._need("encoder-only", "encoder_lengths")
-        pairs = None if text_pairs is None else _texts(text_pairs, "text_pairs")
-        return [len(ids) for ids, _ in encoder_rows(self._tokenizer(), _texts(texts), pairs)]
-
-    def _tokenizer_lengths(self, texts: list[str]) -> list[int]:
-        tokenizer = self._tokenizer()
-        if isinstance(tokenizer, WordPieceTokenizer):
-            return tokenizer.lengths(texts)
-        return [len(pair_ids(tokenizer, text, None)[0]) for text in texts]
-
-    def _tokenize(self, texts: list[str], text_pairs) -> list[tuple[list[int], list[int]]]:
-        """`(ids, segment ids)` per text (or pair), truncated to `max_length`."""
-        rows = encoder_rows(self._tokenizer(), texts, text_pairs)
-        warn_truncated([len(ids) for ids, _ in rows], self.max_length)
-        if all(len(ids) <= self.max_length for ids, _ in rows):
-            return rows
-        return encoder_rows(self._tokenizer(), texts, text_pairs, self.max_length)
-
-    def _encoder_feeds(self, encoded: list[tuple[list[int], list[int]]]) -> dict:
-        """The graph's feeds for tokenized texts, padded to the longest."""
-        pad = self.tokenizer.pad_id
-        width = max(len(ids) for ids, _ in encoded)
-        feeds = {"input_ids": np.full((len(encoded), width), pad, np.int64)}
-        feeds["attention_mask"] = np.zeros_like(feeds["input_ids"])
-        segments = np.zeros_like(feeds["input_ids"])
-        for row, (ids, segment) in enumerate(encoded):
-            feeds["input_ids"][row, : len(ids)] = ids
-            feeds["attention_mask"][row, : len(ids)] = 1
-            segments[row, : len(ids)] = segment
-        if self.dims.type_vocabulary_size:
-            feeds["token_type_ids"] = segments
-        return feeds
+        pairs = None if text_pairs is None else text_list(text_pairs, "text_pairs")
+        return [len(ids) for ids, _ in encoder_rows(self._tokenizer(), text_list(texts), pairs)]
 
     # --- helpers ------------------------------------------------------------------------
     def _need(self, family: str, what: str) -> None:
@@ -470,117 +412,3 @@ class ServedModel:
         if self.tokenizer is None:
             raise InputError("This model was exported without a tokenizer: pass token ids.")
         return self.tokenizer
-
-
-POOLING_OUTPUTS = ("sentence_embedding", "last_hidden_state")
-
-
-def _stopping(rows: list[StopText]) -> Stopping:
-    """The `search.Stopping` of a batch's rows: a row ends when its token completes a
-    stop string (its `StopText` reads each token a live row generates)."""
-
-    def stopping(tokens: np.ndarray, live: np.ndarray) -> np.ndarray:
-        return np.array(
-            [bool(live[j]) and row.add(int(tokens[j])) for j, row in enumerate(rows)], bool
-        )
-
-    return stopping
-
-
-def class_scores(logits: np.ndarray, problem_type: str | None) -> np.ndarray:
-    """(N, C) scores of (N, C) logits as transformers' `TextClassificationPipeline` gives
-    them for a model's `problem_type`: `"regression"`, the logits themselves;
-    `"multi_label_classification"`, or a single label (cross-encoder/ms-marco-*), a sigmoid
-    per label; otherwise a softmax over the labels."""
-    logits = np.asarray(logits, np.float64)
-    if problem_type == "regression":
-        scores = logits
-    elif problem_type == "multi_label_classification" or logits.shape[-1] == 1:
-        scores = np.exp(-np.logaddexp(0.0, -logits))  # sigmoid, without overflow
-    else:
-        shifted = np.exp(logits - logits.max(-1, keepdims=True))
-        scores = shifted / shifted.sum(-1, keepdims=True)
-    return scores.astype(np.float32)
-
-
-def mean_pool(sequence: np.ndarray, mask: np.ndarray, normalize: bool = True) -> np.ndarray:
-    """Masked mean over tokens of (B, S, D), then L2 normalisation: (B, D). The clamps
-    (1e-9 tokens, 1e-12 norm) are sentence-transformers' and `EncoderOnly.embed`'s."""
-    weights = mask.astype(np.float32)  # (B, S)
-    # The masked sum as one (B, 1, S) @ (B, S, D) product: about half the time of
-    # multiplying and summing (B, S, D), which counts at batch 1.
-    pooled = np.matmul(weights[:, None, :], sequence)[:, 0]
-    pooled /= np.maximum(weights.sum(1, keepdims=True), 1e-9)
-    if normalize:
-        norms = np.sqrt(np.einsum("ij,ij->i", pooled, pooled))[:, None]
-        pooled /= np.maximum(norms, 1e-12)
-    return pooled
-
-
-def _texts(texts, name: str = "texts") -> list[str]:
-    """`texts` (a string is one text) as a list of strings, each valid Unicode.
-
-    Raises:
-        InputError: no text, a text that is not a string (named by its index), or one
-            that holds a lone surrogate: what Python makes of a command-line argument's
-            bytes that are not UTF-8, which no tokenizer can read.
-    """
-    if isinstance(texts, str):
-        texts = [texts]
-    texts = list(texts)
-    if not texts:
-        raise InputError("No input text was given.")
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InputError(
-                f"`{name}` must hold strings. Received: {type(text).__name__} {text!r:.40}",
-                index,
-            )
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as error:
-                character = text[error.start]
-                raise InputError(
-                    f"the text is not valid UTF-8: it holds {character!r} at character "
-                    f"{error.start + 1}, a lone surrogate (an undecodable byte)",
-                    index,
-                ) from None
-    return texts
-
-
-def check_sources(rows: list[list[int]], max_length: int) -> None:
-    """Raises `InputError` naming the first source (encoder ids) longer than the model's
-    `max_length`: `translate`'s check, which the attention pictures make too."""
-    _check_lengths(rows, max_length, "source", f"is longer than the model's {max_length}")
-
-
-def _check_lengths(rows: list[list[int]], limit: int, what: str, problem: str) -> None:
-    """Raises `InputError` naming the first input whose ids are longer than `limit`."""
-    for index, row in enumerate(rows):
-        if len(row) > limit:
-            raise InputError(f"the {what} is {len(row)} tokens long and {problem}", index)
-
-
-def warn_truncated(lengths: list[int], limit: int) -> None:
-    """Logs one warning (on `log`) for the inputs longer than `limit` tokens, which were
-    cut, numbered from 1 in `lengths`."""
-    cut = [i for i, n in enumerate(lengths) if n > limit]
-    if cut:
-        shown = ", ".join(str(i + 1) for i in cut[:5]) + (", ..." if len(cut) > 5 else "")
-        log.warning(
-            "%d of %d inputs were longer than the model's %d tokens and were cut to it (inputs %s)",
-            len(cut),
-            len(lengths),
-            limit,
-            shown,
-        )
-
-
-def _check_batch_size(batch_size) -> None:
-    if (
-        not isinstance(batch_size, (int, np.integer))
-        or isinstance(batch_size, bool)
-        or batch_size < 1
-    ):
-        raise InputError(f"`batch_size` must be a positive integer. Received: {batch_size!r}")

@@ -39,7 +39,7 @@ BUILTIN_DEFAULTS = {**RECIPE, "epochs": 4, "warmup_steps": 100}
 # steps from scratch (benchmarks/dates_zh_baseline.py); masked-LM pretraining on the
 # pairs first, and a gentler rate after it, lift it well above.
 BUILTIN_FAMILY_DEFAULTS = {"encoder-only": {"learning_rate": 3e-4, "pretrain_steps": 1500}}
-# On user data the run is sized to the data (`trainer.plan_steps`): without --epochs,
+# On user data the run is sized to the data (`step_plan.plan_steps`): without --epochs,
 # enough epochs for about TARGET_STEPS steps; without --warmup-steps, WARMUP_SHARE of the
 # planned steps. (The paper's schedule with a fixed warmup of 400 steps never left its
 # warmup on a 3,000-line file: 63% exact match, against 100% with this recipe.)

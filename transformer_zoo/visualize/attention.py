@@ -42,7 +42,7 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
     """
     from transformer_zoo.generation import generate
     from transformer_zoo.models.attention_weights import attention_weights
-    from transformer_zoo.serving.served_model import check_sources
+    from transformer_zoo.serving.input_checks import check_sources
     from transformer_zoo.text import source_ids
 
     if not text.strip():

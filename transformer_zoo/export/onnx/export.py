@@ -13,7 +13,7 @@ Two kinds of graph, with the same inputs and outputs (`generation.graphs`):
 
 Either is checked by `onnx.checker`, loaded in onnxruntime and compared with the
 TensorFlow function (`validation`); any failure raises `ExportError` and leaves the
-directory as it was (`directory.StagedExport`).
+directory as it was (`staged_export.StagedExport`).
 """
 
 from __future__ import annotations
@@ -27,15 +27,14 @@ import onnx
 
 from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.export.directory import (
-    StagedExport,
     check_export_arguments,
     float32_model,
     make_config,
-    weights_digest,
     write_tokenizers,
 )
 from transformer_zoo.export.onnx import fused, layer_norm, rewrites
 from transformer_zoo.export.onnx.genai_config import write_genai_config
+from transformer_zoo.export.staged_export import StagedExport, weights_digest
 from transformer_zoo.export.validation import ATOL, ExportError, compare_graph
 from transformer_zoo.generation.graphs import Graph, step_graphs
 from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS, make_session

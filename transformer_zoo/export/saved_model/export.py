@@ -38,11 +38,9 @@ import tensorflow.experimental.numpy as tnp
 
 from transformer_zoo.errors import count
 from transformer_zoo.export.directory import (
-    StagedExport,
     check_export_arguments,
     float32_model,
     make_config,
-    weights_digest,
     write_tokenizers,
 )
 from transformer_zoo.export.saved_model.in_graph_greedy import cached_greedy, check_budget
@@ -51,6 +49,7 @@ from transformer_zoo.export.saved_model.signature_checks import (
     check_masked_lm,
     check_padding,
 )
+from transformer_zoo.export.staged_export import StagedExport, weights_digest
 from transformer_zoo.export.validation import ATOL, compare_graph
 from transformer_zoo.generation.alignment import left_align, positions, right_align
 from transformer_zoo.generation.graphs import INT, step_graphs

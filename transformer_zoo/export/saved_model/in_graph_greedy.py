@@ -1,6 +1,6 @@
 """The SavedModel's `generate` signature: greedy decoding with the cache, in one graph.
 
-It mirrors `generation.search.greedy_search` over `CachedEngine`: prompts are
+It mirrors `generation.greedy.greedy_search` over `CachedEngine`: prompts are
 left-aligned (`generation.alignment`, the same functions on TensorFlow's numpy API),
 a row that emitted EOS writes padding afterwards, and decoding stops once every row is
 done or `max_new_tokens` tokens were produced. The cache grows by concatenation inside a

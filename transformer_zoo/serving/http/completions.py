@@ -11,9 +11,16 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from transformer_zoo.errors import InputError
-from transformer_zoo.generation.search import Greedy, Sampling
+from transformer_zoo.generation.greedy import Greedy
+from transformer_zoo.generation.sampling import Sampling
+from transformer_zoo.serving.http.generation_row import (
+    Failed,
+    Finished,
+    GenerationRow,
+    Prompt,
+    Token,
+)
 from transformer_zoo.serving.http.logprobs import Echo, Logprobs, alternatives
-from transformer_zoo.serving.http.scheduler import Failed, Finished, GenerationRow, Prompt, Token
 from transformer_zoo.serving.stops import StopText
 
 SEEDS = 2**64  # a request's int64 seed, negative too, maps to a generator seed mod 2**64

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from transformer_zoo.serving.detokenize import token_text
-from transformer_zoo.serving.http.scheduler import Prompt, Token
+from transformer_zoo.serving.http.generation_row import Prompt, Token
 
 
 class Logprobs:

@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, field
 
 from transformer_zoo.generation.onnx_runner import DEFAULT_THREADS
-from transformer_zoo.serving.http.scheduler import EncoderBatcher, GenerationScheduler
+from transformer_zoo.serving.http.encoder_batcher import EncoderBatcher
+from transformer_zoo.serving.http.generation_scheduler import GenerationScheduler
 from transformer_zoo.serving.loading import load_onnx
 from transformer_zoo.serving.served_model import ServedModel
 

@@ -23,6 +23,7 @@ from transformer_zoo.serving.http.completions import (
     prompt_rows,
     strategy,
 )
+from transformer_zoo.serving.http.generation_row import Prompt
 from transformer_zoo.serving.http.handling import (
     POLL,
     check_count,
@@ -45,7 +46,6 @@ from transformer_zoo.serving.http.openai_protocol import (
     EmbeddingRequest,
     error_body,
 )
-from transformer_zoo.serving.http.scheduler import Prompt
 
 log = logging.getLogger(__name__)
 

@@ -78,7 +78,7 @@ ADAMW_WEIGHT_DECAY = 0.01
 
 def capped_warmup(warmup_steps: int, total_steps: int) -> int:
     """The warmup adamw-cosine runs: at most a fifth of the run's `total_steps`, so that
-    a short run keeps 4/5 of its steps for the decay (`trainer.plan_steps` reports it)."""
+    a short run keeps 4/5 of its steps for the decay (`step_plan.plan_steps` reports it)."""
     return min(warmup_steps, total_steps // 5)
 
 

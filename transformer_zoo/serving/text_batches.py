@@ -1,0 +1,92 @@
+"""Generated text in batches: `texts_in_batches` runs id lists through a search in
+batches of similar lengths and makes each row's text, ended by stop strings as its tokens
+come (greedy search, sampling) or cut afterwards (beam search). `ServedModel.generate` and
+`translate` use it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from transformer_zoo.generation.beam_search import BeamSearch
+from transformer_zoo.generation.search_common import Stopping
+from transformer_zoo.progress import progress_bar
+from transformer_zoo.serving.detokenize import continuation_text
+from transformer_zoo.serving.input_checks import check_batch_size
+from transformer_zoo.serving.length_batches import sorted_batches
+from transformer_zoo.serving.stops import StopText, first_stop
+
+
+def texts_in_batches(
+    ids: list[list[int]],
+    batch_size: int,
+    run,
+    tokenizer,
+    continues_prompt: bool,
+    eos: int | None,
+    search=None,
+    stops=(),
+    shown=("", False, "texts"),
+) -> list[str]:
+    """The output text of each id list, in input order, from `run(id lists,
+    stopping)` (a `SearchResult`) called on batches of at most `batch_size`: all of
+    them at once when they fit, else batches of similar lengths, sorted so that each
+    pads little. A row's output does not depend on its batch (a seeded sampling gives
+    each row a generator of its own), except with int8 weights, whose activation
+    scale spans the batch (`export.quantize`).
+
+    With `stops`, each row's text is followed as its tokens come (`StopText`) and the
+    row ends when a stop string is complete (`stopping`); beam search's finished
+    text is cut instead. `tokenizer` decodes the output ids; with `continues_prompt`
+    (a decoder-only model's) a row's text continues its prompt's (`continuation_text`,
+    up to `eos`), else it starts afresh (a translation's). `shown`: `(what, progress,
+    unit)` of the bar that counts the rows done (`progress.progress_bar`)."""
+    check_batch_size(batch_size)
+    if len(ids) <= batch_size:
+        batches = [list(range(len(ids)))]
+    else:
+        batches = sorted_batches([len(row) for row in ids], batch_size)
+    texts = [""] * len(ids)
+    with progress_bar(len(ids), *shown) as bar:
+        for rows in batches:
+            followed: list[StopText] = []  # each row's text as the search goes
+            stopping = None
+            if stops and not isinstance(search, BeamSearch):
+                followed = [_stop_text(tokenizer, ids[i], continues_prompt, stops) for i in rows]
+                stopping = _stopping(followed)
+            result = run([ids[i] for i in rows], stopping)
+            for j, (i, tokens) in enumerate(zip(rows, result.tokens, strict=True)):
+                texts[i] = _completion_text(tokenizer, ids[i], tokens, continues_prompt, eos)
+                at = first_stop(texts[i], stops) if stops else None
+                if at is not None:  # where the row stopped (beam search: cut afterwards)
+                    texts[i] = texts[i][:at]
+                elif followed and followed[j].stopped:  # the tokens' texts held it,
+                    texts[i] = followed[j].text  # the whole decoded text not (unseen yet)
+            bar.update(len(rows))
+    return texts
+
+
+def _stop_text(tokenizer, start_ids: list[int], continues_prompt: bool, stops) -> StopText:
+    """A row's text as its tokens come, after the prompt it continues (a
+    decoder-only model's) or from nothing (a translation's)."""
+    context = start_ids if continues_prompt else []
+    return StopText(tokenizer, context, stops)
+
+
+def _completion_text(tokenizer, start_ids, tokens, continues_prompt: bool, eos) -> str:
+    """A decoder-only completion as it continues its prompt's text; a translation's
+    text (its target starts afresh)."""
+    if continues_prompt:
+        return continuation_text(tokenizer, start_ids, tokens, eos)
+    return tokenizer.decode(tokens)
+
+
+def _stopping(rows: list[StopText]) -> Stopping:
+    """The `search_common.Stopping` of a batch's rows: a row ends when its token completes a
+    stop string (its `StopText` reads each token a live row generates)."""
+
+    def stopping(tokens: np.ndarray, live: np.ndarray) -> np.ndarray:
+        return np.array(
+            [bool(live[j]) and row.add(int(tokens[j])) for j, row in enumerate(rows)], bool
+        )
+
+    return stopping
