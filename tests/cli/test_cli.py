@@ -75,3 +75,21 @@ def test_the_global_verbose_flag_is_not_trains_keras_verbosity():
     assert args.show_logs is True and args.verbose is None
     args = parser.parse_args(["train", "--family", "decoder-only", "--verbose", "2"])
     assert args.show_logs is False and args.verbose == 2
+
+
+def test_a_command_run_in_process_leaves_the_librarys_logging_as_it_found_it(
+    capsys, tmp_path, caplog
+):
+    """`main` added its warning and export-stage handlers and stopped propagation for
+    good: after one `export` in a notebook or a test run, the library's later messages
+    printed as "transformer-zoo export: ..." and never reached the caller's handlers."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("transformer_zoo", "transformer_zoo.export")]
+    before = [(logger.handlers[:], logger.propagate, logger.level) for logger in loggers]
+    cli_error(capsys, ["export", tmp_path / "no-run", "--out", tmp_path / "out"])
+    assert [(lg.handlers[:], lg.propagate, lg.level) for lg in loggers] == before
+    with caplog.at_level(logging.INFO, logger="transformer_zoo.export"):
+        logging.getLogger("transformer_zoo.export").info("a later stage")
+    assert "a later stage" in caplog.text
+    assert "transformer-zoo" not in capsys.readouterr().err

@@ -106,6 +106,30 @@ class _WarningHandler(logging.Handler):
         print(line, file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _library_loggers_restored():
+    """The package's loggers as they were before the command: the handlers a command adds
+    (its warnings, export's stages) print with its name and stop propagation, which must not
+    outlive `main` in a process that goes on (a notebook, a test run): a later library
+    call would print as "transformer-zoo export: ..." and never reach the caller's own
+    handlers."""
+    loggers = [logging.getLogger("transformer_zoo")] + [
+        logger
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.startswith("transformer_zoo.") and isinstance(logger, logging.Logger)
+    ]
+    before = {logger: (logger.handlers[:], logger.propagate, logger.level) for logger in loggers}
+    try:
+        yield
+    finally:
+        for logger in logging.Logger.manager.loggerDict.values():
+            name = getattr(logger, "name", "")
+            if isinstance(logger, logging.Logger) and name.startswith("transformer_zoo"):
+                handlers, propagate, level = before.get(logger, ([], True, logging.NOTSET))
+                logger.handlers[:] = handlers
+                logger.propagate, logger.level = propagate, level
+
+
 def _show_warnings(command: str) -> None:
     library = logging.getLogger("transformer_zoo")
     library.handlers = [h for h in library.handlers if not isinstance(h, _WarningHandler)]
@@ -121,9 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         before = argv[: argv.index(args.command)] if args.command in argv else []
         owner = parser if set(unknown) & set(before) else parser.command_parsers[args.command]
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
-    _show_warnings(args.command)
     _utf8_output()
-    with _noting_ctrl_c(terminate_too=args.command not in SERVING_COMMANDS) as interrupted:
+    with (
+        _library_loggers_restored(),
+        _noting_ctrl_c(terminate_too=args.command not in SERVING_COMMANDS) as interrupted,
+    ):
+        _show_warnings(args.command)
         try:
             if not args.show_logs and _needs_tensorflow(args) and "tensorflow" not in sys.modules:
                 _import_tensorflow_quietly()  # seconds, in which Ctrl-C is one line too
