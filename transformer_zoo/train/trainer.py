@@ -123,7 +123,7 @@ def _train(config, callbacks, verbose) -> TrainResult:
             batches = sum(1 for _ in train_data)
         plan = plan_steps(config, batches, execution)
         say(plan.describe(config, setup.backbone(model).dropout))
-        warn_cut(setup, setup.backbone(model).max_length)
+        warn_cut(setup, setup.max_length)
         if config.init is not None:
             warn_unknown(setup, config.init)
         train_data = train_data.repeat()  # epochs of plan.steps_per_epoch steps each

@@ -88,6 +88,9 @@ ACTIVATIONS = {
 }
 # Ours → the `hidden_act` written on export.
 EXPORT_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new", "swish": "silu"}
+# BERT's dropout rates, our one `dropout` first: the hidden rate drops the embeddings and
+# both sublayers' outputs, the attention rate the attention probabilities.
+DROPOUT_RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
 def bert_dimensions(config: dict) -> dict[str, int]:
@@ -213,7 +216,7 @@ def bert_model_config(config: dict) -> dict:
         intermediate_dim=sizes["F"],
         max_length=sizes["P"],
         type_vocabulary_size=sizes["S"],
-        dropout=0.0,  # inference; set `dropout` on a new model to fine-tune
+        dropout=weights.dropout_rate(config, DROPOUT_RATES),
         layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
         activation=activation,
     )
@@ -282,6 +285,14 @@ def _classifier_slots(tensors: dict, hidden_dim: int) -> dict[str, np.ndarray]:
     }
 
 
+def classifier_dropout(config: dict, backbone: EncoderOnly) -> float:
+    """BertForSequenceClassification's dropout before its head: `classifier_dropout`, or
+    where it is None (transformers' default) the encoder's hidden dropout."""
+    if config.get("classifier_dropout") is None:
+        return backbone.dropout
+    return weights.dropout_rate(config, ("classifier_dropout",))
+
+
 def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
     """Builds the model a Hugging Face BERT checkpoint describes, with its weights.
 
@@ -294,8 +305,9 @@ def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
             head is an unused-weight error.
 
     Returns:
-        An `EncoderOnly` (dropout 0, the checkpoint's activation, LayerNorm epsilon,
-        positions, segment types and pooler), or an `EncoderOnlyClassifier` around one.
+        An `EncoderOnly` (the checkpoint's dropout, activation, LayerNorm epsilon,
+        positions, segment types and pooler), or an `EncoderOnlyClassifier` around one
+        (dropout `classifier_dropout`, else the hidden dropout, as transformers).
         The pre-training heads of `BertForPreTraining` / `BertForMaskedLM` (`cls.*`) are
         dropped, with a warning.
 
@@ -326,7 +338,7 @@ def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
     model = EncoderOnly(**arguments, use_pooler="pooler.kernel" in slots)
     if head:
         num_classes = head["classifier.bias"].shape[0]
-        model = EncoderOnlyClassifier(model, num_classes, dropout=0.0)
+        model = EncoderOnlyClassifier(model, num_classes, classifier_dropout(config, model))
     assign_weights(model, {**slots, **head})
     return model
 
@@ -385,6 +397,9 @@ def to_bert(
         config["label2id"] = {label: i for i, label in enumerate(labels)}
         if problem_type:
             config["problem_type"] = problem_type
+        # None: the hidden dropout, as transformers reads it.
+        head = model.dropout
+        config["classifier_dropout"] = None if head == backbone.dropout else head
         tensors["classifier.weight"] = np.ascontiguousarray(
             np.asarray(model.classifier.kernel.numpy(), np.float32).T
         )

@@ -44,6 +44,9 @@ FINAL_TABLE = (
 # fmt: on
 # GPT-2's `activation_function` → ours.
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+# GPT-2's dropout rates, our one `dropout` first: the residual rate drops both sublayers'
+# outputs, the others the embeddings and the attention probabilities.
+DROPOUT_RATES = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
 # Options of GPT2Config our attention does not implement, with the value it does.
 FIXED_OPTIONS = {
     "scale_attn_weights": True,
@@ -112,7 +115,7 @@ def gpt2_model_config(config: dict) -> dict:
         hidden_dim=sizes["D"],
         intermediate_dim=sizes["F"],
         max_length=sizes["P"],
-        dropout=0.0,
+        dropout=weights.dropout_rate(config, DROPOUT_RATES),
         activation=activation,
         layer_norm_epsilon=float(config.get("layer_norm_epsilon", 1e-5)),
     )

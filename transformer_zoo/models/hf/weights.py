@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from transformer_zoo.errors import first_line
+from transformer_zoo.errors import first_line, is_number
+
+log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -321,6 +324,35 @@ def translated_option(config: dict, key: str, default: str, ours: dict[str, str]
     if value not in ours:
         raise ValueError(f"`{key}` must be one of {sorted(ours)}. Received: {key}={value!r}")
     return ours[value]
+
+
+def dropout_rate(config: dict, keys: tuple[str, ...]) -> float:
+    """The one dropout rate of our models (embeddings, residuals and attention alike) for
+    a checkpoint's rates `keys`, each transformers' 0.1 where `config.json` leaves it out:
+    the first key's (the rate applied in the most places), with one warning where the
+    others differ. Dropout changes nothing at inference; `train --init` fine-tunes with
+    it, and `export --format hf` writes it back for every key.
+
+    Raises:
+        ValueError: a rate that is not a number in [0, 1).
+    """
+    rates = {}
+    for key in keys:
+        rate = config.get(key, 0.1)
+        if not is_number(rate) or not 0.0 <= rate < 1.0:
+            raise ValueError(f"`{key}` must be in [0, 1). Received: {key}={rate!r}")
+        rates[key] = float(rate)
+    rate = rates[keys[0]]
+    others = [f"{key}={value:g}" for key, value in rates.items() if value != rate]
+    if others:
+        log.warning(
+            "one dropout rate for the whole model: %s=%g, also in place of %s (train --init "
+            "fine-tunes with it, export --format hf writes it back)",
+            keys[0],
+            rate,
+            ", ".join(others),
+        )
+    return rate
 
 
 def positive_ints(config: dict, keys: dict[str, str], what: str) -> dict[str, int]:
