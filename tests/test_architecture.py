@@ -45,6 +45,7 @@ TENSORFLOW_FREE_MODULES = (
     "data/examples.py",
     "data/task.py",
     "data/tasks.py",
+    "data/run_task.py",
     "data/user_files.py",
 )
 

@@ -42,7 +42,7 @@ def test_evaluate_reads_a_test_file_of_yours_for_builtin_and_imported_runs(tmp_p
     """`evaluate RUN --test FILE` scores a translation run on the built-in data, or an
     imported Marian, on pairs of yours; a built-in decoder-only run (prompt => completion
     pairs) and an imported encoder without labels have nothing to read such a file as."""
-    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.data.run_task import run_task
     from transformer_zoo.run_directory import RunConfig, RunError
 
     pairs = tmp_path / "pairs.tsv"

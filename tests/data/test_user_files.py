@@ -180,7 +180,7 @@ def test_a_stream_split_shorter_than_a_window_names_its_file_and_part(tmp_path):
 
 def test_a_run_scores_a_test_file_without_its_training_data(tmp_path):
     """`evaluate RUN --test FILE` read the training file too, and failed where it was gone."""
-    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.data.run_task import run_task
     from transformer_zoo.run_directory import RunConfig, RunError
 
     test = _write(tmp_path, "pos\tgood\nneg\tbad\n", "test.tsv")

@@ -12,8 +12,9 @@ from tqdm import tqdm
 from transformer_zoo import progress
 from transformer_zoo.data.examples import ClassificationExample, PromptCompletion, TranslationPair
 from transformer_zoo.data.tasks import Task
-from transformer_zoo.evaluation import evaluate as module
-from transformer_zoo.evaluation.evaluate import evaluate, predict
+from transformer_zoo.evaluation import passes as module
+from transformer_zoo.evaluation.evaluate import evaluate
+from transformer_zoo.evaluation.passes import predict
 from transformer_zoo.serving import load_onnx
 
 TEXTS = ["March 5, 2021", "the cat sat on the mat", "dogs and cats", "a b", "c", "it is late"]

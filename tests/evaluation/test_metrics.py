@@ -141,7 +141,7 @@ def test_a_category_of_one_phone_words_counts_phones_as_its_corpus_does(monkeypa
     served = SimpleNamespace(family="encoder-decoder")
     monkeypatch.setattr(module, "_warn_cut", lambda *args: None)
     monkeypatch.setattr(module, "predict", lambda *args: ["AH1", "B IY1"])
-    monkeypatch.setattr(module, "_token_scores", lambda *args: {})
+    monkeypatch.setattr(module, "token_scores", lambda *args: {})
     result = module.evaluate(served, task, progress=False)
     # AH1 -> AY1: one wrong phone of one; the corpus: one of three phones.
     assert result["per"] == {"one": 1.0, "two": 0.0, "all": pytest.approx(1 / 3)}

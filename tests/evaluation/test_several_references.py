@@ -7,7 +7,8 @@ import pytest
 
 from transformer_zoo.data.examples import TranslationPair
 from transformer_zoo.data.tasks import Task
-from transformer_zoo.evaluation.evaluate import evaluate, predict
+from transformer_zoo.evaluation.evaluate import evaluate
+from transformer_zoo.evaluation.passes import predict
 from transformer_zoo.serving import load_onnx
 
 SOURCES = ["March 5, 2021", "the cat sat on the mat", "dogs and cats"]

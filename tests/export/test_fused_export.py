@@ -10,7 +10,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from transformer_zoo.data.tasks import run_task
+from transformer_zoo.data.run_task import run_task
 from transformer_zoo.evaluation.evaluate import evaluate, primary_score
 from transformer_zoo.export import export_onnx
 from transformer_zoo.export.onnx.export import validate_onnx_file

@@ -20,7 +20,8 @@ from transformer_zoo.data.examples import (
     TextStream,
     TranslationPair,
 )
-from transformer_zoo.evaluation.evaluate import evaluate, predict
+from transformer_zoo.evaluation.evaluate import evaluate
+from transformer_zoo.evaluation.passes import predict
 from transformer_zoo.export import QuantizationError, quantize_onnx
 from transformer_zoo.export.quantize import FLOAT32_SCORES, compare_on_task
 from transformer_zoo.run_directory import load_run_config

@@ -21,7 +21,7 @@ from transformer_zoo.text import (
     save_tokenizers,
     train_tokenizer,
 )
-from transformer_zoo.text.tokenizer import HAN
+from transformer_zoo.text.tokenizer_training import HAN
 
 # Chinese outside the training text, accents precomposed and combining, full-width forms
 # that NFKC normalizes, an emoji, whitespace runs and the empty string.
@@ -305,14 +305,14 @@ def test_a_word_vocabulary_too_small_for_its_words_says_how_many_become_unk(capl
 
     words = ["".join(p) for n in (2, 3) for p in itertools.product("ab", repeat=n)]  # 12
     texts = [" ".join(words[i : i + 4]) for i in range(0, 12, 2)] * 3
-    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer"):
+    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer_training"):
         small = train_tokenizer(texts, 10, model_type="word", normalization="identity")
     unknown = [w for w in words if small.encode(w) == [small.special_ids["unk"]]]
     assert len(unknown) == 7  # 10 pieces: 5 special, 5 words
     assert "keeps the 5 most frequent of the text's 12 distinct words" in caplog.text
     assert "the other 7 read as <unk>" in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer"):
+    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer_training"):
         whole = train_tokenizer(texts, 40, model_type="word", normalization="identity")
     assert caplog.text == ""
     assert all(whole.encode(w) != [whole.special_ids["unk"]] for w in words)
@@ -368,7 +368,7 @@ def test_a_word_tokenizer_without_nfkc_splits_at_every_whitespace_character():
 def test_the_words_cut_are_counted_as_the_tokenizer_splits_them(caplog, normalization, texts):
     """`str.split()` counted words that the tokenizer did not split (or split where it
     did not): a vocabulary holding every word warned that some were cut."""
-    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer"):
+    with caplog.at_level("WARNING", logger="transformer_zoo.text.tokenizer_training"):
         tokenizer = train_tokenizer(texts * 3, 40, model_type="word", normalization=normalization)
     assert all(tokenizer.unk_id not in ids for ids in tokenizer.encode(texts))
     assert caplog.text == ""

@@ -199,7 +199,7 @@ def test_decoder_only_evaluation_completes_prompts_and_reports_perplexity():
 def test_the_evaluation_token_scores_equal_keras_evaluate_on_the_pipeline(runs):
     """The evaluation scores through the engine (formats.translation_example); Keras
     scores through the tf.data pipeline with the recipe's metrics: an independent path."""
-    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.data.run_task import run_task
     from transformer_zoo.text import load_tokenizers
     from transformer_zoo.train.family_setup import FamilySetup
 
@@ -217,7 +217,7 @@ def test_the_evaluation_token_scores_equal_keras_evaluate_on_the_pipeline(runs):
 
 def test_evaluate_decodes_with_the_search_it_is_given(runs, capsys):
     from transformer_zoo.cli import main
-    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.data.run_task import run_task
     from transformer_zoo.evaluation.evaluate import evaluate
     from transformer_zoo.generation import BeamSearch
     from transformer_zoo.serving import load_served_model

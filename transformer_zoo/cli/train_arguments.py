@@ -12,7 +12,7 @@ import json
 from transformer_zoo.architectures import preset_names
 from transformer_zoo.cli.parsing import non_negative_float, positive_float, positive_int
 from transformer_zoo.run_directory import FAMILIES
-from transformer_zoo.text.tokenizer import MODEL_TYPES as TOKENIZER_KINDS
+from transformer_zoo.text.tokenizer_training import MODEL_TYPES as TOKENIZER_KINDS
 from transformer_zoo.train.config import (
     BUILTIN_DEFAULTS,
     BUILTIN_FAMILY_DEFAULTS,

@@ -94,7 +94,7 @@ class Task:
     ) -> tuple[Tokenizer, Tokenizer]:
         """`(tokenizer, target_tokenizer)` trained on the training split; the same
         object for the shared-vocabulary families. `kind` and `target_kind` are
-        `text.tokenizer.MODEL_TYPES`, "word" taking whitespace-separated symbols
+        `text.tokenizer_training.MODEL_TYPES`, "word" taking whitespace-separated symbols
         (phones) as they are (default: unigram, and the task's target kind).
 
         A tokenizer whose pieces make the text the model writes (the target tokenizer,

@@ -24,21 +24,18 @@ ONNX files), so every engine is scored by the same code on the same inputs:
 Inputs are cut to the model's maximum length as the training pipelines cut them
 (`transformer_zoo.text.formats`). A scoring of many examples takes minutes (the 12,753
 G2P test words: half a minute with the Keras engine for a 0.9 M-parameter model), so each
-of its two passes, decoding and teacher forcing, shows a progress bar on a terminal.
+of its two passes (`passes`), decoding and teacher forcing, shows a progress bar on a
+terminal.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import re
 import time
 from functools import partial
 
-import numpy as np
-
-from transformer_zoo.data.examples import TextStream
 from transformer_zoo.errors import with_article
 from transformer_zoo.evaluation.metrics import (
     OVERALL,
@@ -53,24 +50,12 @@ from transformer_zoo.evaluation.metrics import (
     space_separated,
     word_error_rate,
 )
+from transformer_zoo.evaluation.passes import predict, token_scores
 from transformer_zoo.generation.search import SearchConfig
-from transformer_zoo.generation.search_common import log_softmax
-from transformer_zoo.progress import progress_bar
-from transformer_zoo.serving.length_batches import sorted_batches
-from transformer_zoo.text.formats import (
-    language_model_example,
-    prompt_ids,
-    source_ids,
-    stream_starts,
-    stream_window,
-    translation_example,
-    uncut_rows,
-)
+from transformer_zoo.text.formats import uncut_rows
 
 log = logging.getLogger(__name__)  # examples cut to the context; the command line shows it
 
-BATCH_SIZE = 256
-COMPLETION_TOKENS = 64  # the most tokens a decoder-only completion may take
 CJK = re.compile(r"[\u3400-\u9fff]")
 ERRORS_PER_CATEGORY = 5
 
@@ -126,7 +111,7 @@ def evaluate(
     result: dict = {"split": split, "examples": len(examples)}
     if task.stream:
         task.check_windows(served.tokenizer, served.max_length, (split,))  # names the file
-        result.update(_token_scores(served, examples, progress, limit))
+        result.update(token_scores(served, examples, progress, limit))
         result["examples"] = result.pop("windows")
         result["seconds"] = round(time.perf_counter() - started, 2)
         return result
@@ -146,7 +131,7 @@ def evaluate(
             # Phones or characters, decided over the whole test set for every category.
             per = partial(phone_error_rate, spaced=space_separated(references))
             result["per"] = per_category(per, predictions, references, categories)
-        result.update(_token_scores(served, examples, progress))
+        result.update(token_scores(served, examples, progress))
     if predictions is not None:
         rows = list(zip(inputs, references, predictions, categories, strict=True))
         result["samples"] = [
@@ -171,25 +156,6 @@ def _warn_cut(served, examples, split: str) -> None:
             split,
             served.max_length,
         )
-
-
-def predict(
-    served, examples, search: SearchConfig | None = None, progress: bool | None = None
-) -> list[str] | None:
-    """What the evaluation scores, in input order: translations, completions of the
-    prompts (None for plain text, which has none), both decoded with `search` (default
-    greedy), or class labels. `progress`: as `evaluate`'s."""
-    if served.family == "decoder-only" and not any(e.prompt for e in examples):
-        return None
-    if served.family == "encoder-only":  # one call: one truncation warning, its own bar
-        pairs = [e.text2 or "" for e in examples] if any(e.text2 for e in examples) else None
-        texts = [e.text for e in examples]
-        results = served.classify(texts, pairs, batch_size=BATCH_SIZE, progress=progress)
-        return [r["label"] for r in results]
-    with progress_bar(len(examples), "decoding", progress) as bar:
-        if served.family == "encoder-decoder":
-            return _translate(served, [e.source for e in examples], search, bar)
-        return _complete(served, [e.prompt for e in examples], search, bar)
 
 
 def _distinct_sources(examples) -> list:
@@ -223,105 +189,6 @@ def primary_score(result: dict) -> tuple[str, float]:
         if name in result:
             return name, result[name][OVERALL]
     return "token_accuracy", result["token_accuracy"]
-
-
-def _translate(served, sources: list[str], search, bar) -> list[str]:
-    rows = [source_ids(served.tokenizer, s, served.max_length) for s in sources]
-    context = served.dims.max_length
-    texts = [""] * len(rows)
-    for batch in sorted_batches([len(row) for row in rows], BATCH_SIZE):
-        caps = [min(context - 1, 2 * len(rows[i]) + 16) for i in batch]
-        result = served.translate_ids([rows[i] for i in batch], max(caps), search)
-        for i, tokens, cap in zip(batch, result.tokens, caps, strict=True):
-            texts[i] = served.target_tokenizer.decode(tokens[:cap])
-        bar.update(len(batch))
-    return texts
-
-
-def _complete(served, prompts: list[str], search, bar) -> list[str]:
-    rows = [prompt_ids(served.tokenizer, p, served.max_length) for p in prompts]
-    context = served.dims.max_length
-    room = [min(COMPLETION_TOKENS, context - len(row)) for row in rows]
-    texts = [""] * len(rows)
-    for batch in sorted_batches([len(row) for row in rows], BATCH_SIZE):
-        # Each prompt may run as far as its own room, whatever it is batched with: the
-        # batch (sorted by length) runs in groups of equal room, which is one group unless
-        # prompts come within COMPLETION_TOKENS of the context.
-        for space, group in itertools.groupby(batch, key=lambda i: room[i]):
-            group = list(group)
-            if space > 0:  # prompts that fill the context leave nothing to complete
-                result = served.generate_ids([rows[i] for i in group], space, search=search)
-                for i, tokens in zip(group, result.tokens, strict=True):
-                    texts[i] = served.tokenizer.decode(tokens)
-        bar.update(len(batch))
-    return texts
-
-
-def _token_scores(
-    served, examples, progress: bool | None = None, windows_limit: int | None = None
-) -> dict[str, float]:
-    """Teacher-forced token accuracy, loss and perplexity (no label smoothing) over the
-    label tokens the training loss covers; of a token stream, over its first
-    `windows_limit` windows (None: all)."""
-    length = served.max_length
-    windows = None
-    if isinstance(examples[0], TextStream):
-        ids = np.concatenate([e.token_ids(served.tokenizer) for e in examples]).tolist()
-        bos = served.tokenizer.bos_id
-        starts = stream_starts(len(ids), length)[:windows_limit]
-        rows = [stream_window(ids, s, length, bos_id=bos) for s in starts]
-        windows = len(rows)
-        if not rows:
-            raise ValueError(
-                f"The text holds {len(ids)} tokens: fewer than one window of {length}."
-            )
-    elif served.family == "encoder-decoder":
-        rows = [
-            translation_example(
-                served.tokenizer, served.target_tokenizer, e.source, e.target, length, length
-            )
-            for e in examples
-        ]
-    else:
-        rows = [
-            language_model_example(served.tokenizer, e.prompt, e.completion, length)
-            for e in examples
-        ]
-    hits, nll, count = 0, 0.0, 0
-    with progress_bar(len(rows), "teacher forcing", progress) as bar:
-        for batch in sorted_batches([len(row[-1]) for row in rows], BATCH_SIZE):
-            # Id lists, masked by their lengths: an imported model's id 0 is a token
-            # (Marian's </s>, GPT-2's `!`), not padding.
-            *inputs, labels = ([rows[i][j] for i in batch] for j in range(len(rows[0])))
-            if served.family == "encoder-decoder":
-                feeds = {"encoder_token_ids": inputs[0], "decoder_token_ids": inputs[1]}
-            else:
-                feeds = {"token_ids": inputs[0]}
-            logp = log_softmax(served.engine.forward(feeds))  # (B, T, V)
-            scored = _padded([[1] * len(row) for row in labels]).astype(bool)
-            labels = _padded(labels)
-            if served.family == "decoder-only" and windows is None:
-                scored &= labels != 0  # a prompt's tokens are not trained on (label 0)
-            picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
-            hits += int((logp.argmax(-1) == labels)[scored].sum())
-            nll -= float(picked[scored].sum())
-            count += int(scored.sum())
-            bar.update(len(batch))
-    if not count:
-        raise ValueError("No example has a token to score.")
-    scores = {
-        "token_accuracy": hits / count,
-        "loss": nll / count,
-        "perplexity": float(np.exp(nll / count)),
-    }
-    return scores if windows is None else {**scores, "windows": windows, "tokens": count}
-
-
-def _padded(rows: list[list[int]]) -> np.ndarray:
-    out = np.zeros((len(rows), max(map(len, rows))), np.int64)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return out
 
 
 def _text_scores(predictions, references, categories) -> dict:
@@ -380,7 +247,7 @@ def evaluate_directory(
         RunError / DataError / ModelDirectoryError (ValueErrors): not a trained run or
             an export of one, or its data is unreadable.
     """
-    from transformer_zoo.data.tasks import run_task
+    from transformer_zoo.data.run_task import run_task
     from transformer_zoo.run_directory import load_run_config
     from transformer_zoo.run_state import run_differences, run_identity
     from transformer_zoo.serving import load_served_model

@@ -50,7 +50,7 @@ import logging
 import os
 import shutil
 
-from transformer_zoo.data.tasks import run_task
+from transformer_zoo.data.run_task import run_task
 from transformer_zoo.errors import ModelDirectoryError, first_line
 from transformer_zoo.evaluation.evaluate import evaluate, primary_score
 from transformer_zoo.export import WEIGHT_TYPES

@@ -10,7 +10,8 @@ from transformer_zoo.text.files import (
     save_tokenizers,
 )
 from transformer_zoo.text.formats import pair_ids, prompt_ids, source_ids
-from transformer_zoo.text.tokenizer import Tokenizer, train_tokenizer
+from transformer_zoo.text.tokenizer import Tokenizer
+from transformer_zoo.text.tokenizer_training import train_tokenizer
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
 __all__ = [

@@ -9,7 +9,7 @@ from typing import Any
 
 from transformer_zoo.errors import is_flag, is_integer, is_number, with_article
 from transformer_zoo.run_directory import FAMILIES
-from transformer_zoo.text.tokenizer import MODEL_TYPES
+from transformer_zoo.text.tokenizer_training import MODEL_TYPES
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multiworker")

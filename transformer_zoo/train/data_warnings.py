@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 
+from transformer_zoo.data.run_task import data_digests
 from transformer_zoo.data.task import SPLIT_NAMES
-from transformer_zoo.data.tasks import data_digests
 from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.family_setup import FamilySetup
 

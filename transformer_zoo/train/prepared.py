@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import keras
 
 from transformer_zoo import run_directory as rd
-from transformer_zoo.data.tasks import check_data_files, data_digests, limit_task, load_task
+from transformer_zoo.data.run_task import check_data_files, data_digests
+from transformer_zoo.data.tasks import limit_task, load_task
 from transformer_zoo.data.user_files import read_lines
 from transformer_zoo.progress import say
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, load_run_config
