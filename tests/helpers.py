@@ -123,3 +123,16 @@ def cli_error(capsys, argv) -> str:
     assert lines[-1].startswith("transformer-zoo") and ": error: " in lines[-1], err
     assert len(lines) == 1 or lines[0].startswith("usage: transformer-zoo"), err
     return lines[-1]
+
+
+def gpt2_bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-to-character table, as openai/gpt-2's `encoder.py` writes it."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    bs += list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(2**8):
+        if b not in bs:
+            bs.append(b)
+            cs.append(2**8 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs), strict=True))

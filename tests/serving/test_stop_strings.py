@@ -244,6 +244,7 @@ class _Letters:
 
     def __init__(self, alphabet: str):
         self.alphabet = alphabet
+        self.vocabulary_size = len(alphabet)
 
     def decode(self, ids, stop_at_eos=False):
         return "".join(self.alphabet[i] for i in ids)

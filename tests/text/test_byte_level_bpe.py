@@ -5,7 +5,7 @@ the tests/data/hf_gpt2 checkpoint), and a run's tokenizer.json keeping it."""
 import pytest
 
 from tests.data.hf_tokenizer_cases import make_case, reference
-from tests.helpers import DATA_DIR
+from tests.helpers import DATA_DIR, gpt2_bytes_to_unicode
 from transformer_zoo.text.byte_level_bpe import ByteLevelBPETokenizer
 
 GPT2 = reference()["gpt2"]
@@ -45,3 +45,18 @@ def test_a_malformed_add_prefix_space_is_refused(tmp_path):
     )
     with pytest.raises(ValueError, match="add_prefix_space='yes'"):
         ByteLevelBPETokenizer.from_directory(directory)
+
+
+def test_token_bytes_are_what_the_decoder_reads():
+    """A token's bytes (what `detokenize` tells an incomplete character by) are its
+    characters through GPT-2's table, and the decoder's text of the token alone is them
+    as Python decodes UTF-8; the end-of-text token has none."""
+    gpt2 = ByteLevelBPETokenizer.from_directory(DATA_DIR / GPT2["base"])
+    table = {c: b for b, c in gpt2_bytes_to_unicode().items()}
+    for token_id in range(gpt2.vocabulary_size):
+        expected = (
+            b"" if token_id == gpt2.eos_id else bytes(table[c] for c in gpt2.id_to_token(token_id))
+        )
+        assert gpt2.token_bytes(token_id) == expected
+        assert gpt2.decode([token_id], stop_at_eos=False) == expected.decode("utf-8", "replace")
+    assert gpt2.token_bytes(gpt2.vocabulary_size) == b""  # no token: no bytes, as decoded

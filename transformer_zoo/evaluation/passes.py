@@ -54,7 +54,7 @@ def _translate(served, sources: list[str], search, bar) -> list[str]:
         caps = [min(context - 1, 2 * len(rows[i]) + 16) for i in batch]
         result = served.translate_ids([rows[i] for i in batch], max(caps), search)
         for i, tokens, cap in zip(batch, result.tokens, caps, strict=True):
-            texts[i] = served.target_tokenizer.decode(tokens[:cap])
+            texts[i] = served.output_text(tokens[:cap])
         bar.update(len(batch))
     return texts
 
@@ -73,7 +73,7 @@ def _complete(served, prompts: list[str], search, bar) -> list[str]:
             if space > 0:  # prompts that fill the context leave nothing to complete
                 result = served.generate_ids([rows[i] for i in group], space, search=search)
                 for i, tokens in zip(group, result.tokens, strict=True):
-                    texts[i] = served.tokenizer.decode(tokens)
+                    texts[i] = served.output_text(tokens)
         bar.update(len(batch))
     return texts
 

@@ -28,6 +28,7 @@ from transformer_zoo.generation.search import generate as run_search
 from transformer_zoo.generation.search_common import SearchResult, Stopping
 from transformer_zoo.progress import progress_bar
 from transformer_zoo.run_directory import ModelDimensions, RunConfig
+from transformer_zoo.serving.detokenize import continuation_text
 from transformer_zoo.serving.encoding import (
     POOLING_OUTPUTS,
     class_scores,
@@ -263,8 +264,10 @@ class ServedModel:
         return self.config.default_new_tokens(self.dims.max_length)
 
     def output_text(self, ids) -> str:
-        """The text of generated ids (up to the first EOS), in the output tokenizer."""
-        return self.target_tokenizer.decode(ids)
+        """The text of generated ids (up to the first EOS), in the output tokenizer; an id
+        past its vocabulary has none (`detokenize`)."""
+        eos = self.config.special_ids.get("eos")
+        return continuation_text(self.target_tokenizer, [], ids, eos)
 
     def _search(self, inputs, max_new_tokens, search, stopping=None) -> SearchResult:
         special = self.config.special_ids

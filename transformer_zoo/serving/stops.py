@@ -9,7 +9,7 @@ command line's `--stop`) and the HTTP server's completions. Numpy-free and Tenso
 - `held_back(text, stops, start)`: how many characters at the end may still begin one
   (what a stream holds back).
 - `StopText`: one row's text as its tokens arrive (`token_text`), cut at the first stop
-  string; `add(token_id)` says when the row should end.
+  string; `add(token_id)` says when the row should end, `finish()` ends it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from transformer_zoo.errors import InputError
-from transformer_zoo.serving.detokenize import token_text
+from transformer_zoo.serving.detokenize import end_text, token_text
 
 # OpenAI takes 4 stop strings, vLLM any number; evaluation harnesses send a task's
 # stop sequences and the end-of-text string, often more than 4.
@@ -86,7 +86,8 @@ class StopText:
     Each token's text is what it adds to the text before it (`token_text`): a
     decoder-only completion continues its prompt (a first token `▁March` adds " March"),
     a translation starts afresh (`context` empty). A stop string is looked for only in
-    the generated text, not in the prompt; it may span tokens.
+    the generated text, not in the prompt; it may span tokens. A character whose bytes
+    have not all come is held back until they do, or until the row ends (`finish`).
 
     Args:
         tokenizer: the model's output tokenizer.
@@ -96,12 +97,14 @@ class StopText:
 
     Attributes:
         texts: what each token added (the text of the token that completed a stop
-            string whole, so that they still join to what was generated).
+            string whole, so that they still join to what was generated; the last one's
+            with what `finish` added).
         text: the generated text, ended before the first stop string once one is
             complete.
         sequence: `context`, then the generated ids (up to and including the token that
             completed a stop string).
         stopped: a stop string is complete: the row should end.
+        finished: `finish` has ended the row.
     """
 
     def __init__(self, tokenizer, context: Sequence[int], stops: Sequence[str]):
@@ -112,6 +115,7 @@ class StopText:
         self.texts: list[str] = []
         self.text = ""
         self.stopped = False
+        self.finished = False
         self._held_from = 0  # where the end last held back began (`held_back`'s `start`)
 
     def piece(self, before: Sequence[int], token_id: int) -> str:
@@ -123,6 +127,23 @@ class StopText:
         piece = self.piece(self.sequence, token_id)
         self.sequence.append(int(token_id))
         self.texts.append(piece)
+        return self._extend(piece)
+
+    def finish(self) -> None:
+        """Ends a row that no stop string ended (at EOS, at its token budget): a
+        character still incomplete at its end, whose bytes never all came, is added as
+        decoding the whole sequence shows it (U+FFFD, `end_text`), so that `text` is
+        what that decoding adds; it counts as the last token's text. Later calls do
+        nothing."""
+        if self.finished or self.stopped:
+            return
+        self.finished = True
+        piece = end_text(self.tokenizer, self.sequence)
+        if piece and self.texts:
+            self.texts[-1] += piece
+        self._extend(piece)
+
+    def _extend(self, piece: str) -> bool:
         # A stop string complete only now ends within the new piece.
         start = max(len(self.text) - max(map(len, self.stops), default=0) + 1, 0)
         self.text += piece

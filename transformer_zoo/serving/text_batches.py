@@ -36,9 +36,9 @@ def texts_in_batches(
 
     With `stops`, each row's text is followed as its tokens come (`StopText`) and the
     row ends when a stop string is complete (`stopping`); beam search's finished
-    text is cut instead. `tokenizer` decodes the output ids; with `continues_prompt`
-    (a decoder-only model's) a row's text continues its prompt's (`continuation_text`,
-    up to `eos`), else it starts afresh (a translation's). `shown`: `(what, progress,
+    text is cut instead. `tokenizer` decodes the output ids (`continuation_text`, up
+    to `eos`): with `continues_prompt` (a decoder-only model's) a row's text continues
+    its prompt's, else it starts afresh (a translation's). `shown`: `(what, progress,
     unit)` of the bar that counts the rows done (`progress.progress_bar`)."""
     check_batch_size(batch_size)
     if len(ids) <= batch_size:
@@ -75,9 +75,7 @@ def _stop_text(tokenizer, start_ids: list[int], continues_prompt: bool, stops) -
 def _completion_text(tokenizer, start_ids, tokens, continues_prompt: bool, eos) -> str:
     """A decoder-only completion as it continues its prompt's text; a translation's
     text (its target starts afresh)."""
-    if continues_prompt:
-        return continuation_text(tokenizer, start_ids, tokens, eos)
-    return tokenizer.decode(tokens)
+    return continuation_text(tokenizer, start_ids if continues_prompt else [], tokens, eos)
 
 
 def _stopping(rows: list[StopText]) -> Stopping:

@@ -39,6 +39,7 @@ class ByteLevelBPETokenizer:
         if not isinstance(eos_id, int) or not 0 <= eos_id < size:
             raise ValueError(f"`eos_id` must be an id in [0, {size}). Received: eos_id={eos_id!r}")
         self._tokenizer = tokenizer
+        self._special = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
         self.eos_id = self.bos_id = self.pad_id = eos_id
         self.unk_id = None
         self.mask_id = None
@@ -132,6 +133,33 @@ class ByteLevelBPETokenizer:
             raise ValueError(f"`ids` must lie in [0, {size}). Received an id of {bad[0]}.")
         return self._tokenizer.decode(ids, skip_special_tokens=True)
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes a token stands for in `decode`'s text: its characters read through
+        GPT-2's byte-to-character table (a token with a character outside it, an added
+        token's, as its UTF-8), and none for a special token or an id outside the
+        vocabulary, as the `tokenizers` ByteLevel decoder reads them."""
+        token = self._tokenizer.id_to_token(int(token_id))
+        if token is None or int(token_id) in self._special:
+            return b""
+        try:
+            return bytes(_BYTE_OF[character] for character in token)
+        except KeyError:
+            return token.encode("utf-8")
+
+    def incomplete_end(self, ids: Iterable[int]) -> int:
+        """How many characters at the end of the text of `ids` (`decode`, every id
+        counted) stand for a character whose bytes have not all come: 1 where their bytes
+        end with the start of a UTF-8 character that more bytes can complete, which the
+        decoder shows as one U+FFFD (as `bytes.decode("utf-8", "replace")` does), else 0.
+        Bytes no later byte can make a character of (a stray continuation byte, `E0 80`)
+        are shown as U+FFFD for good, and a U+FFFD the text holds is a character: 0."""
+        tail = b""
+        for token_id in reversed(list(ids)):  # an incomplete character is 1-3 bytes
+            tail = self.token_bytes(token_id) + tail
+            if len(tail) >= 3:
+                break
+        return int(_open_character(tail[-3:]) > 0)
+
     def id_to_token(self, token_id: int) -> str | None:
         """The token string of an id (`<|endoftext|>` for the end-of-text id)."""
         return self._tokenizer.id_to_token(int(token_id))
@@ -140,6 +168,50 @@ class ByteLevelBPETokenizer:
         return (
             f"ByteLevelBPETokenizer(vocabulary_size={self.vocabulary_size}, eos_id={self.eos_id})"
         )
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's table of a character per byte (openai/gpt-2 `encoder.py`): the printable
+    Latin-1 bytes are their own character, the others U+0100 onwards in byte order."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    moved = [b for b in range(256) if b not in kept]
+    return {**{b: chr(b) for b in kept}, **{b: chr(256 + n) for n, b in enumerate(moved)}}
+
+
+_BYTE_OF = {character: byte for byte, character in _bytes_to_unicode().items()}
+# The bytes a UTF-8 lead byte may be followed by (Unicode's table 3-7): no overlong
+# form (E0 80), no surrogate (ED A0), nothing past U+10FFFF (F4 90).
+_SECOND_BYTE = {
+    0xE0: range(0xA0, 0xC0),
+    0xED: range(0x80, 0xA0),
+    0xF0: range(0x90, 0xC0),
+    0xF4: range(0x80, 0x90),
+}
+
+
+def _open_character(data: bytes) -> int:
+    """How many bytes at the end of `data` begin a UTF-8 character that more bytes can
+    still complete: a lead byte followed by fewer continuation bytes than it announces,
+    each one it may be followed by (0: none)."""
+    for size in range(1, min(len(data), 3) + 1):
+        lead = data[-size]
+        if 0x80 <= lead < 0xC0:  # a continuation byte: the lead is further back
+            continue
+        if size >= _character_length(lead):  # ASCII, a byte no character starts, complete
+            return 0
+        if size > 1 and data[-size + 1] not in _SECOND_BYTE.get(lead, range(0x80, 0xC0)):
+            return 0
+        return size
+    return 0
+
+
+def _character_length(lead: int) -> int:
+    """The bytes of the UTF-8 character that `lead` begins (0: a byte that begins none)."""
+    if 0xC2 <= lead < 0xE0:
+        return 2
+    if 0xE0 <= lead < 0xF0:
+        return 3
+    return 4 if 0xF0 <= lead < 0xF5 else 0
 
 
 def _from_vocab_and_merges(directory: str) -> Tokenizer:

@@ -20,6 +20,8 @@ def _piece(tokenizer, token_id: int, special: dict) -> str:
     names = {v: f"<{k}>" for k, v in special.items() if v is not None}
     if token_id in names:
         return names[token_id]
+    if token_id >= tokenizer.vocabulary_size:  # a padded output vocabulary's: no text
+        return f"<{token_id}>"
     if hasattr(tokenizer, "id_to_piece"):  # ours (SentencePiece)
         piece = tokenizer.id_to_piece(int(token_id))
     else:  # an imported Marian run's: its vocabulary's pieces
@@ -42,6 +44,7 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
     """
     from transformer_zoo.generation import generate
     from transformer_zoo.models.attention_weights import attention_weights
+    from transformer_zoo.serving.detokenize import continuation_text
     from transformer_zoo.serving.input_checks import check_sources
     from transformer_zoo.text import source_ids
 
@@ -88,7 +91,7 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
         os.path.join(out_dir, "causal_mask.png"),
         title="Masked self-attention: decoder layer 1, head 1",
     )
-    translation = target_tokenizer.decode(generated)
+    translation = continuation_text(target_tokenizer, [], generated, special_ids["eos"])
     return {"translation": translation, "attention": attention, "causal_mask": causal}
 
 

@@ -312,6 +312,7 @@ class Generation:
         elif isinstance(event, Finished):
             self.open -= 1
             if choice.finish_reason is None:
+                choice.row.finish()  # a character whose bytes never all came, as U+FFFD
                 if event.reason in ("cancelled", "timeout"):
                     choice.error = (
                         TimeoutError("The request timed out.")
