@@ -307,3 +307,134 @@ def test_causal_takes_a_bool_only():
     layer = _built(MultiHeadAttention(num_heads=H), q)
     with pytest.raises(ValueError, match="`causal` must be True or False. Received: causal='no'"):
         layer(q, causal="no")
+
+
+def _keras_attention(ref, query, context, **kwargs):
+    """Keras' `(output, scores)` as numpy arrays."""
+    out, scores = ref(query, context, context, return_attention_scores=True, **kwargs)
+    return np.asarray(out), np.asarray(scores)
+
+
+def test_attend_compute_key_value_and_the_cache_build_a_layer_never_called():
+    """Each failed with AttributeError ('query_dense', 'key_value_dense') until the layer
+    had been called once, though the `return_attention_scores` refusal points to them."""
+    q, c = _inputs()
+    layer = MultiHeadAttention(num_heads=H)
+    out, scores = layer.attend(q, layer.compute_key_value(c))
+    ref = _keras_mha_with_our_weights(layer)
+    expected_out, expected_scores = _keras_attention(ref, q, c)
+    np.testing.assert_allclose(np.asarray(out), expected_out, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(scores), expected_scores, atol=1e-6)
+
+    layer = MultiHeadAttention(num_heads=H)
+    key_value = KeyValue(*rng.normal(size=(2, B, H, S, D // H)).astype("float32"))
+    _, scores = layer.attend(q, key_value)
+    assert layer.built and tuple(scores.shape) == (B, H, T, S)
+
+    layer = MultiHeadAttention(num_heads=H)
+    empty = KeyValue(np.zeros((B, H, 0, D // H), "float32"), np.zeros((B, H, 0, D // H), "float32"))
+    out, present = layer.call_with_cache(q, empty, causal=True)
+    expected, _ = _keras_attention(_keras_mha_with_our_weights(layer), q, q, use_causal_mask=True)
+    np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)
+    assert tuple(present.key.shape) == (B, H, T, D // H)
+
+
+def test_a_layer_built_by_compute_key_value_refuses_queries_of_another_width_by_name():
+    """Built from the context alone, the layer expects queries of the context's width."""
+    q, _ = _inputs()
+    wide = rng.normal(size=(B, S, 2 * D)).astype("float32")
+    layer = MultiHeadAttention(num_heads=H)
+    key_value = layer.compute_key_value(wide)
+    with pytest.raises(ValueError, match=r"width D=32 .*`build\(query_shape, context_shape\)`"):
+        layer.attend(q, key_value)
+    layer = MultiHeadAttention(num_heads=H)
+    layer.build(q.shape, wide.shape)
+    out, _ = layer.attend(q, layer.compute_key_value(wide))
+    np.testing.assert_allclose(np.asarray(out), np.asarray(layer(q, wide)), atol=1e-6)
+
+
+@pytest.mark.parametrize("length", [None, T])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attend_on_keras_inputs_makes_a_functional_model_equal_to_keras_attention(
+    length, causal, tmp_path
+):
+    """The README's `attend(query, compute_key_value(context))` on `keras.Input`s: the
+    causal mask failed on lengths of None, and a reshape stored the unknown B (and L)
+    as None for the model's runs."""
+    q, _ = _inputs()
+    real = np.arange(T)[None] < np.array([[3], [5]])  # (B, S): right padding
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    query = keras.Input((length, D))
+    padding = keras.Input((length,), dtype="bool")
+    outputs = layer.attend(query, layer.compute_key_value(query), padding, causal=causal)
+    model = keras.Model([query, padding], list(outputs))
+    mask = np.broadcast_to(real[:, None, :], (B, T, T))
+    if causal:
+        mask = mask & np.tril(np.ones((T, T), bool))
+    expected = _keras_attention(_keras_mha_with_our_weights(layer), q, q, attention_mask=mask)
+    model.save(tmp_path / "attend.keras")
+    loaded = keras.models.load_model(tmp_path / "attend.keras")
+    for outputs in (model([q, real]), loaded([q, real])):
+        for got, want in zip(outputs, expected, strict=True):
+            np.testing.assert_allclose(np.asarray(got), want, atol=1e-5)
+
+
+def _causal_reference(t, s):
+    """Query i sees keys up to i + s - t: the last query is aligned with the last key."""
+    return np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t)
+
+
+def test_causal_with_fewer_queries_than_keys_aligns_the_last_query_with_the_last_key():
+    q, c = _inputs()  # T=5 < S=7
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    _, scores = layer.attend(q, layer.compute_key_value(c), causal=True)
+    mask = np.broadcast_to(_causal_reference(T, S), (B, T, S))
+    _, expected = _keras_attention(_keras_mha_with_our_weights(layer), q, c, attention_mask=mask)
+    np.testing.assert_allclose(np.asarray(scores), expected, atol=1e-6)
+
+
+def test_causal_with_more_queries_than_keys_is_refused():
+    """The first T - S queries saw no key and spread evenly over all keys, later ones
+    included, without a word."""
+    q, c = _inputs(t=S, s=T)
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    with pytest.raises(ValueError, match="at least as many keys as queries.*first 2 queries"):
+        layer(q, c, causal=True)
+    with pytest.raises(ValueError, match="query_length=7, key_length=5"):
+        layer.attend(q, layer.compute_key_value(c), causal=True)
+
+
+def test_the_use_causal_mask_refusal_gives_the_mask_that_reproduces_keras():
+    """It named `causal=True` alone, which for T < S aligns the queries with the last keys
+    where Keras' `use_causal_mask` aligns them with the first."""
+    with pytest.raises(ValueError) as error:
+        MultiHeadAttention(2)(np.zeros((1, 3, 8), "float32"), use_causal_mask=True)
+    message = str(error.value)
+    assert "last query with the last key" in message
+    assert "`attention_mask=np.tril(np.ones((T, S), bool))`" in message
+    q, c = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q, c)
+    tril = np.tril(np.ones((T, S), bool))  # what the message says to pass
+    expected, _ = _keras_attention(_keras_mha_with_our_weights(layer), q, c, use_causal_mask=True)
+    got = layer(q, c, attention_mask=np.broadcast_to(tril, (B, T, S)))
+    np.testing.assert_allclose(np.asarray(got), expected, atol=1e-5)
+
+
+def test_a_float64_layer_computes_its_softmax_in_float64():
+    """The softmax was cast to float32 in every layer: probabilities off by 4e-8."""
+    q, c = (x.astype("float64") for x in _inputs())
+    layer = MultiHeadAttention(num_heads=H, dtype="float64")
+    layer(q, c)
+    out, scores = layer.attend(q, layer.compute_key_value(c))
+    expected, expected_scores = np_attention(q, c, *mha_weights(layer), num_heads=H)
+    assert scores.dtype == "float64"
+    np.testing.assert_allclose(np.asarray(scores), expected_scores, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=0, atol=1e-12)
+
+
+def test_a_float16_layer_still_computes_its_softmax_in_float32():
+    q, c = _inputs()
+    layer = MultiHeadAttention(num_heads=H, dtype="mixed_float16")
+    layer(q, c)
+    _, scores = layer.attend(q, layer.compute_key_value(c))
+    assert scores.dtype == "float32"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from keras import ops
 
+from transformer_zoo.errors import is_integer
 from transformer_zoo.layers.validation import (
     check_flag,
     check_static_size,
@@ -13,15 +14,51 @@ from transformer_zoo.layers.validation import (
 )
 
 
-def causal_mask(query_length, key_length):
+def causal_mask(query_length, key_length, like=None):
     """(T, S) boolean mask where query i may attend key j iff j <= i + (S - T).
 
-    With a cache of P past keys, S = P + T and query i sits at absolute position P + i,
-    so the offset keeps decoding with a cache identical to one full causal pass.
-    The lengths are integers or scalar integer tensors.
+    The last query and the last key are aligned: with a cache of P past keys, S = P + T
+    and query i sits at absolute position P + i, so decoding with a cache is identical to
+    one full causal pass. With T = S this is the lower triangle, Keras' `use_causal_mask`;
+    for T < S Keras aligns the first query with the first key instead (pass its
+    `np.tril(np.ones((T, S), bool))` as an `attention_mask` for that).
+
+    Args:
+        query_length: T, an integer or a scalar integer tensor, or None where it is
+            unknown until run time (a functional model's symbolic input).
+        key_length: S, likewise; at least T where both are known, since the first T - S
+            queries would see no key.
+        like: a (T, S) tensor, needed where a length is None: the positions are counted
+            along it at run time. T > S is not refused then, nor where a length is a
+            tensor (a traced graph's dynamic length): those first queries' rows are all
+            False, and attention spreads them evenly over every key.
+
+    Raises:
+        ValueError: a length that is not a non-negative integer; T > S; a length of None
+            without `like`.
     """
     check_static_size("query_length", query_length)
     check_static_size("key_length", key_length)
+    if query_length is None or key_length is None:
+        if like is None:
+            raise ValueError(
+                "A causal mask of unknown lengths (None) is counted along a (T, S) tensor: "
+                "pass it as `like`."
+            )
+        # ops.arange needs a number, so the positions are counted from the end along
+        # `like`, whatever its lengths turn out to be.
+        ones = ops.ones_like(like, dtype="int32")  # (T, S)
+        queries_to_end = ops.flip(ops.cumsum(ones, axis=0), axis=0)  # T - i
+        keys_to_end = ops.flip(ops.cumsum(ones, axis=1), axis=1)  # S - j
+        return ops.greater_equal(keys_to_end, queries_to_end)  # (T, S): j <= i + (S - T)
+    if is_integer(query_length) and is_integer(key_length) and query_length > key_length:
+        raise ValueError(
+            "A causal mask aligns the last query with the last key, so it needs at least as "
+            f"many keys as queries: the first {query_length - key_length} queries would see "
+            "none. For queries aligned with the first keys, as Keras' `use_causal_mask`, "
+            "pass `attention_mask=np.tril(np.ones((T, S), bool))` instead. "
+            f"Received: query_length={query_length}, key_length={key_length}"
+        )
     offset = key_length - query_length
     rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1) + offset  # (T, 1)
     cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)  # (1, S)
@@ -114,20 +151,22 @@ def merge_masks(
     attention_mask=None,
     causal=False,
     batch_size=None,
+    like=None,
 ):
     """Combine the three mask sources into one (B or 1, T, S) boolean mask, or None.
 
     Args:
-        query_length: T.
-        key_length: S (P + T with a self-attention cache).
+        query_length: T (None where unknown until run time: pass `like`).
+        key_length: S (P + T with a self-attention cache; None likewise).
         padding_mask: (B, S) booleans or 0/1 ints; False marks padding keys.
         attention_mask: (B, T, S) booleans or 0/1 ints.
         causal: forbid attending to later positions (True or False).
         batch_size: B, to check the masks against (None: not checked).
+        like: a (T, S) tensor, for a causal mask of unknown lengths (`causal_mask`).
 
     Raises:
         ValueError: a float mask, or one of the wrong rank or shape (`check_masks`);
-            `causal` not a bool.
+            `causal` not a bool; `causal` with T > S (`causal_mask`).
     """
     check_flag("causal", causal)
     check_masks(batch_size, query_length, key_length, padding_mask, attention_mask)
@@ -138,6 +177,6 @@ def merge_masks(
         attention_mask = ops.cast(attention_mask, "bool")  # (B, T, S)
         mask = attention_mask if mask is None else ops.logical_and(mask, attention_mask)
     if causal:
-        causal_part = ops.expand_dims(causal_mask(query_length, key_length), 0)  # (1, T, S)
+        causal_part = ops.expand_dims(causal_mask(query_length, key_length, like), 0)  # (1, T, S)
         mask = causal_part if mask is None else ops.logical_and(mask, causal_part)
     return mask

@@ -27,7 +27,12 @@ KERAS_ARGUMENTS = {
     "output_shape": "`output_dim`",
     "value": "`context` (the sequence keys and values are computed from)",
     "key": "`context` (the sequence keys and values are computed from)",
-    "use_causal_mask": "`causal=True`",
+    "use_causal_mask": (
+        "`causal=True`, which aligns the last query with the last key (query i sees keys "
+        "up to S - T + i, as over a cache; T > S is refused): Keras' mask only where T = S. "
+        "For Keras' alignment of the first query with the first key, pass "
+        "`attention_mask=np.tril(np.ones((T, S), bool))`"
+    ),
     "return_attention_scores": (
         "`attend(query, compute_key_value(context))`, which returns `(output, probabilities)`"
     ),
@@ -46,7 +51,8 @@ class MultiHeadAttention(keras.layers.Layer):
     Masks are boolean with True = may attend, combined in `masking.merge_masks`;
     disallowed scores are set to the lowest finite value before the softmax (effectively
     −∞, but a query with no allowed key, such as a padding position, gives a uniform row
-    instead of NaN).
+    instead of NaN). The softmax runs in float32 for float16 and bfloat16 layers, in the
+    layer's own dtype otherwise.
 
     Args:
         num_heads: H.
@@ -66,14 +72,18 @@ class MultiHeadAttention(keras.layers.Layer):
             Keras mask of `context` (or of `query` in self-attention) is used, e.g. from
             `keras.layers.Embedding(mask_zero=True)`; the output carries `query`'s.
         attention_mask: optional (B, T, S) boolean.
-        causal: forbid attending to later positions.
+        causal: forbid attending to later positions: query i sees keys up to S - T + i
+            (the last query is aligned with the last key, as over a cache; T > S is
+            refused where both are known, `masking.causal_mask`).
         training: whether dropout is active.
 
     Returns:
         The (B, T, output_dim) output. `call_with_cache` (self-attention over a KV
         cache, returning the grown cache), `compute_key_value` and `attend` (attention
         over keys and values computed once, with the probabilities) are the other entry
-        points, each with one return shape.
+        points, each with one return shape. Like a call, each builds a layer not yet
+        built from the shape it gets, and takes a functional model's symbolic inputs
+        (`keras.Input`) too.
 
     Example:
     >>> mha = MultiHeadAttention(num_heads=2)
@@ -126,7 +136,7 @@ class MultiHeadAttention(keras.layers.Layer):
         _check_sequence("query", query_shape)
         if context_shape is not None:
             _check_sequence("context", context_shape)
-        d_model = query_shape[-1]
+        d_model = self._query_width = query_shape[-1]
         head_dim = self.head_dim
         if head_dim is None:
             check_heads(d_model, self.num_heads, "d_model")
@@ -141,6 +151,23 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build(tuple(query_shape[:-1]) + (inner,))
         self.built = True
 
+    def _build_from(self, query_shape) -> None:
+        """Builds the layer, not yet built, as a call with this query (self-attention)
+        would: the entry points other than `__call__` are reached without Keras'
+        build-on-first-call. Once built, refuses a query of another width, naming the
+        width it was built for."""
+        _check_sequence("query", query_shape)
+        if not self.built:
+            self.build(tuple(query_shape))
+            return
+        width = self._query_width
+        if query_shape[-1] is not None and query_shape[-1] != width:
+            raise ValueError(
+                f"{self.name} was built for queries of width D={width} (for cross-attention "
+                "over a context of another width, `build(query_shape, context_shape)` it "
+                f"before `compute_key_value(context)`). Received: query.shape={tuple(query_shape)}"
+            )
+
     @property
     def head_width(self) -> int:
         """Dh, resolved once the layer is built (`head_dim`, or D / H)."""
@@ -152,18 +179,35 @@ class MultiHeadAttention(keras.layers.Layer):
         return self._head_dim
 
     def _split_heads(self, x, shape):
-        # `shape` is the layer input's, not `x`'s: tf2onnx merges Dense's internal reshapes
-        # with this one and would then read a wrong (2-D) Shape.
+        """(B, L, H·Dh) → (B, H, L, Dh); `shape` is the layer input's, not `x`'s: tf2onnx
+        merges Dense's internal reshapes with this one and would then read a wrong (2-D)
+        Shape."""
+        if shape[0] is None or shape[1] is None:
+            # A functional model's symbolic input: a reshape would keep the unknown B or L
+            # as None for the model's runs; splitting the last axis needs neither.
+            return ops.stack(ops.split(x, self.num_heads, axis=-1), axis=1)  # (B, H, L, Dh)
         x = ops.reshape(x, (shape[0], shape[1], self.num_heads, self._head_dim))  # (B, L, H, Dh)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, H, L, Dh)
+
+    def _merge_heads(self, x, shape):
+        """(B, H, L, Dh) → (B, L, H·Dh), `_split_heads` undone."""
+        if shape[0] is None or shape[1] is None:
+            return ops.concatenate(ops.unstack(x, self.num_heads, axis=1), axis=-1)
+        x = ops.transpose(x, (0, 2, 1, 3))  # (B, L, H, Dh)
+        return ops.reshape(x, (shape[0], shape[1], self.num_heads * self._head_dim))
 
     def compute_key_value(self, context) -> KeyValue:
         """The `KeyValue` of a (B, S, Dc) sequence, each (B, H, S, Dh).
 
         For cross-attention: compute them once per source and `attend` to them at every
-        decoding step, instead of projecting the encoder output again.
+        decoding step, instead of projecting the encoder output again. A layer not yet
+        built is built as `layer(context)` would build it, for self-attention: build a
+        cross-attention layer whose queries have another width with
+        `build(query_shape, context_shape)` first.
         """
         _check_sequence("context", context.shape)
+        if not self.built:
+            self._build_from(context.shape)
         shape = ops.shape(context)
         key, value = ops.split(self.key_value_dense(context), 2, axis=-1)  # 2 × (B, S, H·Dh)
         return KeyValue(self._split_heads(key, shape), self._split_heads(value, shape))
@@ -186,23 +230,28 @@ class MultiHeadAttention(keras.layers.Layer):
                 (a cache), causal query i sits at position S - T + i.
 
         Returns:
-            `(output (B, T, output_dim), probabilities (B, H, T, S) float32)`.
+            `(output (B, T, output_dim), probabilities (B, H, T, S))`, the probabilities
+            float32 (float64 in a float64 layer).
         """
-        _check_sequence("query", query.shape)
+        self._build_from(query.shape)
         shape = ops.shape(query)
         q = self._split_heads(self.query_dense(query), shape)  # (B, H, T, Dh)
         q = q * ops.cast(1.0 / math.sqrt(self._head_dim), q.dtype)
         key, value = key_value
         scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, T, S)
-        # The softmax runs in float32 so that bf16/fp16 scores do not saturate.
-        scores = ops.cast(scores, "float32")
+        if keras.backend.standardize_dtype(scores.dtype) in ("float16", "bfloat16"):
+            # The softmax runs in float32 so that bf16/fp16 scores do not saturate.
+            scores = ops.cast(scores, "float32")
+        query_length, key_length = ops.shape(q)[2], ops.shape(key)[2]
         mask = merge_masks(
-            ops.shape(q)[2],
-            ops.shape(key)[2],
+            query_length,
+            key_length,
             padding_mask,
             attention_mask,
             causal,
             batch_size=ops.shape(q)[0],
+            # Lengths unknown until a functional model runs: counted along the scores.
+            like=scores[0, 0] if query_length is None or key_length is None else None,
         )
         if mask is not None:
             scores = ops.where(ops.expand_dims(mask, 1), scores, -3.0e38)  # (B, H, T, S)
@@ -213,9 +262,7 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             probs = ops.softmax(scores, axis=-1)
         attention = self.dropout_layer(ops.cast(probs, value.dtype), training=training)
-        out = ops.matmul(attention, value)  # (B, H, T, Dh)
-        out = ops.transpose(out, (0, 2, 1, 3))  # (B, T, H, Dh)
-        out = ops.reshape(out, (shape[0], shape[1], self.num_heads * self._head_dim))
+        out = self._merge_heads(ops.matmul(attention, value), shape)  # (B, T, H·Dh)
         return self.output_dense(out), probs  # (B, T, output_dim), (B, H, T, S)
 
     def call(
