@@ -1,6 +1,7 @@
 """The numpy search algorithms, on hand-made engines whose probabilities we know."""
 
 import dataclasses
+import functools
 import itertools
 
 import numpy as np
@@ -394,7 +395,9 @@ def test_forced_eos_ends_the_rows_still_running_at_the_limit_with_eos(strategy):
     )
 
 
-@pytest.mark.parametrize("strategy", [Greedy, Sampling, BeamSearch])
+@pytest.mark.parametrize(
+    "strategy", [Greedy, functools.partial(Sampling, seed=5), BeamSearch]
+)  # seeded: unseeded, a draw off the cycle (p ≈ 0.2% a step) ended the row early
 def test_the_forced_step_runs_no_model_step_and_needs_an_eos_id(strategy):
     engine = cycle_engine()
     prompt = {"token_ids": np.array([[0]])}
