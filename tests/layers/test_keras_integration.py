@@ -89,6 +89,28 @@ def test_functional_model_with_a_tied_head_loads_from_a_keras_file_still_tied(tm
         keras.Model.from_config(model.get_config())
 
 
+def test_a_head_in_a_nested_model_stays_tied_to_the_outer_models_embedding(tmp_path):
+    """The documented nesting that a `.keras` file keeps: the embedding called in the
+    outer model before the nested model holding the head. The loaded head reads the
+    loaded outer embedding's table (one matrix), with the same logits."""
+    embedding = keras.layers.Embedding(V, D)
+    hidden = keras.Input((None, D))
+    head = LMHead(V, embedding=embedding, use_bias=True)
+    block = TransformerBlock(num_heads=H, intermediate_dim=32, causal=True)
+    decoder = keras.Model(hidden, head(block(hidden)), name="decoder")
+    token_ids = keras.Input((None,), dtype="int32")
+    model = keras.Model(token_ids, decoder(embedding(token_ids)))
+    model.save(tmp_path / "nested.keras")
+    loaded = keras.saving.load_model(tmp_path / "nested.keras")
+    np.testing.assert_array_equal(loaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0))
+    loaded_head = loaded.get_layer("decoder").layers[-1]
+    assert loaded_head.embedding is loaded.get_layer(embedding.name)
+    table = np.asarray(loaded_head.embedding.embeddings)
+    h = np.random.default_rng(0).normal(size=(2, 3, D)).astype("float32")
+    expected = h @ table.T + np.asarray(loaded_head.bias)  # the loaded table, transposed
+    np.testing.assert_allclose(np.asarray(loaded_head(h)), expected, atol=1e-5)
+
+
 def test_inputs_and_masks_of_the_wrong_shape_are_refused_by_name():
     x = np.zeros((2, 5, D), "float32")
     attention = MultiHeadAttention(num_heads=H)

@@ -208,3 +208,21 @@ def test_strings_bools_and_none_are_refused_by_name(kwargs, message):
     """`use_bias="no"` added a (V,) bias: a non-empty string is truthy."""
     with pytest.raises(ValueError, match=message):
         LMHead(**{"vocabulary_size": 10, **kwargs})
+
+
+def test_a_model_calling_the_head_but_not_its_embedding_neither_trains_nor_reloads_the_tie(
+    tmp_path,
+):
+    """A head over another model's embedding: the table is that model's weight, not this
+    one's, and this one's `.keras` file cannot tie the loaded head to anything. Loading
+    it said that `.keras` files keep the tie; it now says when they do."""
+    embedding = TokenAndPositionEmbedding(30, 8, 6)
+    token_ids = keras.Input((None,), dtype="int32")
+    encoder = keras.Model(token_ids, embedding(token_ids))
+    hidden = keras.Input((None, 6))
+    decoder = keras.Model(hidden, LMHead(30, embedding=embedding)(hidden))
+    assert any(w is embedding.embeddings for w in encoder.trainable_weights)
+    assert not any(w is embedding.embeddings for w in decoder.trainable_weights)
+    decoder.save(tmp_path / "decoder.keras")
+    with pytest.raises(ValueError, match="only where the saved model calls the embedding itself"):
+        keras.saving.load_model(tmp_path / "decoder.keras")

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from tests.helpers import np_sinusoid
-from transformer_zoo.layers import PositionalEncoding
+from transformer_zoo.layers import PositionalEncoding, TransformerBlock
+from transformer_zoo.layers.masking import keras_mask
 
 
 def test_sinusoidal_table_equals_the_papers_formula():
@@ -126,3 +127,23 @@ def test_positions_of_another_shape_are_refused_by_name(mode, shape):
         np.broadcast_to(broadcast, (2, 3, 8)),
         np.asarray(pe(x, positions=np.array([[4, 5, 6]] * 2))),
     )
+
+
+@pytest.mark.parametrize("mode", ["sinusoidal", "learned"])
+def test_added_with_keras_add_the_encodings_keep_the_embeddings_padding_mask(mode):
+    """`Embedding(mask_zero=True)` → `Add()([x, pe])` → block → average: padding changes
+    no output, as on the same ids without padding. The encodings returned no mask, and
+    Keras' `Add` drops the masks when one input has none: padding moved the averages by
+    0.3-0.6."""
+    token_ids = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(50, 16, mask_zero=True)(token_ids)
+    encoding = PositionalEncoding(max_length=32, mode=mode)(embedded)
+    x = keras.layers.Add()([embedded, encoding])
+    block = TransformerBlock(num_heads=2, intermediate_dim=32)
+    model = keras.Model(token_ids, keras.layers.GlobalAveragePooling1D()(block(x)))
+    short = np.array([[5, 7, 9], [3, 4, 6]], "int32")
+    padded = np.pad(short, ((0, 0), (0, 4)))
+    np.testing.assert_allclose(model(padded), model(short), atol=1e-5)
+    assert keras_mask(x) is not None
+    eager = model.layers[1](padded)  # carrying the mask padded != 0
+    np.testing.assert_array_equal(np.asarray(keras_mask(model.layers[2](eager))), padded != 0)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import mha_weights, np_attention, np_gelu, np_layer_norm
-from transformer_zoo.layers import KeyValue, TransformerBlock
+from transformer_zoo.layers import BlockCache, KeyValue, TransformerBlock
 
 B, T, S, D, H, F = 2, 6, 5, 16, 4, 32
 rng = np.random.default_rng(1)
@@ -233,3 +233,69 @@ def test_initial_cache_refuses_a_fractional_batch_size_by_name():
     with pytest.raises(ValueError, match="`batch_size` must be a non-negative integer.*2.0"):
         block.initial_cache(2.0)
     assert tuple(block.initial_cache(np.int64(2)).self_attention.key.shape) == (2, 2, 0, 4)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
+def test_cached_steps_read_the_contexts_keras_mask_as_the_plain_call_does(norm_first):
+    """A context carrying a Keras mask (`Embedding(mask_zero=True)`): the steps from
+    `initial_cache(B, context)` without a `context_padding_mask` equal the paper's block
+    with that mask, as the plain call does. They attended to the encoder's padding (off by
+    1.2)."""
+    source_ids = np.array([[2, 3, 0, 0, 0], [4, 5, 6, 7, 8]])
+    context = keras.layers.Embedding(12, D, mask_zero=True)(source_ids)
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    block = TransformerBlock(H, F, norm_first=norm_first, causal=True, cross_attention=True)
+    block(x, context=context)
+    _randomize(block)
+    expected = _np_block(
+        block, x, np.asarray(context), causal=True, context_padding=source_ids != 0
+    )
+    cache = block.initial_cache(B, context)
+    steps = []
+    for t in range(T):
+        out, cache = block.call_with_cache(x[:, t : t + 1], cache)
+        steps.append(np.asarray(out))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), expected, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(block(x, context=context)), expected, atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(cache.context_padding_mask), source_ids != 0)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
+def test_the_scored_and_cached_calls_cast_float32_inputs_as_a_call_does(policy, norm_first):
+    """Under a mixed policy `__call__` casts float32 inputs to the compute dtype, keeping
+    their Keras masks; the other entry points failed in the first residual sum (AddV2 of
+    float32 and float16)."""
+    ids = np.array([[3, 4, 5, 0, 0, 0], [6, 7, 8, 9, 1, 0]])
+    masked = keras.layers.Embedding(12, D, mask_zero=True)(ids)  # float32, with its mask
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    context = rng.normal(size=(B, S, D)).astype("float32")
+    block = TransformerBlock(
+        H, F, norm_first=norm_first, causal=True, cross_attention=True, dtype=policy
+    )
+    cases = [  # (the entry point's output, Keras' own cast of the same inputs)
+        (block.call_with_attention_scores(masked, context=context)[0], block(masked, context)),
+        (block.call_with_cache(x, block.initial_cache(B, context))[0], block(x, context)),
+    ]
+    for out, expected in cases:
+        assert keras.backend.standardize_dtype(out.dtype) == block.compute_dtype
+        np.testing.assert_allclose(
+            np.asarray(keras.ops.cast(out, "float32")),
+            np.asarray(keras.ops.cast(expected, "float32")),
+            atol=1e-2,
+        )
+
+
+def test_the_scored_and_cached_calls_build_an_unbuilt_block_as_a_call_does():
+    """Reached first, they built the attention sublayers but not the block, whose first
+    call then rebuilt them: Keras refused ("cannot add new elements of state")."""
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    context = rng.normal(size=(B, S, 12)).astype("float32")  # Dc ≠ D
+    scored = TransformerBlock(H, F, causal=True, cross_attention=True)
+    out, _ = scored.call_with_attention_scores(x, context=context)
+    assert scored.built
+    np.testing.assert_allclose(np.asarray(scored(x, context=context)), np.asarray(out), atol=1e-6)
+    cached = TransformerBlock(H, F, causal=True)
+    empty = KeyValue(np.zeros((B, H, 0, D // H), "float32"), np.zeros((B, H, 0, D // H), "float32"))
+    out, _ = cached.call_with_cache(x, BlockCache(empty))
+    np.testing.assert_allclose(np.asarray(cached(x)), np.asarray(out), atol=1e-5)

@@ -22,7 +22,12 @@ class BlockCache(NamedTuple):
         cross_attention: a decoder block's keys and values of the encoder output,
             (B, H, S, Dh), projected once per source; None in a block without
             cross-attention.
+        context_padding_mask: the (B, S) Keras mask the encoder output carried into
+            `initial_cache` (False at padding), which a step reads where it is given no
+            mask of its own, as the block's plain call reads the context's; None when it
+            carried none.
     """
 
     self_attention: KeyValue
     cross_attention: KeyValue | None = None
+    context_padding_mask: Any = None

@@ -18,12 +18,22 @@ class LMHead(keras.layers.Layer):
       matrix E, as in the paper (§3.4) and GPT-2. The head owns no kernel, and the
       embedding is not one of its sublayers: it belongs to the model that calls it, so
       the head's `weights` and `count_params()` leave the table out and
-      `head.trainable = False` leaves it trainable. Its config
-      names the embedding as a shared object: `.keras` files (`model.save`,
-      `keras.models.load_model`) tie the loaded head to the loaded model's embedding, and
-      a config rebuilt outside them needs the embedding passed again (`from_config`;
-      `keras.models.clone_model` in its `clone_function`). After
+      `head.trainable = False` leaves it trainable. A model that calls the head but
+      not its embedding (a head over another model's embedding) leaves the table out
+      of its `trainable_weights` likewise, and its `fit` does not train it. After
       `model.quantize("int8" | "int4")` the head projects with the dequantized table.
+    - A tied head's config names the embedding as a shared object, so a `.keras` file
+      (`model.save`, `keras.models.load_model`) ties the loaded head to the loaded
+      model's embedding where the saved model calls the embedding itself: in the model
+      that calls the head, or in an outer model that calls it before the nested model
+      holding the head. Keras cannot keep the tie otherwise, and the file does not load:
+      with the embedding inside a nested model (a functional or `Sequential` model
+      called as a layer) and the head outside it, Keras' nested models copy their
+      configs, losing the mark that shares the embedding (`load_model`: "Layer '...'
+      expected 1 variables, but received 0"); a model that never calls the embedding
+      has nothing to share it with (the head refuses its config). A config rebuilt
+      outside a `.keras` file needs the embedding passed again (`from_config`;
+      `keras.models.clone_model` in its `clone_function`).
     - Untied: its own (D, V) kernel, in a bias-free `keras.layers.Dense` sublayer
       (`projection`; `kernel` is its kernel), so that Keras' quantization and LoRA treat
       it as any Dense: `model.quantize("int8" | "int4" | "float8")` quantizes it (and a
@@ -198,10 +208,11 @@ class LMHead(keras.layers.Layer):
 
 
 _UNTIED_CONFIG = (
-    "This LMHead is tied to an embedding that its config cannot share outside a `.keras` "
-    "file (`model.save` / `keras.models.load_model` keep the tie): pass the embedding "
-    "again, e.g. `LMHead.from_config({**config, 'embedding': token_embedding})` (for "
-    "`keras.models.clone_model`, in its `clone_function`)."
+    "This LMHead is tied to an embedding that its config does not share with the rest of "
+    "a model: a `.keras` file shares it only where the saved model calls the embedding "
+    "itself (see LMHead's docstring), and a config rebuilt outside one cannot; pass the "
+    "embedding again, e.g. `LMHead.from_config({**config, 'embedding': token_embedding})` "
+    "(for `keras.models.clone_model`, in its `clone_function`)."
 )
 
 

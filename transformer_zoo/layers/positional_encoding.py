@@ -50,12 +50,21 @@ class PositionalEncoding(keras.layers.Layer):
 
     Returns:
         (B, T, D) position encodings (broadcast over B when `positions` is None:
-        shape (1, T, D)), in the layer's compute dtype.
+        shape (1, T, D)), in the layer's compute dtype. They carry the Keras mask of
+        `inputs` on (`keras.layers.Embedding(mask_zero=True)`'s padding mask), so that in
+        a functional model `keras.layers.Add()([x, pe])` keeps it: Keras' `Add` ORs its
+        inputs' masks, and drops them where one input has none. `x + pe` and
+        `keras.ops.add(x, pe)` drop it (Keras 3's operations carry no masks): after them,
+        pass the blocks' `padding_mask` yourself, or use
+        `TokenAndPositionEmbedding(mask_zero=True)`, which adds and keeps the mask.
 
     Example:
     >>> pe = PositionalEncoding(max_length=64)
     >>> tuple(pe(keras.ops.zeros((2, 10, 16))).shape)
     (1, 10, 16)
+    >>> token_ids = keras.Input((None,), dtype="int32")
+    >>> x = keras.layers.Embedding(100, 16, mask_zero=True)(token_ids)
+    >>> x = keras.layers.Add()([x, PositionalEncoding(max_length=64)(x)])  # mask kept
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017, §3.5.
@@ -83,9 +92,10 @@ class PositionalEncoding(keras.layers.Layer):
         self.supports_masking = True
 
     def compute_mask(self, inputs, mask=None):
-        """None: the encodings are of positions, and broadcast over the batch; the
-        padding mask stays with the embeddings they are added to."""
-        return None
+        """The mask of `inputs`, passed on: `keras.layers.Add()([x, pe])` keeps a mask
+        only where each of its inputs carries one (returning None dropped the padding
+        mask of every masked embedding the encodings were added to)."""
+        return mask
 
     def build(self, inputs_shape):
         _check_embeddings(inputs_shape)

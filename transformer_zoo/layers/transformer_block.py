@@ -11,7 +11,7 @@ from keras import ops
 from transformer_zoo.layers.cache import BlockCache, KeyValue
 from transformer_zoo.layers.feed_forward import FeedForward
 from transformer_zoo.layers.initializers import clone_initializer
-from transformer_zoo.layers.masking import keras_mask
+from transformer_zoo.layers.masking import keras_mask, with_keras_mask
 from transformer_zoo.layers.multi_head_attention import MultiHeadAttention
 from transformer_zoo.layers.validation import (
     check_batch_sizes,
@@ -68,7 +68,8 @@ class TransformerBlock(keras.layers.Layer):
     Returns:
         (B, T, D). Cached decoding goes through `initial_cache` and `call_with_cache`
         (a named `BlockCache` in and out), attention pictures through
-        `call_with_attention_scores`.
+        `call_with_attention_scores`; both take their inputs as a call does (floats cast
+        to the compute dtype under a mixed policy, the Keras masks read the same way).
 
     Example:
     >>> block = TransformerBlock(num_heads=2, intermediate_dim=16, causal=True)
@@ -174,6 +175,24 @@ class TransformerBlock(keras.layers.Layer):
             x, self.feed_forward_norm, lambda h: self.feed_forward(h, training=training)
         )
 
+    def _build_for(self, inputs, context=None) -> None:
+        """Builds the block, not yet built, as its first call would: the entry points
+        other than `__call__` skip Keras' build-on-first-call, and a later call rebuilt
+        the sublayers they had built, which Keras refuses."""
+        if not self.built:
+            self.build(tuple(inputs.shape), None if context is None else tuple(context.shape))
+
+    def _as_call_input(self, x):
+        """`x` as `__call__` hands it to `call`: floats cast to the compute dtype (a
+        mixed policy's float16 or bfloat16), its Keras mask kept. The other entry points
+        are plain methods, which float32 inputs under a mixed policy made fail in the
+        first residual sum (float32 + float16)."""
+        if x is None:
+            return None
+        mask = keras_mask(x)
+        x = self.dtype_policy.convert_input(x, self.autocast, self.input_dtype)
+        return x if mask is None else with_keras_mask(x, mask)
+
     def _check_context(self, context) -> None:
         if self.cross_attention and context is None:
             raise ValueError("This block has cross-attention: pass `context` (the encoder output).")
@@ -239,16 +258,18 @@ class TransformerBlock(keras.layers.Layer):
     def initial_cache(self, batch_size, context=None) -> BlockCache:
         """The cache before the first token: an empty (B, H, 0, Dh) self-attention part
         and, with cross-attention, the keys and values of `context` (B, S, D), projected
-        once here."""
+        once here, and the Keras mask `context` carries (`context_padding_mask`), which
+        the steps then read as the plain call reads it."""
         check_static_size("batch_size", batch_size)
         attention = self.self_attention
         shape = (batch_size, attention.num_heads, 0, attention.head_width)
         empty = ops.zeros(shape, self.compute_dtype)
-        cross = None
+        cross = context_padding_mask = None
         if self.cross_attention:
             self._check_context(context)
             cross = self.cross_attention_layer.compute_key_value(context)
-        return BlockCache(KeyValue(empty, empty), cross)
+            context_padding_mask = keras_mask(context)
+        return BlockCache(KeyValue(empty, empty), cross, context_padding_mask)
 
     def call_with_cache(
         self, inputs, cache: BlockCache, padding_mask=None, context_padding_mask=None
@@ -259,14 +280,20 @@ class TransformerBlock(keras.layers.Layer):
             inputs: (B, T, D) the new tokens.
             cache: the `BlockCache` from `initial_cache` or the previous step.
             padding_mask: (B, P + T), False at padding.
-            context_padding_mask: (B, S), False at encoder padding.
+            context_padding_mask: (B, S), False at encoder padding; when omitted, the
+                cache's (the Keras mask of the `context` given to `initial_cache`), as
+                the plain call reads the context's.
 
         Returns:
             `(outputs (B, T, D), BlockCache)`: the self-attention part P + T long, the
-            cross-attention part unchanged.
+            cross-attention part and its mask unchanged.
         """
         if self.cross_attention and cache.cross_attention is None:
             raise ValueError("This block has cross-attention: its cache needs `cross_attention`.")
+        inputs = self._as_call_input(inputs)
+        self._build_for(inputs)
+        if context_padding_mask is None:
+            context_padding_mask = cache.context_padding_mask
         present = []
 
         def attend_self(h):
@@ -283,7 +310,7 @@ class TransformerBlock(keras.layers.Layer):
             return output
 
         outputs = self._forward(inputs, attend_self, attend_cross, training=False)
-        return outputs, BlockCache(present[0], cache.cross_attention)
+        return outputs, cache._replace(self_attention=present[0])
 
     def call_with_attention_scores(
         self,
@@ -300,8 +327,15 @@ class TransformerBlock(keras.layers.Layer):
             `(outputs (B, T, D), AttentionScores)`: self-attention (B, H, T, T) and,
             with cross-attention, (B, H, T, S) float32 probabilities.
         """
+        inputs, context = self._as_call_input(inputs), self._as_call_input(context)
+        self._build_for(inputs, context)
         return self._call_with_scores(
-            inputs, context, padding_mask, attention_mask, context_padding_mask, training=False
+            inputs,
+            context,
+            padding_mask,
+            attention_mask,
+            context_padding_mask,
+            training=False,
         )
 
     def compute_output_shape(self, inputs_shape, context_shape=None):
