@@ -19,7 +19,12 @@ It writes, with transformers' own classes and `save_pretrained`:
   `generate()` and the decoded text; `reference.npz`: the logits of the forward pass;
 - with the argument `tokenizers`, tests/data/hf_tokenizer_reference.json: transformers'
   ids for the tokenizers of these checkpoints with their options and added tokens
-  changed (`make_tokenizers`, the cases of hf_tokenizer_cases.py).
+  changed (`make_tokenizers`, the cases of hf_tokenizer_cases.py);
+- with the argument `sentencepiece-export`, tests/data/hf_sentencepiece_reference.json:
+  transformers' `AutoTokenizer` (fast and not) on the tokenizer files that our
+  `export --format hf` writes for tiny SentencePiece tokenizers of ours
+  (`make_sentencepiece_export`, the cases of hf_sentencepiece_cases.py; it imports
+  transformer_zoo from this checkout).
 
 Weights are random (seeded): the point is that our layers compute what transformers
 computes, to 1e-4, for a checkpoint of a realistic layout.
@@ -698,6 +703,55 @@ def make_tokenizers(path: pathlib.Path) -> None:
     path.write_text(json.dumps(reference, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
 
 
+def make_sentencepiece_export(path: pathlib.Path) -> None:
+    """`hf_sentencepiece_reference.json`: the ids, pair ids and decoded texts that
+    transformers' `AutoTokenizer` gives with what `export --format hf` writes for each
+    tokenizer of hf_sentencepiece_cases.py (trained here with our `train_tokenizer`; the
+    digest of its pieces recorded, so that a test knows it trains the same one)."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(HERE.parent.parent))  # this checkout's transformer_zoo
+    from hf_sentencepiece_cases import (  # beside this script
+        CASES,
+        FAMILIES,
+        PAIRS,
+        TEXTS,
+        pieces_digest,
+        train,
+        write_export,
+    )
+
+    cases = []
+    for kind, normalization in CASES:
+        tokenizer, family = train(kind, normalization), FAMILIES[normalization]
+        with tempfile.TemporaryDirectory() as scratch:
+            exported = write_export(tokenizer, family, pathlib.Path(scratch))
+            fast = transformers.AutoTokenizer.from_pretrained(exported)
+            slow = transformers.AutoTokenizer.from_pretrained(exported, use_fast=False)
+            ids = [fast(text)["input_ids"] for text in TEXTS]
+            assert [slow(text)["input_ids"] for text in TEXTS] == ids, (kind, normalization)
+            record = {
+                "kind": kind,
+                "normalization": normalization,
+                "family": family,
+                "pieces_digest": pieces_digest(tokenizer),
+                "tokenizer_class": type(fast).__name__,
+                "ids": ids,
+                "decoded": [fast.decode(row, skip_special_tokens=True) for row in ids],
+            }
+            if family == "encoder-only":
+                pairs = [fast(a, b, return_token_type_ids=True) for a, b in PAIRS]
+                record["pair_ids"] = [pair["input_ids"] for pair in pairs]
+                record["pair_token_type_ids"] = [pair["token_type_ids"] for pair in pairs]
+        cases.append(record)
+    reference = {"texts": TEXTS, "pairs": PAIRS, "cases": cases, "versions": versions()}
+    text = json.dumps(reference, indent=1, ensure_ascii=True)
+    # One line per list of ids, so that the file stays small and reads by text.
+    text = re.sub(r"\[[\d,\s]*\]", lambda m: re.sub(r"\s+", "", m.group()), text)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
 MAKERS = {
     "gpt2": lambda: make_gpt2(HERE / "hf_gpt2"),
     "marian": lambda: make_marian(HERE / "hf_marian"),
@@ -706,6 +760,9 @@ MAKERS = {
     "bert-classifier": lambda: make_bert_classifier(HERE / "hf_bert_classifier"),
     "sentence-transformer": lambda: make_sentence_transformer(HERE / "hf_st_mean"),
     "tokenizers": lambda: make_tokenizers(HERE / "hf_tokenizer_reference.json"),
+    "sentencepiece-export": lambda: make_sentencepiece_export(
+        HERE / "hf_sentencepiece_reference.json"
+    ),
 }
 
 if __name__ == "__main__":

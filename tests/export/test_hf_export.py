@@ -10,7 +10,19 @@ import stat
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
+from tokenizers import Tokenizer
 
+from tests.data.hf_sentencepiece_cases import (
+    CASES,
+    FAMILIES,
+    PAIRS,
+    REFERENCE,
+    TEXTS,
+    our_ids,
+    pieces_digest,
+    train,
+    write_export,
+)
 from tests.helpers import cli_error
 from tests.models.test_hf_bert_import import CONFIG, LABELS, classifier_checkpoint, write_checkpoint
 from tests.models.test_hf_checkpoints import CHECKPOINTS
@@ -19,6 +31,7 @@ from transformer_zoo.export.run_export import export_run
 from transformer_zoo.models.hf.bert import import_hf_bert
 from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
 from transformer_zoo.models.hf.run import import_hf_run
+from transformer_zoo.text import load_tokenizers, pair_ids, prompt_ids
 
 
 def _same_tensors(written, original, buffers=()):
@@ -67,11 +80,18 @@ def test_models_trained_here_read_back_with_the_same_outputs(family_artifacts, f
     artifacts = family_artifacts(family)
     report = export_run(artifacts.run_dir, tmp_path / "hf", formats=("hf",))["hf"]
     assert report["max_abs_diff"] <= 1e-5
-    assert "tokenizer.model" in report["files"]  # our SentencePiece model, copied
+    # Our SentencePiece model, copied, and the tokenizer.json that encodes as it does.
+    assert {"tokenizer.model", "tokenizer.json"} <= set(report["files"])
     settings = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
-    assert settings["tokenizer_class"] == "LlamaTokenizer" and settings["add_bos_token"]
-    assert settings["add_eos_token"] == (family == "encoder-only")  # [bos] text [eos]
+    assert settings["tokenizer_class"] == "PreTrainedTokenizerFast"
     assert (settings["bos_token"], settings["eos_token"]) == ("<s>", "</s>")
+    assert settings["split_special_tokens"]  # "<s>" in a text is text, as in ours
+    text = "a test of the tokenizer"
+    exported = Tokenizer.from_file(str(tmp_path / "hf" / "tokenizer.json"))
+    ours = load_tokenizers(artifacts.run_dir)[0]
+    assert exported.encode(text).ids == (
+        pair_ids(ours, text)[0] if family == "encoder-only" else prompt_ids(ours, text)
+    )
     ids = np.array([[2, 5, 7, 9, 3], [2, 6, 8, 3, 0]])
     inputs = {"token_ids": ids, "padding_mask": ids != 0}
     read = (import_hf_gpt2 if family == "decoder-only" else import_hf_bert)(tmp_path / "hf")
@@ -81,6 +101,11 @@ def test_models_trained_here_read_back_with_the_same_outputs(family_artifacts, f
     if family == "encoder-only":
         config = json.loads((tmp_path / "hf" / "config.json").read_text())
         assert list(config["id2label"].values()) == artifacts.config.label_names
+    # import-hf reads GPT-2's and BERT's tokenizers only: the SentencePiece tokenizer.json
+    # was read as GPT-2's byte-level one (its pre-tokenizer replaced), with wrong ids.
+    with pytest.raises(ValueError, match="not a byte-level BPE|no WordPiece vocabulary"):
+        import_hf_run(tmp_path / "hf", tmp_path / "reimported")
+    assert not (tmp_path / "reimported").exists()
 
 
 def test_what_hf_cannot_hold_is_refused_in_one_line(family_artifacts, tmp_path, capsys):
@@ -154,3 +179,41 @@ def test_hf_files_take_the_umask_mode(tmp_path):
         os.umask(umask)
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "hf").iterdir()}
     assert modes == dict.fromkeys(modes, 0o644) and "model.safetensors" in modes
+
+
+@pytest.mark.parametrize(("kind", "normalization"), CASES)
+def test_transformers_reads_an_exported_sentencepiece_tokenizer_with_our_ids(
+    kind, normalization, tmp_path
+):
+    """transformers 5.25's AutoTokenizer (fast and not) gave other ids than ours for the
+    `LlamaTokenizer` this export described (unigram pieces split into characters, a bpe
+    text's first "▁" lost, a "▁" before a char model's text). Its ids of our export
+    (tests/data/make_hf_references.py sentencepiece-export) are held to SentencePiece's in
+    our formats, and to those of the tokenizer.json the export writes now."""
+    reference = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    assert reference["texts"] == TEXTS and [tuple(p) for p in reference["pairs"]] == PAIRS
+    case = next(
+        c for c in reference["cases"] if (c["kind"], c["normalization"]) == (kind, normalization)
+    )
+    tokenizer, family = train(kind, normalization), FAMILIES[normalization]
+    assert pieces_digest(tokenizer) == case["pieces_digest"], (
+        "train_tokenizer makes another vocabulary here than the reference's: make it again"
+    )
+    exported_dir = write_export(tokenizer, family, tmp_path)
+    exported = Tokenizer.from_file(str(exported_dir / "tokenizer.json"))
+    settings = json.loads((exported_dir / "tokenizer_config.json").read_text())
+    exported.encode_special_tokens = settings["split_special_tokens"]  # as transformers
+    for text, theirs, decoded in zip(TEXTS, case["ids"], case["decoded"], strict=True):
+        assert our_ids(tokenizer, family, text)[0] == theirs, text
+        assert exported.encode(text).ids == theirs, text
+        # Not held: <unk>, which transformers drops and ours writes " ⁇ ", and a text
+        # that starts with a "▁" of its own (text.hf_tokenizer_json).
+        if tokenizer.unk_id not in theirs and not text.lstrip(" ").startswith("▁"):
+            assert tokenizer.decode(theirs) == decoded, text
+    if family != "encoder-only":
+        return
+    for (a, b), ids, types in zip(
+        PAIRS, case["pair_ids"], case["pair_token_type_ids"], strict=True
+    ):
+        assert our_ids(tokenizer, family, a, b) == (ids, types)
+        assert (exported.encode(a, b).ids, exported.encode(a, b).type_ids) == (ids, types)

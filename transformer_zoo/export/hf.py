@@ -7,11 +7,13 @@
 The weights go through the same tables that `import-hf` reads (`models.hf`), inverted; the
 written directory is read back with our importer and its logits compared with the model
 (float32, within 1e-5) before the export counts as done. Tokenizers: GPT-2's
-`tokenizer.json`, BERT's `vocab.txt` and the SentencePiece `tokenizer.model` of a run
-trained here are written with the `tokenizer_config.json` transformers' `AutoTokenizer`
-needs (the last as a `LlamaTokenizer`, which encodes with the SentencePiece model as it is
-and adds our begin and end tokens). `import-hf` reads GPT-2's and BERT's tokenizers only, so
-it reads back the export of a run imported from such a checkpoint, not that of a run trained
+`tokenizer.json` and BERT's `vocab.txt` are written with the `tokenizer_config.json`
+transformers' `AutoTokenizer` needs; the SentencePiece `tokenizer.model` of a run trained
+here is copied and written as a `tokenizer.json` too (`text.hf_tokenizer_json`), which
+`AutoTokenizer` reads (fast or not) with our ids, our begin and end tokens included, and
+the text that spells a special token read as text, as ours reads it
+(`split_special_tokens`). `import-hf` reads GPT-2's and BERT's tokenizers only, so it
+reads back the export of a run imported from such a checkpoint, not that of a run trained
 here. `config.json` names the run exported (`RUN_ENTRY`): an export of another run is not
 written over (`staged_export.check_export_target`).
 """
@@ -24,7 +26,7 @@ import os
 import numpy as np
 
 from transformer_zoo.errors import with_article
-from transformer_zoo.files import atomic_path, read_json, write_json
+from transformer_zoo.files import atomic_path, read_json, write_json, write_text
 from transformer_zoo.run_directory import CONFIG_FILE, RunConfig
 from transformer_zoo.run_state import run_identity
 
@@ -74,7 +76,7 @@ def export_hf(model, out_dir: str | os.PathLike, config: RunConfig, tokenizer_di
     hf_config[RUN_ENTRY] = run_identity(config)
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    tokenizer_files = _write_tokenizer(out_dir, config, tokenizer_dir, hf_config)
+    tokenizer_files = write_hf_tokenizer(out_dir, config, tokenizer_dir, hf_config)
     with atomic_path(os.path.join(out_dir, "model.safetensors")) as path:
         save_file(tensors, path, metadata={"format": "pt"})
     write_json(os.path.join(out_dir, CONFIG_FILE), hf_config)
@@ -114,9 +116,20 @@ def _special_tokens(config: RunConfig) -> dict:
     return {key: ids[name] for name, key in names.items() if ids.get(name) is not None}
 
 
-def _write_tokenizer(out_dir: str, config: RunConfig, tokenizer_dir, hf_config: dict) -> list:
+def write_hf_tokenizer(out_dir: str, config: RunConfig, tokenizer_dir, hf_config: dict) -> list:
+    """Writes the run's tokenizer files into `out_dir` as transformers' `AutoTokenizer`
+    reads them, with its `tokenizer_config.json`; returns the names written.
+
+    Args:
+        out_dir: the export directory.
+        config: the run's `RunConfig` (the tokenizer file, the family, the special ids).
+        tokenizer_dir: where the run's tokenizer files are.
+        hf_config: the model's `config.json` (`n_positions`, the length of a run
+            without `max_length`).
+    """
     import shutil
 
+    from transformer_zoo.text.byte_level_bpe import TOKENIZER_JSON
     from transformer_zoo.text.files import WORDPIECE_EXTRA_FILES
 
     tokenizer_dir = os.fspath(tokenizer_dir)
@@ -124,7 +137,7 @@ def _write_tokenizer(out_dir: str, config: RunConfig, tokenizer_dir, hf_config: 
     shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(out_dir, name))
     written = [name]
     model_max_length = config.max_length or hf_config.get("n_positions", 512)
-    if name == "tokenizer.json":
+    if name == TOKENIZER_JSON:
         from transformer_zoo.text.byte_level_bpe import ByteLevelBPETokenizer
 
         tokenizer = ByteLevelBPETokenizer.from_directory(tokenizer_dir, config.special_ids["eos"])
@@ -147,22 +160,24 @@ def _write_tokenizer(out_dir: str, config: RunConfig, tokenizer_dir, hf_config: 
             "do_lower_case": True,
             "model_max_length": model_max_length,
         }
-    else:  # our SentencePiece model: transformers' LlamaTokenizer reads it as it is
+    else:  # our SentencePiece model, and the tokenizer.json that encodes as it does
+        from transformer_zoo.text.hf_tokenizer_json import sentencepiece_tokenizer_json
         from transformer_zoo.text.tokenizer import Tokenizer
 
         tokenizer = Tokenizer.load(os.path.join(tokenizer_dir, name))
-        ids = config.special_ids
+        # Our formats: a decoder-only prompt is [bos] + pieces; an encoder-only text
+        # [bos] + pieces + [eos] (BERT's [CLS] … [SEP]).
+        converted = sentencepiece_tokenizer_json(tokenizer, config.family == "encoder-only")
+        write_text(os.path.join(out_dir, TOKENIZER_JSON), converted.to_str())
+        written.append(TOKENIZER_JSON)
+        specials = {key: i for key, i in tokenizer.special_ids.items() if i is not None}
         settings = {
-            "tokenizer_class": "LlamaTokenizer",
-            # Our formats: a decoder-only prompt is [bos] + pieces; an encoder-only text
-            # [bos] + pieces + [eos] (BERT's [CLS] … [SEP]).
-            "add_bos_token": True,
-            "add_eos_token": config.family == "encoder-only",
-            "legacy": True,  # the pieces exactly as SentencePiece encodes them
-            **{
-                f"{name}_token": tokenizer.id_to_piece(ids[name])
-                for name in ("bos", "eos", "unk", "pad")
-            },
+            # transformers 5.25 reads it as its TokenizersBackend, use_fast or not.
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            **{f"{key}_token": tokenizer.id_to_piece(i) for key, i in specials.items()},
+            # "<s>" in a text is three characters to SentencePiece, not a begin token.
+            "split_special_tokens": True,
+            "clean_up_tokenization_spaces": False,
             "model_max_length": model_max_length,
         }
     write_json(os.path.join(out_dir, "tokenizer_config.json"), settings)

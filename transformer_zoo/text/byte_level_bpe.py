@@ -7,6 +7,7 @@ holds everything (`add_prefix_space` too).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Sequence
 
@@ -64,6 +65,7 @@ class ByteLevelBPETokenizer:
         try:
             if os.path.isfile(path):
                 tokenizer = Tokenizer.from_file(path)
+                _check_byte_level(tokenizer, path)
             elif os.path.isfile(os.path.join(directory, VOCAB_JSON)):
                 tokenizer = _from_vocab_and_merges(directory)
             else:
@@ -235,3 +237,18 @@ def _tokenizer_config(directory: str) -> dict | None:
 def _eos_token(config: dict) -> str:
     token = config.get("eos_token", END_OF_TEXT)
     return token.get("content", END_OF_TEXT) if isinstance(token, dict) else token
+
+
+def _check_byte_level(tokenizer: Tokenizer, path: str) -> None:
+    """Refuses a `tokenizer.json` that is not a byte-level BPE (a SentencePiece model's,
+    as `export --format hf` writes for a run trained here; a WordPiece one): read as
+    GPT-2's, with its pre-tokenizer replaced, it gave ids that are not the model's."""
+    setup = json.loads(tokenizer.to_str())
+    kind = (setup.get("model") or {}).get("type")
+    steps = json.dumps([setup.get("pre_tokenizer"), setup.get("decoder")])
+    if kind != "BPE" or '"ByteLevel"' not in steps:
+        raise ValueError(
+            f"{path} is not a byte-level BPE tokenizer (GPT-2's) but a {kind} model"
+            f"{'' if kind != 'BPE' else ' without the ByteLevel step'}: import-hf reads "
+            "GPT-2's, BERT's and Marian's tokenizers only."
+        )
