@@ -67,7 +67,7 @@ def assert_same(actual, expected, atol=0.0):
         ("decoder_only", "int8"),
         ("decoder_only", "float8"),
         ("encoder_only", "int4"),
-        ("encoder_decoder_untied", "int4"),
+        pytest.param("encoder_decoder_untied", "int4", marks=pytest.mark.slow),  # 9 s
         ("classifier", "float8"),
         ("masked_lm", "int8"),
     ],
@@ -110,7 +110,10 @@ def test_an_untied_head_is_quantized_and_its_policy_saved_and_loaded(mode, tmp_p
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name, mode", [("decoder_only", "int8"), ("encoder_only", "int4")])
+@pytest.mark.parametrize(
+    "name, mode",
+    [("decoder_only", "int8"), pytest.param("encoder_only", "int4", marks=pytest.mark.slow)],
+)
 def test_a_quantized_model_runs_under_mixed_precision(name, mode):
     """A quantized Embedding gave float32 under mixed_bfloat16, and adding the bfloat16
     positions to it failed on the first call. The reference: the same weights quantized
