@@ -244,9 +244,15 @@ def test_padded_ids_have_no_text_in_every_server_output(
         assert choice.text == expected and answer.usage.completion_tokens == 8
         assert len(choice.logprobs.tokens) == 8 and "".join(choice.logprobs.tokens) == expected
         assert all(np.isfinite(lp) for lp in choice.logprobs.token_logprobs)
-        streamed = list(client.completions.create(**options, stream=True))
+        streamed = list(client.completions.create(**options, stream=True, logprobs=1))
         assert "".join(c.choices[0].text for c in streamed if c.choices) == expected
         assert streamed[-1].choices[0].finish_reason == "length"
+        # The streamed tokens join to the streamed text as the whole answer's do: a last
+        # token whose character ends incomplete is sent with its U+FFFD (it was sent
+        # before the row ended, as "", and the U+FFFD came with no token).
+        tokens = [t for c in streamed if c.choices and c.choices[0].logprobs
+                  for t in c.choices[0].logprobs.tokens]  # fmt: skip
+        assert tokens == choice.logprobs.tokens
         echoed = client.completions.create(**options, echo=True).choices[0]
         assert echoed.text == prompt + expected
     assert held

@@ -43,11 +43,17 @@ def end_text(tokenizer, ids: Sequence[int]) -> str:
     """What the text of a sequence that has ended adds to the texts of its tokens
     (`token_text`): a character still incomplete at its end, whose bytes never all came,
     as its decoding shows it (U+FFFD), else ""."""
-    incomplete_end = getattr(tokenizer, "incomplete_end", None)
-    last = _last_ids(ids, WINDOW, tokenizer.vocabulary_size)
-    if incomplete_end is None or not incomplete_end(last):  # most rows: nothing to decode
+    if not holds_back(tokenizer, ids):  # most rows: nothing to decode
         return ""
     return continuation_text(tokenizer, ids, [])
+
+
+def holds_back(tokenizer, ids: Sequence[int]) -> bool:
+    """Whether the text of `ids` ends in a character still incomplete, which a running
+    sequence holds back (`token_text`) and an ended one shows as U+FFFD (`end_text`)."""
+    incomplete_end = getattr(tokenizer, "incomplete_end", None)
+    last = _last_ids(ids, WINDOW, tokenizer.vocabulary_size)
+    return incomplete_end is not None and bool(incomplete_end(last))
 
 
 def continuation_text(

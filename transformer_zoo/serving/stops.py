@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from transformer_zoo.errors import InputError
-from transformer_zoo.serving.detokenize import end_text, token_text
+from transformer_zoo.serving.detokenize import end_text, holds_back, token_text
 
 # OpenAI takes 4 stop strings, vLLM any number; evaluation harnesses send a task's
 # stop sequences and the end-of-text string, often more than 4.
@@ -128,6 +128,12 @@ class StopText:
         self.sequence.append(int(token_id))
         self.texts.append(piece)
         return self._extend(piece)
+
+    @property
+    def pending(self) -> bool:
+        """Whether the row runs with a character still incomplete at its end: `finish`
+        would add it to the last token's text (a stream logs that token only after)."""
+        return not (self.finished or self.stopped) and holds_back(self.tokenizer, self.sequence)
 
     def finish(self) -> None:
         """Ends a row that no stop string ended (at EOS, at its token budget): a

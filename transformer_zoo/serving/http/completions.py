@@ -226,8 +226,10 @@ class Choice:
         piece, self.sent = self.text[self.sent : end], end
         return piece
 
-    def logprobs(self, top: int | None, start: int = 0, with_prompt: bool = True) -> dict | None:
-        """OpenAI's completion `logprobs` object for tokens[start:], after the echoed
+    def logprobs(
+        self, top: int | None, start: int = 0, with_prompt: bool = True, end: int | None = None
+    ) -> dict | None:
+        """OpenAI's completion `logprobs` object for tokens[start:end], after the echoed
         prompt's tokens when the request scores them (`Echo.entries`, and
         `with_prompt`). Each token is the text it adds, so the tokens join to the
         returned text and `text_offset` indexes it (the prompt's from 0, the
@@ -238,7 +240,7 @@ class Choice:
         at = self.offsets[start] if start < len(self.offsets) else 0
         own = Logprobs(len(self.prefix) + at)
         tokenizer, before = self.row.tokenizer, self.sequence[: len(self.context) + start]
-        for token, text in zip(self.tokens[start:], self.texts[start:], strict=True):
+        for token, text in zip(self.tokens[start:end], self.texts[start:end], strict=True):
             own.add(text, token.logprob, alternatives(tokenizer, before, token, text))
             before.append(token.token_id)
         return own.after(self.echo.entries if self.echo is not None and with_prompt else None)

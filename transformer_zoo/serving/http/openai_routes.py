@@ -241,10 +241,13 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                     if first and choice.echo is not None and not choice.echo.done:
                         await asyncio.to_thread(choice.echo.work_out, generation.deadline)
                     text = (choice.prefix if first else "") + choice.delta()
-                    logprobs = choice.logprobs(body.logprobs, logged[k], with_prompt=first)
+                    # A last token whose character is still incomplete is logged once the
+                    # row goes on or ends: an ended row's U+FFFD is that token's text.
+                    upto = len(choice.tokens) - (body.logprobs is not None and choice.row.pending)
+                    logprobs = choice.logprobs(body.logprobs, logged[k], first, upto)
                     if text or (logprobs and logprobs["tokens"]):
                         started[k] = True
-                        logged[k] = len(choice.tokens)
+                        logged[k] = upto
                         yield chunk(k, text, logprobs)
                     if choice.finish_reason is not None and not choice.closed:
                         choice.closed = True
