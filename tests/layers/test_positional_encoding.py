@@ -122,7 +122,9 @@ def test_positions_of_another_shape_are_refused_by_name(mode, shape):
     x = np.zeros((2, 3, 8), "float32")
     with pytest.raises(ValueError, match=r"`positions` must be \(B, T\) = \(2, 3\)"):
         pe(x, positions=np.zeros(shape, "int32"))
-    broadcast = np.asarray(pe(x, positions=np.array([[4, 5, 6]])))  # (1, T, D)
+    with pytest.raises(ValueError, match=r"`positions` must be \(B, T\) = \(2, 3\)"):
+        pe(x, positions=np.zeros(shape, "int32").tolist())  # a list as well
+    broadcast = np.asarray(pe(x, positions=[[4, 5, 6]]))  # (1, T, D); a list as before
     np.testing.assert_allclose(
         np.broadcast_to(broadcast, (2, 3, 8)),
         np.asarray(pe(x, positions=np.array([[4, 5, 6]] * 2))),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from transformer_zoo.layers.initializers import clone_initializer
@@ -119,7 +120,7 @@ class PositionalEncoding(keras.layers.Layer):
                 ops.arange(length, dtype="int32") + ops.cast(start_index, "int32"), 0
             )  # (1, T)
         else:
-            _check_positions(inputs.shape, positions.shape)
+            _check_positions(inputs.shape, getattr(positions, "shape", np.shape(positions)))
             check_sequence_length(1, self.max_length, positions, "positions")
         if self.mode == "learned":
             encoding = ops.take(self.position_embeddings, ops.cast(positions, "int32"), axis=0)

@@ -24,7 +24,8 @@ from transformer_zoo.layers.validation import (
 
 class AttentionScores(NamedTuple):
     """A block's attention probabilities: self-attention (B, H, T, T) and, in a block
-    with cross-attention, cross-attention (B, H, T, S); float32."""
+    with cross-attention, cross-attention (B, H, T, S); float32 (float64 in a float64
+    block)."""
 
     self_attention: Any
     cross_attention: Any = None
@@ -259,7 +260,9 @@ class TransformerBlock(keras.layers.Layer):
         """The cache before the first token: an empty (B, H, 0, Dh) self-attention part
         and, with cross-attention, the keys and values of `context` (B, S, D), projected
         once here, and the Keras mask `context` carries (`context_padding_mask`), which
-        the steps then read as the plain call reads it."""
+        the steps then read as the plain call reads it. The block must be built (called,
+        or `build(inputs_shape)`): B alone does not give the width D, which
+        `call_with_cache` and `call_with_attention_scores` read from their inputs."""
         check_static_size("batch_size", batch_size)
         attention = self.self_attention
         shape = (batch_size, attention.num_heads, 0, attention.head_width)
@@ -325,7 +328,8 @@ class TransformerBlock(keras.layers.Layer):
 
         Returns:
             `(outputs (B, T, D), AttentionScores)`: self-attention (B, H, T, T) and,
-            with cross-attention, (B, H, T, S) float32 probabilities.
+            with cross-attention, (B, H, T, S) probabilities, float32 (float64 in a
+            float64 block).
         """
         inputs, context = self._as_call_input(inputs), self._as_call_input(context)
         self._build_for(inputs, context)
