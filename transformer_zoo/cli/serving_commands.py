@@ -94,10 +94,12 @@ def _decode(args, key: str) -> int:
 
 
 def generate(args) -> int:
+    """`transformer-zoo generate`: a continuation of each prompt."""
     return _decode(args, "generated")
 
 
 def translate(args) -> int:
+    """`transformer-zoo translate`: a translation of each source."""
     return _decode(args, "translation")
 
 
@@ -123,6 +125,8 @@ def _truncation_said():
 
 
 def embed(args) -> int:
+    """`transformer-zoo embed`: each text's sentence embedding, a line of numbers (a JSON
+    object with `--format jsonl`), or all of them in one `.npy` file (`--output`)."""
     import numpy as np
 
     if args.output and os.path.isdir(args.output):  # refused before the model runs
@@ -166,6 +170,9 @@ def embed(args) -> int:
 
 
 def classify(args) -> int:
+    """`transformer-zoo classify`: each text's (or tab-separated pair's, `--pairs`) label
+    and its score (the whole result as a JSON object with `--format jsonl`)."""
+
     def check(model, lines):
         if args.pairs:
             for index, line in enumerate(lines):

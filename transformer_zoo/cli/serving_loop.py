@@ -50,6 +50,8 @@ def read_inputs(args) -> list[str]:
 
 
 def load_model(args):
+    """The `ServedModel` of `--model` with `--engine`, on `--threads` threads (at most the
+    machine's cores, with a warning)."""
     from transformer_zoo.serving import load_served_model
 
     threads = args.threads

@@ -162,6 +162,7 @@ def decode_rows(
 
 
 def check_eos_for(forced_eos: bool, eos_id) -> None:
+    """Refuses `forced_eos` without an `eos_id` to force (every search's check)."""
     if forced_eos and eos_id is None:
         raise ValueError("`forced_eos` ends rows with EOS: it needs an `eos_id`.")
 

@@ -74,6 +74,8 @@ def warn_truncated(lengths: list[int], limit: int) -> None:
 
 
 def check_batch_size(batch_size) -> None:
+    """Raises `InputError` unless `batch_size` is a positive integer (numpy's too, not a
+    bool)."""
     if (
         not isinstance(batch_size, (int, np.integer))
         or isinstance(batch_size, bool)

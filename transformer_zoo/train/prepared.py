@@ -41,6 +41,8 @@ class Prepared:
 
 
 def check_config(config) -> None:
+    """Refuses anything but a `TrainConfig` (a dict is pointed to `TrainConfig(**config)`),
+    before `prepare` or `train` reads it."""
     if isinstance(config, dict):
         raise ValueError(
             "`config` must be a TrainConfig: pass `TrainConfig(**config)`. "

@@ -24,6 +24,8 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 def check_arguments(examples: Sequence, max_lengths: dict[str, int], minimum: int = 2) -> None:
+    """Refuses an empty `examples` and any of `max_lengths` (argument name → value) that
+    is not an integer ≥ `minimum`, naming it: every pipeline's first check."""
     if len(examples) == 0:
         raise ValueError("`examples` is empty: a pipeline needs at least one example.")
     for name, value in max_lengths.items():
@@ -72,10 +74,12 @@ def check_model(
 
 
 def sequence_length(ids: tf.Tensor) -> tf.Tensor:
+    """The length of one example's (T,) ids, as int32: the bucketing key."""
     return tf.shape(ids, out_type=tf.int32)[0]
 
 
 def loss_weights(labels: tf.Tensor) -> tf.Tensor:
+    """1.0 for a label that counts, 0.0 for padding (`PAD_ID`): the loss's sample weights."""
     return tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
 
 
