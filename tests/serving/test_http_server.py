@@ -103,6 +103,19 @@ def test_concurrent_greedy_rows_equal_single_rows(client, local, server):
     assert rows_stepped >= 15 * len(prompts)
 
 
+def test_every_engine_run_is_one_batch_size_observation_the_prompts_too(client, server):
+    """The histogram is "rows per engine run": the prompts' run counts as one. Before, only
+    the steps after it did, so a one-token request never showed (count +0)."""
+    count, rows = (
+        _metric(server, f"transformer_zoo_batch_size_{kind}", model="gpt")
+        for kind in ("count", "sum")
+    )
+    answer = client.completions.create(model="gpt", prompt=["dogs", "cats"], max_tokens=1)
+    assert answer.usage.completion_tokens == 2  # one run: both prompts, one token each
+    assert _metric(server, "transformer_zoo_batch_size_count", model="gpt") - count == 1
+    assert _metric(server, "transformer_zoo_batch_size_sum", model="gpt") - rows == 2
+
+
 def test_stop_strings_cut_the_text_and_say_stop(client):
     whole = (
         client.completions.create(model="gpt", prompt="dogs", max_tokens=12, temperature=0)
@@ -721,6 +734,11 @@ def test_api_key_and_cors(exports):
     try:
         status, _, answer = live.request("GET", "/v1/models")
         assert status == 401 and answer["error"]["type"] == "authentication_error"
+        assert live.request("POST", "/v2/models/gpt/infer", {})[0] == 401
+        # Counted by route, as every other request (they were all endpoint="auth").
+        counted = live.app.state.metrics.registry.get_sample_value
+        for route in ("/v1/models", "/v2/models/{name}/infer"):
+            assert counted("transformer_zoo_requests_total", {"endpoint": route, "status": "401"})
         wrong = openai.OpenAI(base_url=live.url + "/v1", api_key="guess", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             wrong.models.list()

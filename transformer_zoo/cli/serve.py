@@ -29,7 +29,8 @@ def register(commands) -> None:
     parser.add_argument(
         "--name",
         action="append",
-        help="the model's name (one per directory, in order; default: the directory's name)",
+        help="the model's name (repeat it, one per directory, in order; default: the "
+        "directory's name)",
     )
     parser.add_argument(
         "--max-batch-size", type=positive_int, default=16,

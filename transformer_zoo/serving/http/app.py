@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from transformer_zoo import __version__
 from transformer_zoo.serving.http.completions import RequestError
@@ -138,7 +139,7 @@ class Gate:
             scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
             given = given.lstrip(b" ") if scheme.lower() == b"bearer" else b""
             if not hmac.compare_digest(given, key.encode()):  # in constant time
-                self.metrics.requests.labels("auth", "401").inc()
+                self.metrics.requests.labels(_route_format(scope), "401").inc()
                 error = RequestError(401, "A valid API key is needed.")
                 return await _error(path, error)(scope, receive, send)
         status = []
@@ -162,6 +163,17 @@ class Gate:
             # a stream opens with 200 and says how it ended (`handling.record_outcome`)
             outcome = scope.get("state", {}).get("outcome") or (status[0] if status else 500)
             self.metrics.requests.labels(route, str(outcome)).inc()
+
+
+def _route_format(scope) -> str:
+    """The route a request's path matches, as the router will find it
+    (`/v2/models/{name}/infer`), for a request refused before routing (no key): counted
+    by route as every other one; "other" where none matches."""
+    for route in scope["app"].router.routes:
+        match, _ = route.matches(scope)
+        if match != Match.NONE:  # PARTIAL: the path, with another method
+            return route.path_format
+    return "other"
 
 
 def _error(path: str, error: RequestError) -> JSONResponse:

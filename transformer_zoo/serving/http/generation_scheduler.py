@@ -104,6 +104,7 @@ class GenerationScheduler(Worker):
                 self._prefill([row])
 
     def _prefill(self, rows: list[GenerationRow]) -> None:
+        self.observe("batch_size", len(rows))  # an engine run too: the prompts' batch
         inputs = self.served.start_inputs([r.ids for r in rows])
         if rows[0].prompt_logprobs:
             (row,) = rows
