@@ -76,6 +76,15 @@ def is_flag(value) -> bool:
     return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
 
 
+def check_flag(name: str, value) -> bool:
+    """`value` as a bool if it is one (Python's or numpy's: `is_flag`), else ValueError
+    naming `name`: any non-empty string is truthy, so `norm_first="post"` would build a
+    Pre-LN block and `evaluate="no"` would evaluate."""
+    if not is_flag(value):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+    return bool(value)
+
+
 def is_number(value) -> bool:
     """A finite real number, numpy's too (`np.float32(1e-3)`, `np.int64(2)`), and not a
     bool: what an argument that measures something (a rate, a duration) takes."""

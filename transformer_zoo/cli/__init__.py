@@ -113,21 +113,26 @@ def _library_loggers_restored():
     outlive `main` in a process that goes on (a notebook, a test run): a later library
     call would print as "transformer-zoo export: ..." and never reach the caller's own
     handlers."""
-    loggers = [logging.getLogger("transformer_zoo")] + [
-        logger
-        for name, logger in logging.Logger.manager.loggerDict.items()
-        if name.startswith("transformer_zoo.") and isinstance(logger, logging.Logger)
-    ]
-    before = {logger: (logger.handlers[:], logger.propagate, logger.level) for logger in loggers}
+    logging.getLogger("transformer_zoo")  # exists before, so that it is restored
+    before = {
+        logger: (logger.handlers[:], logger.propagate, logger.level)
+        for logger in _package_loggers()
+    }
     try:
         yield
     finally:
-        for logger in logging.Logger.manager.loggerDict.values():
-            name = getattr(logger, "name", "")
-            if isinstance(logger, logging.Logger) and name.startswith("transformer_zoo"):
-                handlers, propagate, level = before.get(logger, ([], True, logging.NOTSET))
-                logger.handlers[:] = handlers
-                logger.propagate, logger.level = propagate, level
+        for logger in _package_loggers():  # those made during the command: as made
+            handlers, propagate, level = before.get(logger, ([], True, logging.NOTSET))
+            logger.handlers[:] = handlers
+            logger.propagate, logger.level = propagate, level
+
+
+def _package_loggers() -> list[logging.Logger]:
+    return [
+        logger
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.split(".")[0] == "transformer_zoo" and isinstance(logger, logging.Logger)
+    ]
 
 
 def _show_warnings(command: str) -> None:

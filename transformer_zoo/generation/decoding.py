@@ -28,8 +28,6 @@ from transformer_zoo.models.model_inputs import check_input_keys
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-# The keys `inputs` takes per family, the one it needs first; a decoder-only model also
-# takes its ids alone.
 def keras_engine(model, use_cache: bool = True):
     """The (kept) `CachedEngine` over `KerasRunner(model)`, or the `UncachedEngine`."""
     engines = _ENGINES.setdefault(model, {})

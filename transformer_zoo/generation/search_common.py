@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from transformer_zoo.errors import InputError, is_flag, is_integer
+from transformer_zoo.errors import InputError, check_flag, is_integer
 
 
 class Engine(Protocol):
@@ -111,10 +111,7 @@ def ranked_log_probs(
 
 def check_forced_eos(strategy) -> None:
     """Refuses a `forced_eos` that is not a bool (numpy's is kept as Python's)."""
-    forced_eos = strategy.forced_eos
-    if not is_flag(forced_eos):
-        raise ValueError(f"`forced_eos` must be True or False. Received: forced_eos={forced_eos!r}")
-    object.__setattr__(strategy, "forced_eos", bool(forced_eos))
+    object.__setattr__(strategy, "forced_eos", check_flag("forced_eos", strategy.forced_eos))
 
 
 def forced_eos_logits(logits: np.ndarray, eos_id: int) -> np.ndarray:

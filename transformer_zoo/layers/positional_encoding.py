@@ -120,7 +120,7 @@ class PositionalEncoding(keras.layers.Layer):
                 ops.arange(length, dtype="int32") + ops.cast(start_index, "int32"), 0
             )  # (1, T)
         else:
-            _check_positions(inputs.shape, getattr(positions, "shape", np.shape(positions)))
+            _check_positions(inputs.shape, np.shape(positions))  # a list's too
             check_sequence_length(1, self.max_length, positions, "positions")
         if self.mode == "learned":
             encoding = ops.take(self.position_embeddings, ops.cast(positions, "int32"), axis=0)

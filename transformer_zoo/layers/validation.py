@@ -19,7 +19,8 @@ import numbers
 import keras
 import numpy as np
 
-from transformer_zoo.errors import is_flag, is_integer, is_number
+from transformer_zoo.errors import check_flag as check_flag  # the layers' one flag check
+from transformer_zoo.errors import is_integer, is_number
 
 
 def check_size(name: str, value, minimum: int = 1) -> int:
@@ -44,14 +45,6 @@ def check_static_size(name: str, value, minimum: int = 0) -> None:
     batch size inside a traced graph) is left to the ops that read it."""
     if isinstance(value, (numbers.Number, np.generic)):
         check_size(name, value, minimum)
-
-
-def check_flag(name: str, value) -> bool:
-    """`value` as a bool if it is one (Python's or numpy's), else ValueError naming `name`:
-    any non-empty string is truthy, so `norm_first="post"` would build a Pre-LN block."""
-    if not is_flag(value):
-        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
-    return bool(value)
 
 
 def check_rate(name: str, value) -> float:

@@ -52,8 +52,9 @@ def holds_back(tokenizer, ids: Sequence[int]) -> bool:
     """Whether the text of `ids` ends in a character still incomplete, which a running
     sequence holds back (`token_text`) and an ended one shows as U+FFFD (`end_text`)."""
     incomplete_end = getattr(tokenizer, "incomplete_end", None)
-    last = _last_ids(ids, WINDOW, tokenizer.vocabulary_size)
-    return incomplete_end is not None and bool(incomplete_end(last))
+    if incomplete_end is None:  # pieces of whole characters: nothing is ever held back
+        return False
+    return bool(incomplete_end(_last_ids(ids, WINDOW, tokenizer.vocabulary_size)))
 
 
 def continuation_text(

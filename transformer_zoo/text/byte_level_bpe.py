@@ -77,7 +77,7 @@ class ByteLevelBPETokenizer:
             if isinstance(error, ValueError):
                 raise
             raise ValueError(f"Cannot read the tokenizer in {directory}: {error}") from None
-        config = _tokenizer_config(directory)
+        config = read_optional_json(directory, TOKENIZER_CONFIG)  # None where none
         if config is not None:
             add_prefix_space = config.get("add_prefix_space", False)
             if not is_flag(add_prefix_space):
@@ -223,15 +223,10 @@ def _from_vocab_and_merges(directory: str) -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    token = _eos_token(_tokenizer_config(directory) or {})
+    token = _eos_token(read_optional_json(directory, TOKENIZER_CONFIG) or {})
     if tokenizer.token_to_id(token) is not None:
         tokenizer.add_special_tokens([token])
     return tokenizer
-
-
-def _tokenizer_config(directory: str) -> dict | None:
-    """`tokenizer_config.json` of `directory`, None where there is none."""
-    return read_optional_json(directory, TOKENIZER_CONFIG)
 
 
 def _eos_token(config: dict) -> str:

@@ -23,7 +23,7 @@ from tokenizers import (
     processors,
 )
 
-from transformer_zoo.errors import is_flag, is_integer
+from transformer_zoo.errors import check_flag, is_integer
 from transformer_zoo.files import write_json, write_text
 from transformer_zoo.text.wordpiece_files import (
     ADDED_TOKEN_FIELDS,
@@ -107,10 +107,8 @@ class WordPieceTokenizer:
             "tokenize_chinese_chars": tokenize_chinese_chars,
             "clean_up_tokenization_spaces": clean_up_tokenization_spaces,
         }
-        for name, value in flags.items():
-            if not is_flag(value):  # a config's "false" string would read as true
-                raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
-        flags = {name: bool(value) for name, value in flags.items()}  # np.bool_ as bool
+        # a config's "false" string would read as true; np.bool_ is taken as bool
+        flags = {name: check_flag(name, value) for name, value in flags.items()}
         added_tokens = list(added_tokens)
         bad = [t for t in added_tokens if not isinstance(t, AddedToken)]
         if bad:

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_zoo.errors import is_flag, is_integer, is_number, with_article
+from transformer_zoo.errors import check_flag, is_integer, is_number, with_article
 from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.text.tokenizer_training import MODEL_TYPES
 
@@ -257,10 +257,7 @@ def _number(cfg: TrainConfig, name: str, expected: str, within) -> None:
 def _flag(cfg: TrainConfig, name: str) -> None:
     """The setting `name`: True or False (numpy's too); any non-empty string is truthy,
     so `evaluate="no"` would evaluate."""
-    value = getattr(cfg, name)
-    if not is_flag(value):
-        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
-    setattr(cfg, name, bool(value))
+    setattr(cfg, name, check_flag(name, getattr(cfg, name)))
 
 
 def _path(cfg: TrainConfig, name: str, what: str, optional: bool = True) -> None:

@@ -44,7 +44,7 @@ from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.data_warnings import warn_cut, warn_unknown
-from transformer_zoo.train.prepared import TRAINED, Prepared, check_config, prepare, run_config_of
+from transformer_zoo.train.prepared import TRAINED, Prepared, prepare, run_config_of
 from transformer_zoo.train.pretraining import pretrain_masked_lm
 from transformer_zoo.train.recipe.optimizers import make_optimizer
 from transformer_zoo.train.scoring import validation_score
@@ -72,8 +72,6 @@ def train(config: TrainConfig, callbacks=(), verbose: int | None = None) -> Trai
         ValueError: `config` is not a `TrainConfig`, or as `prepare`.
         NaNLossError: the loss became NaN or infinite (the last good checkpoint is kept).
     """
-    if not isinstance(config, Prepared):
-        check_config(config)
     generators = random.getstate(), np.random.get_state()
     try:
         return _train(config, callbacks, verbose)

@@ -203,6 +203,7 @@ def slot_variables(model: EncoderDecoder) -> dict:
 # a number (export validation), and far below any reachable logit, so that its probability
 # is exactly 0 in float32 and no search picks it.
 FORBIDDEN_BIAS = -1e9
+GENERATION_FILE = "generation_config.json"  # a checkpoint's generation settings, if any
 
 
 class MarianImport(NamedTuple):
@@ -213,11 +214,6 @@ class MarianImport(NamedTuple):
     bad_words: dict[int, float]
 
 
-def _generation_file(checkpoint_dir) -> dict | None:
-    """`generation_config.json`, or None where the checkpoint has none."""
-    return read_optional_json(checkpoint_dir, "generation_config.json")
-
-
 def bad_word_ids(checkpoint_dir, config: dict) -> list[int]:
     """The single-token `bad_words_ids` of `config.json` and `generation_config.json`.
 
@@ -226,7 +222,9 @@ def bad_word_ids(checkpoint_dir, config: dict) -> list[int]:
             outside the vocabulary.
     """
     lists = [config.get("bad_words_ids") or []]
-    lists.append((_generation_file(checkpoint_dir) or {}).get("bad_words_ids") or [])
+    lists.append(
+        (read_optional_json(checkpoint_dir, GENERATION_FILE) or {}).get("bad_words_ids") or []
+    )
     ids = set()
     for words in lists:
         for word in words:
@@ -273,7 +271,7 @@ def generation_defaults(checkpoint_dir, config: dict, max_length: int) -> dict:
         ValueError: beam sampling (`do_sample` with `num_beams` > 1), or a forced token
             other than `</s>`, which our searches do not have.
     """
-    generation = _generation_file(checkpoint_dir)
+    generation = read_optional_json(checkpoint_dir, GENERATION_FILE)
     source = config if generation is None else generation
     read = {key: source.get(key, default) for key, default in GENERATION_DEFAULTS.items()}
     read = {key: GENERATION_DEFAULTS[key] if v is None else v for key, v in read.items()}
