@@ -1,11 +1,14 @@
 """The rules of ARCHITECTURE.md, checked on the source: no import circles, no private
 Keras API outside the one isolated workaround, the TensorFlow-free packages free of
-TensorFlow, and the standard-library-only modules free of any third-party module."""
+TensorFlow, the standard-library-only modules free of any third-party module, and
+nothing newer than the oldest Python the package declares."""
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
+from importlib.metadata import metadata
 
 import pytest
 
@@ -233,3 +236,21 @@ def test_the_standard_library_only_modules_import_no_third_party_module(name):
         check=True,
     )
     assert done.stdout.strip() == "[]", f"transformer_zoo.{name} loads {done.stdout.strip()}"
+
+
+def test_the_code_needs_no_python_newer_than_the_package_declares():
+    """vermin's table of when each construct and library name arrived, held to
+    `requires-python` (Python 3.10 had no `asyncio.timeout`: every POST to the server
+    failed there)."""
+    declared = metadata("transformer_zoo")["Requires-Python"]
+    oldest = re.fullmatch(r">=\s*(3\.\d+)", declared)
+    assert oldest, f"requires-python {declared!r} is not of the form '>=3.N'"
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", "--no-tips",
+         "--violations", "--eval-annotations", f"-t={oldest[1]}-",
+         "transformer_zoo", "tests", "benchmarks"],
+        cwd=PACKAGE.parent,
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -297,7 +297,7 @@ class Generation:
         is the sum of the usages' `completion_tokens`."""
         try:
             index, event = await asyncio.wait_for(self.queue.get(), wait)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # the builtin TimeoutError from Python 3.11 on, not on 3.10
             return None
         choice = choices[index]
         if isinstance(event, Prompt):

@@ -80,15 +80,19 @@ async def read_body(request: Request, settings: ServerSettings) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"The body is {declared} bytes; the most is {limit}.")
-    chunks, size = [], 0
+
+    async def read() -> list[bytes]:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"The body is over {limit} bytes.")
+            chunks.append(chunk)
+        return chunks
+
     try:
-        async with asyncio.timeout(time_left(request, settings)):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise RequestError(413, f"The body is over {limit} bytes.")
-                chunks.append(chunk)
-    except TimeoutError:
+        chunks = await asyncio.wait_for(read(), time_left(request, settings))
+    except asyncio.TimeoutError:  # the builtin TimeoutError from Python 3.11 on, not on 3.10
         raise RequestError(
             408,
             f"The body did not arrive within the server's timeout of "
