@@ -13,7 +13,7 @@ from transformer_zoo.models.hf.bert import (
     map_bert_weights,
     read_bert_checkpoint,
 )
-from transformer_zoo.models.hf.weights import list_tensors
+from transformer_zoo.models.hf.checkpoint_files import list_tensors
 
 TINY = {
     "vocab_size": 11,

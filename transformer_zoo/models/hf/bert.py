@@ -16,8 +16,9 @@ import numpy as np
 
 from transformer_zoo.models.encoder_only import EncoderOnly
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
-from transformer_zoo.models.hf import weights
-from transformer_zoo.models.hf.weights import Checkpoint, expand, map_weights, positive_ints
+from transformer_zoo.models.hf import checkpoint_files, config_values, weights
+from transformer_zoo.models.hf.config_values import positive_ints
+from transformer_zoo.models.hf.weights import Checkpoint, expand, map_weights
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +185,8 @@ def read_bert_checkpoint(checkpoint_dir, pooler: bool | None = None, ignore=()):
     Returns:
         `(config, slots)`: the config dict and `map_bert_weights`' arrays.
     """
-    config = weights.read_config(checkpoint_dir)
-    tensors = weights.read_tensors(checkpoint_dir)
+    config = checkpoint_files.read_config(checkpoint_dir)
+    tensors = checkpoint_files.read_tensors(checkpoint_dir)
     return config, map_bert_weights(tensors, config, pooler=pooler, ignore=ignore)
 
 
@@ -197,7 +198,7 @@ def bert_model_config(config: dict) -> dict:
             positions, a decoder, an unknown activation, a non-BERT model type).
     """
     # RoBERTa-style models offset positions by the padding index; their names differ too.
-    weights.require_model_type(config, "bert", "BERT")
+    config_values.require_model_type(config, "bert", "BERT")
     sizes = bert_dimensions(config)
     position_type = config.get("position_embedding_type", "absolute")
     if position_type != "absolute":
@@ -207,7 +208,7 @@ def bert_model_config(config: dict) -> dict:
         )
     if config.get("is_decoder") or config.get("add_cross_attention"):
         raise ValueError("A BERT decoder (is_decoder / add_cross_attention) is not supported.")
-    activation = weights.translated_option(config, "hidden_act", "gelu", ACTIVATIONS)
+    activation = config_values.translated_option(config, "hidden_act", "gelu", ACTIVATIONS)
     return dict(
         vocabulary_size=sizes["V"],
         num_layers=sizes["layers"],
@@ -216,7 +217,7 @@ def bert_model_config(config: dict) -> dict:
         intermediate_dim=sizes["F"],
         max_length=sizes["P"],
         type_vocabulary_size=sizes["S"],
-        dropout=weights.dropout_rate(config, DROPOUT_RATES),
+        dropout=config_values.dropout_rate(config, DROPOUT_RATES),
         layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
         activation=activation,
     )
@@ -272,7 +273,7 @@ def _classifier_slots(tensors: dict, hidden_dim: int) -> dict[str, np.ndarray]:
         raise ValueError(f"A classification head must be {expected}. Received: {names}")
     weight = np.asarray(tensors[CLASSIFIER_PREFIX + "weight"])  # (C, D), torch layout
     bias = np.asarray(tensors[CLASSIFIER_PREFIX + "bias"])
-    if not (weights.is_float(weight) and weights.is_float(bias)):
+    if not (checkpoint_files.is_float(weight) and checkpoint_files.is_float(bias)):
         raise ValueError(f"The classifier must be floating point. Received: {weight.dtype}")
     if weight.ndim != 2 or weight.shape[1] != hidden_dim or bias.shape != weight.shape[:1]:
         raise ValueError(
@@ -290,7 +291,7 @@ def classifier_dropout(config: dict, backbone: EncoderOnly) -> float:
     where it is None (transformers' default) the encoder's hidden dropout."""
     if config.get("classifier_dropout") is None:
         return backbone.dropout
-    return weights.dropout_rate(config, ("classifier_dropout",))
+    return config_values.dropout_rate(config, ("classifier_dropout",))
 
 
 def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
@@ -321,10 +322,10 @@ def import_hf_bert(checkpoint_dir: str | os.PathLike, classifier: bool = True):
     >>> model.embed({"token_ids": ids, "padding_mask": mask})  # (B, 384)  # doctest: +SKIP
     """
     checkpoint_dir = os.fspath(checkpoint_dir)
-    config = weights.read_config(checkpoint_dir)
+    config = checkpoint_files.read_config(checkpoint_dir)
     check_architectures(config)
     arguments = bert_model_config(config)
-    tensors = weights.read_tensors(checkpoint_dir)
+    tensors = checkpoint_files.read_tensors(checkpoint_dir)
     heads = sorted(name for name in tensors if name.startswith(PRETRAINING_PREFIX))
     if heads:
         log.warning(

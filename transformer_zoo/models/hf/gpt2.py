@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from transformer_zoo.models.decoder_only import DecoderOnly
-from transformer_zoo.models.hf import weights
-from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand, positive_ints
+from transformer_zoo.models.hf import config_values, weights
+from transformer_zoo.models.hf.config_values import positive_ints
+from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand
 
 # fmt: off
 EMBEDDING_TABLE = (
@@ -97,7 +98,7 @@ def gpt2_model_config(config: dict) -> dict:
     Raises:
         ValueError: another model type, or an option our layers do not implement.
     """
-    weights.require_model_type(config, "gpt2", "GPT-2")
+    config_values.require_model_type(config, "gpt2", "GPT-2")
     if not config.get("tie_word_embeddings", True):
         raise ValueError(
             "GPT-2 checkpoints with an untied head (tie_word_embeddings=false) are not "
@@ -106,7 +107,9 @@ def gpt2_model_config(config: dict) -> dict:
     for key, value in FIXED_OPTIONS.items():
         if config.get(key, value) != value:
             raise ValueError(f"Only {key}={value} is supported. Received: {key}={config[key]!r}")
-    activation = weights.translated_option(config, "activation_function", "gelu_new", ACTIVATIONS)
+    activation = config_values.translated_option(
+        config, "activation_function", "gelu_new", ACTIVATIONS
+    )
     sizes = gpt2_dimensions(config)
     return dict(
         vocabulary_size=sizes["V"],
@@ -115,7 +118,7 @@ def gpt2_model_config(config: dict) -> dict:
         hidden_dim=sizes["D"],
         intermediate_dim=sizes["F"],
         max_length=sizes["P"],
-        dropout=weights.dropout_rate(config, DROPOUT_RATES),
+        dropout=config_values.dropout_rate(config, DROPOUT_RATES),
         activation=activation,
         layer_norm_epsilon=float(config.get("layer_norm_epsilon", 1e-5)),
     )

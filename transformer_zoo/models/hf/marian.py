@@ -27,8 +27,9 @@ import numpy as np
 from transformer_zoo.errors import is_integer
 from transformer_zoo.files import read_optional_json
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
-from transformer_zoo.models.hf import weights
-from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand, positive_ints
+from transformer_zoo.models.hf import checkpoint_files, config_values, weights
+from transformer_zoo.models.hf.config_values import positive_ints
+from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand
 
 SHARED = "model.shared.weight"
 # fmt: off
@@ -94,7 +95,7 @@ def _positions_check(name: str):
                 f"`{name}` must be a (positions, d_model) table. Received: {value.shape}"
             )
         # A float16 or bfloat16 checkpoint stores the table rounded to its precision.
-        tolerance = 1e-5 + weights.rounding_of(value)
+        tolerance = 1e-5 + checkpoint_files.rounding_of(value)
         difference = np.abs(value.astype(np.float32) - sinusoid_halves(*value.shape)).max()
         if difference > tolerance:
             raise ValueError(
@@ -160,14 +161,16 @@ def marian_model_config(config: dict) -> dict:
         ValueError: another model type, or a variant our layers do not implement
             (separate vocabularies, an untied head, stacks of different sizes).
     """
-    weights.require_model_type(config, "marian", "Marian")
+    config_values.require_model_type(config, "marian", "Marian")
     if not config.get("share_encoder_decoder_embeddings", True):
         raise ValueError(
             "Marian checkpoints with separate source and target embeddings are not supported."
         )
     if not config.get("tie_word_embeddings", True):
         raise ValueError("Marian checkpoints with an untied output layer are not supported.")
-    activation = weights.translated_option(config, "activation_function", "swish", ACTIVATIONS)
+    activation = config_values.translated_option(
+        config, "activation_function", "swish", ACTIVATIONS
+    )
     sizes = marian_dimensions(config)
     return dict(
         vocabulary_size=sizes["V"],
@@ -321,7 +324,7 @@ def load_marian(checkpoint_dir) -> MarianImport:
         EncoderDecoder,
         slot_variables,
     )
-    ids = bad_word_ids(checkpoint_dir, weights.read_config(checkpoint_dir))
+    ids = bad_word_ids(checkpoint_dir, checkpoint_files.read_config(checkpoint_dir))
     bias = model.lm_head.bias.numpy()
     bad_words = {i: float(bias[i]) for i in ids}
     bias[ids] = FORBIDDEN_BIAS

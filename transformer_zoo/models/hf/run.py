@@ -155,7 +155,7 @@ def import_hf_run(
         ValueError: a missing or malformed checkpoint file, an unsupported architecture
             or pooling, or a `run_dir` that already holds files.
     """
-    from transformer_zoo.models.hf.weights import read_config
+    from transformer_zoo.models.hf.checkpoint_files import read_config
 
     checkpoint_dir, run_dir = os.fspath(checkpoint_dir), os.fspath(run_dir)
     if os.path.isfile(checkpoint_dir):  # a checkpoint is a directory of files
