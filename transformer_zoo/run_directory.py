@@ -60,7 +60,6 @@ FRESH, RESUME, FINISHED = "fresh", "resume", "finished"
 FORMAT_VERSION = 1
 
 FAMILIES = ("encoder-decoder", "decoder-only", "encoder-only")
-TASKS = ("translation", "language-model", "classification", "embedding", "masked-lm")
 # Which tasks each family serves; a config pairing them otherwise is malformed.
 FAMILY_TASKS = {
     "encoder-decoder": ("translation",),

@@ -18,7 +18,7 @@ from transformer_zoo.models.encoder_only import EncoderOnly
 from transformer_zoo.models.encoder_only_classifier import EncoderOnlyClassifier
 from transformer_zoo.models.hf import checkpoint_files, config_values, weights
 from transformer_zoo.models.hf.config_values import positive_ints
-from transformer_zoo.models.hf.weights import Checkpoint, expand, map_weights
+from transformer_zoo.models.hf.weights import CheckpointNames, expand, map_weights
 
 log = logging.getLogger(__name__)
 
@@ -130,10 +130,10 @@ def _position_ids_check(max_positions: int):
     return check
 
 
-def bert_names(config: dict) -> Checkpoint:
+def bert_names(config: dict) -> CheckpointNames:
     """BERT's names: the `bert.` prefix of `BertFor*`, the `position_ids` buffer, and the
     gamma/beta LayerNorm names of older (TensorFlow-converted) checkpoints."""
-    return Checkpoint(
+    return CheckpointNames(
         "BERT",
         prefixes=("bert.",),
         buffers={
@@ -391,7 +391,7 @@ def to_bert(
         slots["embeddings.segment"] = np.zeros((1, backbone.hidden_dim), np.float32)
     names = bert_names(config)
     table = bert_weight_table(config, pooler=backbone.pooler_dense is not None)
-    tensors = weights.unmap_weights(slots, table, names if classifier else Checkpoint("BERT"))
+    tensors = weights.unmap_weights(slots, table, names if classifier else CheckpointNames("BERT"))
     if classifier:
         labels = label_names or [f"LABEL_{i}" for i in range(model.num_classes)]
         config["id2label"] = dict(enumerate(labels))

@@ -14,7 +14,7 @@ import numpy as np
 from transformer_zoo.models.decoder_only import DecoderOnly
 from transformer_zoo.models.hf import config_values, weights
 from transformer_zoo.models.hf.config_values import positive_ints
-from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand
+from transformer_zoo.models.hf.weights import CheckpointNames, equal_to, expand
 
 # fmt: off
 EMBEDDING_TABLE = (
@@ -58,7 +58,7 @@ FIXED_OPTIONS = {
 
 # The checkpoint's names: `GPT2LMHeadModel` prefixes `transformer.`; older files keep the
 # causal-mask buffers (`attn.bias`, `attn.masked_bias`) and a copy of the tied head.
-CHECKPOINT = Checkpoint(
+CHECKPOINT = CheckpointNames(
     "GPT-2",
     prefixes=("transformer.",),
     buffers={

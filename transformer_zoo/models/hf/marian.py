@@ -29,7 +29,7 @@ from transformer_zoo.files import read_optional_json
 from transformer_zoo.models.encoder_decoder import EncoderDecoder
 from transformer_zoo.models.hf import checkpoint_files, config_values, weights
 from transformer_zoo.models.hf.config_values import positive_ints
-from transformer_zoo.models.hf.weights import Checkpoint, equal_to, expand
+from transformer_zoo.models.hf.weights import CheckpointNames, equal_to, expand
 
 SHARED = "model.shared.weight"
 # fmt: off
@@ -106,7 +106,7 @@ def _positions_check(name: str):
     return check
 
 
-CHECKPOINT = Checkpoint(
+CHECKPOINT = CheckpointNames(
     "Marian",
     buffers={
         r"model\.(en|de)coder\.embed_positions\.weight": _positions_check("embed_positions.weight"),

@@ -88,7 +88,7 @@ def expand(rows, sizes: dict[str, int], layers: int = 0, slot_prefix="", source_
 
 
 @dataclasses.dataclass(frozen=True)
-class Checkpoint:
+class CheckpointNames:
     """How one architecture's checkpoints name things, besides its table.
 
     Attributes:
@@ -135,7 +135,7 @@ class Checkpoint:
 def map_weights(
     tensors: dict[str, np.ndarray],
     table: list[WeightRow],
-    checkpoint: Checkpoint,
+    checkpoint: CheckpointNames,
     ignore: Iterable[str] = (),
 ) -> dict[str, np.ndarray]:
     """Validates checkpoint tensors against `table` and returns float32 arrays per slot.
@@ -179,7 +179,7 @@ def map_weights(
 
 
 def unmap_weights(
-    slots: dict[str, np.ndarray], table: list[WeightRow], checkpoint: Checkpoint
+    slots: dict[str, np.ndarray], table: list[WeightRow], checkpoint: CheckpointNames
 ) -> dict[str, np.ndarray]:
     """The inverse of `map_weights`: checkpoint name → float32 array, prefixed with the
     checkpoint's first prefix."""
@@ -287,7 +287,9 @@ def block_slots(prefix: str, block) -> dict:
     return table
 
 
-def load_checkpoint(checkpoint_dir, arguments_of, table_of, names: Checkpoint, build, slots_of):
+def load_checkpoint(
+    checkpoint_dir, arguments_of, table_of, names: CheckpointNames, build, slots_of
+):
     """The one import path: `config.json` → constructor arguments (`arguments_of`) and the
     expanded table (`table_of`); `model.safetensors` through the table; the model
     (`build(**arguments)`) with every variable (`slots_of(model)`) assigned."""
