@@ -70,9 +70,11 @@ def test_the_python_api_draws_no_bar_unless_asked(family_artifacts, capsys, monk
     assert shown == quiet and "5/5" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["generate", "embed"])
+@pytest.mark.parametrize(
+    "command, call", [("generate", "generate_completions"), ("embed", "embed")]
+)
 def test_an_interrupted_command_keeps_the_lines_of_the_chunks_done(
-    family_artifacts, capsys, monkeypatch, command
+    family_artifacts, capsys, monkeypatch, command, call
 ):
     argv = _argv(family_artifacts, command)
     assert main(argv) == 0
@@ -80,7 +82,7 @@ def test_an_interrupted_command_keeps_the_lines_of_the_chunks_done(
     assert len(whole) == len(TEXTS)
 
     monkeypatch.setattr(commands, "CHUNK_BATCHES", 1)
-    method = getattr(ServedModel, command)
+    method = getattr(ServedModel, call)
     calls = []
 
     def interrupted_on_the_second_chunk(self, texts, *args, **kwargs):
@@ -89,7 +91,7 @@ def test_an_interrupted_command_keeps_the_lines_of_the_chunks_done(
             raise KeyboardInterrupt
         return method(self, texts, *args, **kwargs)
 
-    monkeypatch.setattr(ServedModel, command, interrupted_on_the_second_chunk)
+    monkeypatch.setattr(ServedModel, call, interrupted_on_the_second_chunk)
     assert main(argv) == 130
     out, err = capsys.readouterr()
     assert calls == [TEXTS[:2], TEXTS[2:4]]

@@ -12,6 +12,7 @@ from transformer_zoo.cli import main
 from transformer_zoo.generation import BeamSearch, Greedy
 from transformer_zoo.run_directory import load_run_config
 from transformer_zoo.serving import load_onnx
+from transformer_zoo.text import is_blank
 
 
 def _run(capsys, *argv, stdin=None, monkeypatch=None):
@@ -80,6 +81,34 @@ def test_translate_reads_a_file_and_writes_jsonl(family_artifacts, tmp_path, cap
     expected = load_onnx(art.export_dir).translate(sources, search=BeamSearch(num_beams=2))
     assert [r["input"] for r in rows] == sources
     assert [r["translation"] for r in rows] == expected
+
+
+def test_translate_jsonl_says_why_each_output_ended_and_skips_blank_lines(
+    family_artifacts, tmp_path, capsys
+):
+    """`--format jsonl` wrote `{"input", "translation"}` only: a translation cut at
+    --max-new-tokens read as a finished one. And a line of a zero-width space went to the
+    model (its source `[</s>]` alone), where a line of spaces is answered with an empty
+    line: both are blank (`is_blank`) now."""
+    art = family_artifacts("encoder-decoder")
+    lines = ["March 5, 2021", "\u200b", "dogs", "  ", "on the fifth of March"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["translate", "--model", art.export_dir, "--input", tmp_path / "in.txt"]
+    served = load_onnx(art.export_dir)
+    eos = served.config.special_ids["eos"]
+    for budget in (3, None):
+        extra = [] if budget is None else ["--max-new-tokens", budget]
+        code, out, _ = _run(capsys, *argv, "--format", "jsonl", *extra)
+        assert code == 0
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert [r["input"] for r in rows] == lines
+        for line, row in zip(lines, rows, strict=True):
+            if is_blank(line):
+                assert row == {"input": line, "translation": "", "finish_reason": "stop"}
+                continue
+            tokens = served.translate_ids(served.prompt_ids(line), budget).tokens[0]
+            assert row["translation"] == served.output_text(tokens)
+            assert row["finish_reason"] == ("stop" if eos in tokens.tolist() else "length")
 
 
 @pytest.mark.parametrize(

@@ -66,13 +66,14 @@ def test_ctrl_c_while_writing_leaves_only_whole_lines(family_artifacts, monkeypa
 def test_outputs_that_hold_line_breaks_are_said_to(family_artifacts, monkeypatch, capsys):
     """A completion holding a line break (GPT-2's vocabulary has them) took two lines of
     the text output, so output line i no longer answered input line i, silently."""
-    real = ServedModel.generate
+    real = ServedModel.generate_completions
 
     def with_line_break(self, prompts, *args, **kwargs):
-        texts = real(self, prompts, *args, **kwargs)
-        return [texts[0] + "\nmore", *texts[1:]]
+        completions = real(self, prompts, *args, **kwargs)
+        first = completions[0]._replace(text=completions[0].text + "\nmore")
+        return [first, *completions[1:]]
 
-    monkeypatch.setattr(ServedModel, "generate", with_line_break)
+    monkeypatch.setattr(ServedModel, "generate_completions", with_line_break)
     export = family_artifacts("decoder-only").export_dir
     argv = ["generate", "the cat", "dogs", "--model", export, "--max-new-tokens", "3"]
     assert main([str(a) for a in argv]) == 0
@@ -124,7 +125,10 @@ def test_the_help_says_what_each_command_does_with_its_inputs(capsys):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         texts[command] = " ".join(capsys.readouterr().out.split())
-    assert "the prompt and they must fit the model's context (default 32)" in texts["generate"]
+    assert (
+        "the prompt and they must fit the model's context (default 32, or the room a prompt "
+        "leaves if less)" in texts["generate"]
+    )
     assert "(default: the training target length)" in texts["translate"]
     for command in ("generate", "translate"):
         assert "A blank line is answered by an empty line" in texts[command]

@@ -4,9 +4,11 @@ never results (the uncached reference recomputes everything)."""
 import numpy as np
 import pytest
 
+from transformer_zoo.errors import InputError
 from transformer_zoo.generation import BeamSearch, Greedy, Sampling, UncachedEngine, generate
 from transformer_zoo.generation.decoding import keras_engine
 from transformer_zoo.models import DecoderOnly, EncoderDecoder
+from transformer_zoo.serving import load_onnx
 
 SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_length=64)
 
@@ -228,3 +230,17 @@ def test_token_id_arguments_take_numpy_integers_and_the_last_id(encoder_decoder)
     np.testing.assert_array_equal(got.tokens, expected.tokens)
     with pytest.raises(ValueError, match="`use_cache` must be True or False"):
         generate(encoder_decoder, sources, 4, decoder_start_id=2, use_cache="no")
+
+
+def test_an_encoder_decoder_names_its_target_start_as_serving_does(family_artifacts):
+    """The Keras path said "The prompt (1 token) plus max_new_tokens=…" of a decoder that
+    only holds its start token, where `ServedModel` says "The target start"."""
+    art = family_artifacts("encoder-decoder")
+    served = load_onnx(art.export_dir)
+    context = served.dims.max_length
+    with pytest.raises(InputError) as expected:
+        served.translate_ids([[27, 3]], context)
+    with pytest.raises(InputError) as caught:
+        generate(art.model, {"encoder_token_ids": [[27, 3]]}, context, decoder_start_id=2)
+    assert str(caught.value) == str(expected.value)
+    assert str(caught.value).startswith("The target start (1 token) plus max_new_tokens=")

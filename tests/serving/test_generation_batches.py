@@ -5,10 +5,14 @@ runs."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from tests.artifacts import SENTENCES
 from transformer_zoo.cli import main
+from transformer_zoo.generation import DEFAULT_NEW_TOKENS, Greedy
 from transformer_zoo.serving import InputError, load_onnx
 
 TEXTS = sorted({s for s in SENTENCES if len(s) < 25}, key=lambda s: (len(s) * 7919) % 13)[:7]
@@ -68,3 +72,57 @@ def test_a_completion_continues_its_prompt_with_the_space_between(family_artifac
     ):
         assert prompt + completion == served.tokenizer.decode([*ids, *row])
     assert any(c.startswith(" ") for c in completions)  # what decoding alone loses
+
+
+@pytest.mark.parametrize("forced_eos", [False, True])
+def test_each_completion_says_whether_it_ended_or_was_cut(family_artifacts, forced_eos):
+    """Only the HTTP server said that an output was cut by the length limit: `generate`
+    returns bare texts. `generate_completions` gives each text with OpenAI's
+    `finish_reason`, which the search's own tokens decide: "stop" at the row's EOS,
+    "length" where `max_new_tokens` cut it (a forced EOS too)."""
+    directory = family_artifacts("decoder-only").export_dir
+    plain = load_onnx(directory)
+    rows = plain.prompt_ids(TEXTS)
+    tokens = plain.generate_ids(rows, 6).tokens  # no EOS among them: the reference
+    eos = int(tokens[0, 2])  # made the end token: row 0 ends at its third token
+    ended = [eos in row[: 5 if forced_eos else 6].tolist() for row in tokens]
+    assert any(ended) and not all(ended)
+    served = load_onnx(directory)
+    served.config = dataclasses.replace(
+        plain.config, special_ids={**plain.config.special_ids, "eos": eos}
+    )
+    completions = served.generate_completions(TEXTS, 6, Greedy(forced_eos=forced_eos))
+    assert [c.finish_reason for c in completions] == ["stop" if e else "length" for e in ended]
+    assert [c.text for c in completions] == served.generate(TEXTS, 6, Greedy(forced_eos=forced_eos))
+    # A stop string ends a cut row too: its text before the stop string, "stop".
+    cut = next(i for i, e in enumerate(ended) if not e)
+    text = completions[cut].text
+    stop = text.strip()[1:3]
+    (stopped,) = served.generate_completions([TEXTS[cut]], 6, stop=stop)
+    assert stopped == (text[: text.index(stop)], "stop")
+
+
+def test_without_max_new_tokens_each_prompt_decodes_up_to_its_room(family_artifacts, capsys):
+    """The default of 32 new tokens refused every prompt that left less room, though any
+    smaller explicit value ran: now it is cut to the room each prompt leaves, and only a
+    prompt that fills the context is refused."""
+    served = load_onnx(family_artifacts("decoder-only").export_dir)
+    context = served.dims.max_length
+    prompts = ["dogs", " ".join(["the cat"] * 9), "the cat sat on the mat " * 3, *TEXTS[:2]]
+    rooms = [context - len(ids) for ids in served.prompt_ids(prompts)]
+    assert 0 < min(rooms) < DEFAULT_NEW_TOKENS <= max(rooms) and len(set(rooms)) > 2
+    budgets = [min(DEFAULT_NEW_TOKENS, room) for room in rooms]
+    alone = [served.generate([p], budget)[0] for p, budget in zip(prompts, budgets, strict=True)]
+    assert served.generate(prompts) == alone  # one batch, a search per budget
+    assert served.generate(prompts, batch_size=2) == alone
+    lengths = [len(served.generate_ids([ids]).tokens[0]) for ids in served.prompt_ids(prompts)]
+    assert lengths == budgets  # an untrained model runs to the end
+    with pytest.raises(InputError, match="plus max_new_tokens=32 does not fit"):
+        served.generate(prompts, DEFAULT_NEW_TOKENS)  # an explicit value is still checked
+    long = prompts[int(np.argmin(rooms))]
+    args = ["generate", long, "--model", str(family_artifacts("decoder-only").export_dir)]
+    outputs = []
+    for extra in ([], ["--max-new-tokens", str(min(rooms))]):  # the command's default too
+        assert main([*args, *extra]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] == alone[int(np.argmin(rooms))] + "\n"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from transformer_zoo.serving import InputError, load_onnx
+from transformer_zoo.text import is_blank, prompt_ids
 
 FAMILIES = ("decoder-only", "encoder-decoder", "encoder-only")
 
@@ -89,3 +90,41 @@ def test_a_blank_source_is_refused_by_name_while_an_empty_prompt_is_continued(se
         served["encoder-decoder"].translate(["the cat", " "], 3)
     assert error.value.index == 1
     assert len(served["decoder-only"].generate(["", "the cat"], 2)) == 2
+
+
+# Text that holds nothing to translate, by `is_blank`'s rule: spaces, zero-width and
+# control characters. The first four encode to no piece at all.
+BLANK = [" ", "\u200b", "\x01\t", "\u3000", "\ufeff\u200d", "\u00ad"]
+
+
+@pytest.mark.parametrize("text", BLANK)
+def test_a_source_that_holds_no_text_is_refused_as_a_blank_one(served, text):
+    """`"\\u200b"` got past `text.strip()`: the model ran on `[</s>]` alone and wrote text
+    of its own, where `" "` was refused."""
+    model = served["encoder-decoder"]
+    assert is_blank(text)  # the data loader's rule for an empty field
+    if text in BLANK[:4]:
+        assert model.tokenizer.encode(text) == []
+    with pytest.raises(InputError, match="the source is empty") as error:
+        model.translate(["the cat", text], 3)
+    assert error.value.index == 1
+    model.translate(["the cat", f"a{text}"], 3)  # a visible character is something
+
+
+def test_a_prompt_that_fills_the_context_is_read_but_leaves_no_room(served):
+    """A prompt of exactly the context's length was refused by `prompt_ids` (context - 1),
+    though scoring it (the server's `echo` with `max_tokens` 0) needs no new position."""
+    model = served["decoder-only"]
+    context = model.dims.max_length
+    words = next(
+        " ".join(["cat"] * n)
+        for n in range(1, context)
+        if len(prompt_ids(model.tokenizer, " ".join(["cat"] * n))) == context
+    )
+    assert model.prompt_ids([words]) == [prompt_ids(model.tokenizer, words)]
+    with pytest.raises(InputError, match=f"does not fit the model's context of {context}"):
+        model.prompt_ids([words + " cat"])
+    for max_new_tokens in (None, 1):  # generating needs a position past it
+        with pytest.raises(InputError, match="leaves no room for a new token") as error:
+            model.generate(["dogs", words], max_new_tokens)
+        assert error.value.index == 1

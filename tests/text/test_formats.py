@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from transformer_zoo.text import is_blank
 from transformer_zoo.text.formats import (
     language_model_example,
     pair_ids,
@@ -41,3 +42,10 @@ def test_a_numpy_string_and_a_numpy_max_length_are_taken(shared_tokenizer):
     assert source_ids(shared_tokenizer, "the cat", np.int32(2))[-1] == shared_tokenizer.eos_id
     with pytest.raises(ValueError, match="`max_length` must be an integer ≥ 1"):
         prompt_ids(shared_tokenizer, "the cat", 3.0)
+
+
+def test_blank_text_is_what_the_tokenizer_reads_as_nothing(shared_tokenizer):
+    """`is_blank`, the one test of an empty input (a training file's field, a translation
+    source, the command line's blank line), against SentencePiece's own encoding."""
+    for text in ["", " ", "\t\n", "\u200b", "\x01 \x7f", "\u3000", "\u2028", "\u200ba"]:
+        assert is_blank(text) == (shared_tokenizer.encode(text) == []), repr(text)

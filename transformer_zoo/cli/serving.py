@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from transformer_zoo.cli import serving_commands
 from transformer_zoo.cli.parsing import add_search_arguments, positive_int
-from transformer_zoo.generation import ENGINES, GENERATION_BATCH_SIZE
+from transformer_zoo.generation import DEFAULT_NEW_TOKENS, ENGINES, GENERATION_BATCH_SIZE
 
 
 def register(commands) -> None:
@@ -55,11 +55,14 @@ _DESCRIPTIONS = {
     "generate": "Continue each prompt with a decoder-only model; print the text it adds. "
     + _INPUTS
     + " A blank line is answered by an empty line without running the model; a prompt "
-    "that leaves no room for --max-new-tokens in the model's context is an error.",
+    "that leaves no room for --max-new-tokens in the model's context is an error. With "
+    "--format jsonl each record's finish_reason is stop (EOS or --stop) or length (cut "
+    "at --max-new-tokens or the context).",
     "translate": "Translate each input with an encoder-decoder model. "
     + _INPUTS
     + " A blank line is answered by an empty line without running the model; a source "
-    "longer than the model's maximum is an error.",
+    "longer than the model's maximum is an error. With --format jsonl each record's "
+    "finish_reason is stop (EOS or --stop) or length (cut at --max-new-tokens).",
     "embed": "Sentence embeddings of an encoder-only model: the mean of the tokens' "
     "vectors, L2-normalised (unless an imported model's pooling says otherwise). "
     + _INPUTS
@@ -105,13 +108,12 @@ def _serving_arguments(parser) -> None:
 
 
 def _search_arguments(parser, name: str) -> None:
-    default = 32 if name == "generate" else None
     parser.add_argument(
         "--max-new-tokens",
         type=positive_int,
-        default=default,
+        default=None,
         help="the most tokens to generate per input; the prompt and they must fit the "
-        "model's context (default 32)"
+        f"model's context (default {DEFAULT_NEW_TOKENS}, or the room a prompt leaves if less)"
         if name == "generate"
         else "the most target tokens per input (default: the training target length)",
     )

@@ -16,19 +16,24 @@ from transformer_zoo.files import atomic_path
 
 
 def _text_writer(args, key: str):
-    """`serve_inputs`'s `write` for texts (generations, translations): a line each, or with
-    `--format jsonl` a JSON object each. Returns `(write, done)`: `done()` warns, once,
-    of outputs that hold line breaks (in text, they span several lines)."""
+    """`serve_inputs`'s `write` for `Completion`s (generations, translations): a line of
+    text each, or with `--format jsonl` a JSON object each, with its `finish_reason`.
+    Returns `(write, done)`: `done()` warns, once, of outputs that hold line breaks (in
+    text, they span several lines)."""
     broken: list[int] = []  # input numbers whose output holds a line break
 
     def write(first, inputs, outputs) -> int:
         if args.format == "jsonl":
             return write_lines(
-                json.dumps({"input": text, key: output}, ensure_ascii=False)
+                json.dumps(
+                    {"input": text, key: output.text, "finish_reason": output.finish_reason},
+                    ensure_ascii=False,
+                )
                 for text, output in zip(inputs, outputs, strict=True)
             )
-        broken.extend(first + i + 1 for i, output in enumerate(outputs) if _LINE_BREAK in output)
-        return write_lines(outputs)
+        texts = [output.text for output in outputs]
+        broken.extend(first + i + 1 for i, text in enumerate(texts) if _LINE_BREAK in text)
+        return write_lines(texts)
 
     def done() -> None:
         if broken:  # output line i no longer answers input line i
@@ -74,7 +79,10 @@ def _warn_unknown(model, ids: list[list[int]]) -> None:
 
 
 def _decode(args, key: str) -> int:
-    """`generate` (key "generated") and `translate` (key "translation")."""
+    """`generate` (key "generated") and `translate` (key "translation"); a blank line's
+    output is an empty text that ended ("stop")."""
+    from transformer_zoo.serving.text_batches import Completion
+
     search = search_from_arguments(args)
     stops = _stops(args)
     method = "generate" if args.command == "generate" else "translate"
@@ -83,11 +91,12 @@ def _decode(args, key: str) -> int:
         _warn_unknown(model, model.start_ids(method, texts, args.max_new_tokens)[0])
 
     def call(model, texts):
-        run = getattr(model, method)
+        run = getattr(model, f"{method}_completions")
         return run(texts, args.max_new_tokens, search, args.batch_size, stops)
 
     write, done = _text_writer(args, key)
-    code = serve_inputs(args, call, write, skip_blank=True, blank="", check=check)
+    blank = Completion("", "stop")
+    code = serve_inputs(args, call, write, skip_blank=True, blank=blank, check=check)
     if not code:
         done()
     return code

@@ -89,12 +89,15 @@ def serve_inputs(args, call, write, skip_blank: bool = False, blank=None, check=
     InputError, bad search arguments) become one-line usage errors, with the line (or
     argument) of the input at fault.
 
-    With `skip_blank`, blank lines do not reach the model: their output is `blank`, so
-    that output line i still answers input line i.
+    With `skip_blank`, blank lines (`text.is_blank`: nothing but whitespace, zero-width
+    or control characters, which encode to no token) do not reach the model: their
+    output is `blank`, so that output line i still answers input line i.
     """
+    from transformer_zoo.text import is_blank
+
     inputs = read_inputs(args)
     model = load_model(args)
-    runs = [not (skip_blank and not text.strip()) for text in inputs]
+    runs = [not (skip_blank and is_blank(text)) for text in inputs]
     where = "input" if args.texts else "line"
     rows = [i for i, run in enumerate(runs) if run]
     if check is not None and rows:  # blank lines alone: nothing to check

@@ -27,7 +27,7 @@ from transformer_zoo.data.examples import (
     PromptCompletion,
     TranslationPair,
 )
-from transformer_zoo.text.tokenizer_training import is_blank
+from transformer_zoo.text.formats import is_blank
 
 MAX_SHOWN = 10  # labels a message lists
 

@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 
 from transformer_zoo.data.examples import TextStream
+from transformer_zoo.errors import count as counted
 from transformer_zoo.generation.search import SearchConfig
 from transformer_zoo.generation.search_common import log_softmax
 from transformer_zoo.progress import progress_bar
@@ -94,7 +95,7 @@ def token_scores(
         windows = len(rows)
         if not rows:
             raise ValueError(
-                f"The text holds {len(ids)} tokens: fewer than one window of {length}."
+                f"The text holds {counted(len(ids), 'token')}: fewer than one window of {length}."
             )
     elif served.family == "encoder-decoder":
         rows = [

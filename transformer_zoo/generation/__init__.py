@@ -22,6 +22,9 @@ ENGINES = ("onnx", "keras", "saved_model")
 # file of thousands of inputs is not one batch: `transformer-zoo translate` of 12,000 G2P
 # words took 77 s and 14 GB as one batch, 12 s and 189 MB in batches of 64.
 GENERATION_BATCH_SIZE = 64
+# The new tokens `ServedModel.generate` and `transformer-zoo generate` decode when no
+# `max_new_tokens` is given, cut to the room each prompt leaves in the context.
+DEFAULT_NEW_TOKENS = 32
 
 from transformer_zoo.generation.beam_search import BeamSearch  # noqa: E402
 from transformer_zoo.generation.greedy import Greedy  # noqa: E402

@@ -120,7 +120,8 @@ def generate(
     if ids is not None and np.ndim(ids) == 2:
         mask = inputs.get(f"{prefix}padding_mask")
         used = int((ids != 0 if mask is None else mask.astype(bool)).sum(1).max(initial=0))
-        check_room(used, max_new_tokens, model.max_length)
+        what = "target start" if family == "encoder-decoder" else "prompt"
+        check_room(used, max_new_tokens, model.max_length, what)
     engine = keras_engine(model, use_cache=use_cache)
     return run_search(engine, inputs, max_new_tokens, search, eos_id, pad_id)
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from transformer_zoo.errors import InputError
+from transformer_zoo.errors import InputError, count
 from transformer_zoo.generation.alignment import left_align, positions, right_align
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search_common import SearchResult, check_max_new_tokens
@@ -68,11 +68,35 @@ class CachedState:
 def check_room(used: int, max_new_tokens, context: int, what: str = "prompt") -> None:
     """Raises `InputError` unless `used` tokens plus `max_new_tokens` fit `context`."""
     check_max_new_tokens(max_new_tokens)
-    if used >= context or used + max_new_tokens > context:
-        tokens = "token" if used == 1 else "tokens"
+    _check_some_room(used, context, what)
+    if used + max_new_tokens > context:
         raise InputError(
-            f"The {what} ({used} {tokens}) plus max_new_tokens={max_new_tokens} does not fit "
-            f"the model's context of {context} tokens (its max_length)."
+            f"The {what} ({count(used, 'token')}) plus max_new_tokens={max_new_tokens} does "
+            f"not fit the model's context of {context} tokens (its max_length): at most "
+            f"{count(context - used, 'new token')} fit."
+        )
+
+
+def new_tokens(
+    used: int, max_new_tokens: int | None, context: int, default: int, what: str = "prompt"
+) -> int:
+    """How many tokens to generate after `used` tokens of `context`: `max_new_tokens`,
+    refused past the room (`check_room`), or when it is None `default` cut to the room
+    left, so that a default never refuses what a smaller explicit value would run; only a
+    `used` that leaves no room at all is refused then."""
+    if max_new_tokens is not None:
+        check_room(used, max_new_tokens, context, what)
+        return max_new_tokens
+    _check_some_room(used, context, what)
+    return min(default, context - used)
+
+
+def _check_some_room(used: int, context: int, what: str) -> None:
+    if used >= context:
+        problem = "leaves no room for a new token in" if used == context else "does not fit"
+        raise InputError(
+            f"The {what} ({count(used, 'token')}) {problem} the model's context of {context} "
+            "tokens (its max_length)."
         )
 
 

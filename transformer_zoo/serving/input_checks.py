@@ -8,7 +8,7 @@ import logging
 
 import numpy as np
 
-from transformer_zoo.errors import InputError
+from transformer_zoo.errors import InputError, count
 
 log = logging.getLogger(__name__)  # truncation warnings; the command line shows them
 
@@ -55,7 +55,7 @@ def check_lengths(rows: list[list[int]], limit: int, what: str, problem: str) ->
     """Raises `InputError` naming the first input whose ids are longer than `limit`."""
     for index, row in enumerate(rows):
         if len(row) > limit:
-            raise InputError(f"the {what} is {len(row)} tokens long and {problem}", index)
+            raise InputError(f"the {what} is {count(len(row), 'token')} long and {problem}", index)
 
 
 def warn_truncated(lengths: list[int], limit: int) -> None:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from transformer_zoo.errors import InputError, is_flag, with_article
-from transformer_zoo.generation import GENERATION_BATCH_SIZE
-from transformer_zoo.generation.engine import CachedEngine, check_room
+from transformer_zoo.generation import DEFAULT_NEW_TOKENS, GENERATION_BATCH_SIZE
+from transformer_zoo.generation.engine import CachedEngine, new_tokens
 from transformer_zoo.generation.inputs import token_array
 from transformer_zoo.generation.search import SearchConfig
 from transformer_zoo.generation.search import generate as run_search
@@ -45,8 +45,8 @@ from transformer_zoo.serving.input_checks import (
 )
 from transformer_zoo.serving.length_batches import length_batches
 from transformer_zoo.serving.stops import stop_strings
-from transformer_zoo.serving.text_batches import texts_in_batches
-from transformer_zoo.text import prompt_ids, source_ids
+from transformer_zoo.serving.text_batches import Completion, completions_in_batches
+from transformer_zoo.text import is_blank, prompt_ids, source_ids
 from transformer_zoo.text.formats import encoder_rows
 
 
@@ -87,7 +87,7 @@ class ServedModel:
     def generate_ids(
         self,
         token_ids,
-        max_new_tokens: int = 32,
+        max_new_tokens: int | None = None,
         padding_mask=None,
         search: SearchConfig | None = None,
         stopping: Stopping | None = None,
@@ -95,19 +95,23 @@ class ServedModel:
         """Continue prompts given as ids: a (B, S) integer array (0 = padding) or id lists,
         with `search` (`Greedy()` by default, `Sampling(...)`, `BeamSearch(...)`);
         `stopping` (greedy and sampling) ends rows before EOS (`search_common.Stopping`: what
-        `generate`'s `stop` strings use)."""
+        `generate`'s `stop` strings use). `max_new_tokens` None: `DEFAULT_NEW_TOKENS` (32),
+        cut to the room the longest prompt leaves."""
         self._need("decoder-only", "generate")
         ids, mask = token_array(
             token_ids, "token_ids", self.dims.vocabulary_size, None, padding_mask
         )
-        check_room(int(mask.sum(1).max()), max_new_tokens, self.dims.max_length, "prompt")
+        longest = int(mask.sum(1).max())
+        max_new_tokens = new_tokens(
+            longest, max_new_tokens, self.dims.max_length, DEFAULT_NEW_TOKENS, "prompt"
+        )
         inputs = {"token_ids": ids, "padding_mask": mask}
         return self._search(inputs, max_new_tokens, search, stopping)
 
     def generate(
         self,
         prompts: str | Sequence[str],
-        max_new_tokens: int = 32,
+        max_new_tokens: int | None = None,
         search: SearchConfig | None = None,
         batch_size: int = GENERATION_BATCH_SIZE,
         stop: str | Sequence[str] | None = None,
@@ -117,7 +121,12 @@ class ServedModel:
         (`" March"`, with the space between: `prompt + completion` reads as the whole
         sequence, as OpenAI's and vLLM's completions do). Up to `batch_size` prompts run
         as one batch; more run in batches of that many prompts of similar length
-        (`_in_batches`).
+        (`_in_batches`). `generate_completions` says, too, whether each ended by itself
+        or was cut by the length limit.
+
+        `max_new_tokens`: the most tokens each completion adds; a prompt that leaves less
+        room in the context is refused. None: `DEFAULT_NEW_TOKENS` (32), cut to the room
+        each prompt leaves (only a prompt that fills the context is refused).
 
         `stop`: a string or up to `stops.MAX_STOPS` of them (as the HTTP server's
         `stop`). A completion ends before the first stop string in its text (which is
@@ -128,12 +137,30 @@ class ServedModel:
 
         `progress`: a bar of the prompts done on standard error (`progress.progress_bar`;
         None: where standard error is a terminal), for long lists."""
+        completions = self.generate_completions(
+            prompts, max_new_tokens, search, batch_size, stop, progress
+        )
+        return [completion.text for completion in completions]
+
+    def generate_completions(
+        self,
+        prompts: str | Sequence[str],
+        max_new_tokens: int | None = None,
+        search: SearchConfig | None = None,
+        batch_size: int = GENERATION_BATCH_SIZE,
+        stop: str | Sequence[str] | None = None,
+        progress: bool | None = False,
+    ) -> list[Completion]:
+        """`generate`'s texts with the reason each ended: a `Completion(text,
+        finish_reason)` per prompt, `finish_reason` "stop" (EOS or a stop string) or
+        "length" (cut at `max_new_tokens` or the context), as the HTTP server's."""
         stops = stop_strings(stop)
-        ids, max_new_tokens = self.start_ids("generate", prompts, max_new_tokens)
+        ids, budgets = self.start_ids("generate", prompts, max_new_tokens)
         return self._in_batches(
             ids,
+            budgets,
             batch_size,
-            lambda rows, stopping: self.generate_ids(rows, max_new_tokens, None, search, stopping),
+            lambda rows, budget, stopping: self.generate_ids(rows, budget, None, search, stopping),
             search,
             stops,
             ("generating", progress, "prompts"),
@@ -149,9 +176,7 @@ class ServedModel:
         """Translate sources given as ids; the target starts from BOS. `stopping` as in
         `generate_ids`."""
         self._need("encoder-decoder", "translate")
-        if max_new_tokens is None:
-            max_new_tokens = self.default_new_tokens()
-        check_room(1, max_new_tokens, self.dims.max_length, "target start")
+        max_new_tokens = self._target_tokens(max_new_tokens)
         inputs = self.start_inputs(source_token_ids)
         return self._search(inputs, max_new_tokens, search, stopping)
 
@@ -165,13 +190,32 @@ class ServedModel:
         progress: bool | None = False,
     ) -> list[str]:
         """Translate texts; returns one translation per source, batched and ended by
-        `stop` strings as `generate`, with `generate`'s `progress`."""
+        `stop` strings as `generate`, with `generate`'s `progress`. `max_new_tokens`
+        None: `default_new_tokens`. A blank source (`text.is_blank`: nothing but
+        whitespace, zero-width or control characters) is refused. `translate_completions`
+        says, too, whether each ended by itself or was cut by the length limit."""
+        completions = self.translate_completions(
+            sources, max_new_tokens, search, batch_size, stop, progress
+        )
+        return [completion.text for completion in completions]
+
+    def translate_completions(
+        self,
+        sources: str | Sequence[str],
+        max_new_tokens: int | None = None,
+        search: SearchConfig | None = None,
+        batch_size: int = GENERATION_BATCH_SIZE,
+        stop: str | Sequence[str] | None = None,
+        progress: bool | None = False,
+    ) -> list[Completion]:
+        """`translate`'s texts with the reason each ended, as `generate_completions`."""
         stops = stop_strings(stop)
-        ids, max_new_tokens = self.start_ids("translate", sources, max_new_tokens)
+        ids, budgets = self.start_ids("translate", sources, max_new_tokens)
         return self._in_batches(
             ids,
+            budgets,
             batch_size,
-            lambda rows, stopping: self.translate_ids(rows, max_new_tokens, search, stopping),
+            lambda rows, budget, stopping: self.translate_ids(rows, budget, search, stopping),
             search,
             stops,
             ("translating", progress, "texts"),
@@ -180,62 +224,74 @@ class ServedModel:
     def _in_batches(
         self,
         ids: list[list[int]],
+        budgets: list[int],
         batch_size: int,
         run,
         search=None,
         stops=(),
         shown=("", False, "texts"),
-    ) -> list[str]:
-        """`text_batches.texts_in_batches` in this model's output tokenizer: a
+    ) -> list[Completion]:
+        """`text_batches.completions_in_batches` in this model's output tokenizer: a
         decoder-only completion continues its prompt's text, a translation starts afresh."""
         eos = self.config.special_ids.get("eos")
         continues_prompt = self.family == "decoder-only"
-        return texts_in_batches(
-            ids, batch_size, run, self.target_tokenizer, continues_prompt, eos, search, stops, shown
+        tokenizer = self.target_tokenizer
+        return completions_in_batches(
+            ids, budgets, batch_size, run, tokenizer, continues_prompt, eos, search, stops, shown
         )
 
     # --- the pieces of generation, which the HTTP server's scheduler shares ----------
     def prompt_ids(self, texts: str | Sequence[str]) -> list[list[int]]:
         """The ids a generative model starts from, per text: a decoder-only prompt
         (`[bos]` + pieces; "" too), an encoder-decoder source (pieces + `[eos]`). Raises
-        `InputError` naming the first text that does not fit the model, or an empty
-        (blank) source."""
+        `InputError` naming the first text that does not fit the model (a prompt longer
+        than the context: one that fills it is scored, as the server's `echo` with
+        `max_tokens` 0 does; `start_ids` checks the room for new tokens), or an empty
+        source (`is_blank`: it encodes to no token, and a model would still write)."""
         texts = text_list(texts)
         if self.family == "decoder-only":
             ids = [prompt_ids(self._tokenizer(), text) for text in texts]
             context = self.dims.max_length
-            problem = f"leaves no room in the context of {context} tokens"
-            check_lengths(ids, context - 1, "prompt", problem)
+            problem = f"does not fit the model's context of {context} tokens (its max_length)"
+            check_lengths(ids, context, "prompt", problem)
         else:
             self._need("encoder-decoder", "translate")
             for index, text in enumerate(texts):
-                if not text.strip():  # nothing to translate; a model would still write
-                    raise InputError("the source is empty", index)
+                if is_blank(text):
+                    raise InputError("the source is empty: it holds no text to translate", index)
             ids = [source_ids(self._tokenizer(), text) for text in texts]
             check_sources(ids, self.max_length)
         return ids
 
     def start_ids(
         self, what: str, texts: str | Sequence[str], max_new_tokens: int | None
-    ) -> tuple[list[list[int]], int]:
+    ) -> tuple[list[list[int]], list[int]]:
         """What `what` ("generate" or "translate") starts from: `prompt_ids` of `texts`,
-        each checked before any batch runs to leave room for `max_new_tokens` (for
-        translate None means `default_new_tokens`), and that number. Raises `InputError`
-        for a model of the other family and naming the first text that does not fit (the
-        command line's "line N: ...")."""
+        each checked before any batch runs to leave room for `max_new_tokens`, and the
+        new tokens each may decode (`engine.new_tokens`): `max_new_tokens`, or when it is
+        None the default (`DEFAULT_NEW_TOKENS`; a translation's `default_new_tokens`)
+        cut to the room each leaves. Raises `InputError` for a model of the other family
+        and naming the first text that does not fit (the command line's "line N: ...")."""
         self._need("decoder-only" if what == "generate" else "encoder-decoder", what)
         ids = self.prompt_ids(texts)
         if self.family == "encoder-decoder":
-            if max_new_tokens is None:
-                max_new_tokens = self.default_new_tokens()
-            check_room(1, max_new_tokens, self.dims.max_length, "target start")
-            return ids, max_new_tokens
+            return ids, [self._target_tokens(max_new_tokens)] * len(ids)
+        budgets = []
         for index, row in enumerate(ids):
             try:
-                check_room(len(row), max_new_tokens, self.dims.max_length, "prompt")
+                budgets.append(
+                    new_tokens(len(row), max_new_tokens, self.dims.max_length, DEFAULT_NEW_TOKENS)
+                )
             except InputError as error:
                 raise InputError(str(error), index) from None
-        return ids, max_new_tokens
+        return ids, budgets
+
+    def _target_tokens(self, max_new_tokens: int | None) -> int:
+        """A translation's new tokens after its one start token: `max_new_tokens`, checked,
+        or `default_new_tokens`."""
+        return new_tokens(
+            1, max_new_tokens, self.dims.max_length, self.default_new_tokens(), "target start"
+        )
 
     def start_inputs(self, rows) -> dict:
         """What `CachedEngine.start` takes for prompts (or sources) given as ids: a (B, S)
@@ -260,8 +316,9 @@ class ServedModel:
         return self.dims.max_length - used
 
     def default_new_tokens(self) -> int:
-        """An encoder-decoder's default target budget: the training target length."""
-        return self.config.default_new_tokens(self.dims.max_length)
+        """An encoder-decoder's default target budget: the training target length, at
+        most the room its decoder's context leaves after the start token."""
+        return min(self.config.default_new_tokens(self.dims.max_length), self.room(1))
 
     def output_text(self, ids) -> str:
         """The text of generated ids (up to the first EOS), in the output tokenizer; an id

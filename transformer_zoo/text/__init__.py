@@ -9,7 +9,7 @@ from transformer_zoo.text.files import (
     load_tokenizers,
     save_tokenizers,
 )
-from transformer_zoo.text.formats import pair_ids, prompt_ids, source_ids
+from transformer_zoo.text.formats import is_blank, pair_ids, prompt_ids, source_ids
 from transformer_zoo.text.tokenizer import Tokenizer
 from transformer_zoo.text.tokenizer_training import train_tokenizer
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
@@ -20,6 +20,7 @@ __all__ = [
     "Tokenizer",
     "WordPieceTokenizer",
     "copy_tokenizers",
+    "is_blank",
     "load_tokenizers",
     "pair_ids",
     "prompt_ids",

@@ -23,10 +23,23 @@ functions, see exactly the tokens the model was trained on.
 from __future__ import annotations
 
 import operator
+import unicodedata
 from collections.abc import Sequence
 
 from transformer_zoo.errors import is_integer
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, Tokenizer
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` holds nothing but whitespace, format characters (Unicode category
+    Cf: zero-width spaces and joiners, U+FEFF, the soft hyphen) and control characters
+    (Cc: U+0001, DEL), which SentencePiece's default normalization drops: text with
+    nothing for a model to read. The one test of an empty input: a training file's empty field,
+    a translation source with nothing to translate (`ServedModel`), the command line's
+    blank line. Printable text is checked no further."""
+    if text.isprintable():
+        return not text.strip()
+    return not "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Cc")).strip()
 
 
 def _check_max_length(max_length: int | None, minimum: int) -> None:

@@ -1,5 +1,4 @@
-"""Training a SentencePiece `Tokenizer` with the zoo's special ids (`train_tokenizer`), and
-`is_blank`: text that encodes to no token."""
+"""Training a SentencePiece `Tokenizer` with the zoo's special ids (`train_tokenizer`)."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from functools import partial
 import sentencepiece as spm
 
 from transformer_zoo.errors import first_line, is_integer
+from transformer_zoo.text.formats import is_blank
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, MASK_PIECE, PAD_ID, UNK_ID, Tokenizer
 
 log = logging.getLogger(__name__)  # a word vocabulary's cut; the command line shows it
@@ -187,16 +187,6 @@ def train_tokenizer(
     if model_type == "word":
         _warn_words_cut(texts, tokenizer)
     return tokenizer
-
-
-def is_blank(text: str) -> bool:
-    """Whether `text` holds nothing but whitespace, format characters (Unicode category
-    Cf: zero-width spaces and joiners, U+FEFF, the soft hyphen) and control characters
-    (Cc: U+0001, DEL), which SentencePiece's default normalization drops: text that
-    encodes to no token. Printable text is checked no further."""
-    if text.isprintable():
-        return not text.strip()
-    return not "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Cc")).strip()
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from tokenizers import (
     processors,
 )
 
-from transformer_zoo.errors import check_flag, is_integer
+from transformer_zoo.errors import check_flag, count, is_integer
 from transformer_zoo.files import write_json, write_text
 from transformer_zoo.text.wordpiece_files import (
     ADDED_TOKEN_FIELDS,
@@ -96,7 +96,7 @@ class WordPieceTokenizer:
         if missing:
             raise ValueError(
                 f"`vocabulary` lacks the special tokens {missing}. "
-                f"Received: vocabulary of {len(vocabulary)} tokens"
+                f"Received: vocabulary of {count(len(vocabulary), 'token')}"
             )
         if len(set(vocabulary)) != len(vocabulary):
             raise ValueError("`vocabulary` holds a token more than once.")
@@ -201,7 +201,7 @@ class WordPieceTokenizer:
             if token_id is not None and taken != token_id:
                 raise ValueError(
                     f"The added token {token.content!r} has the id {token_id} in {directory}, "
-                    f"but takes {taken} after the {len(vocabulary)} tokens of the vocabulary "
+                    f"but takes {taken} after the {count(len(vocabulary), 'token')} of the vocabulary "
                     "(as transformers gives it)."
                 )
         return tokenizer
