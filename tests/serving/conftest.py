@@ -68,3 +68,16 @@ def text_input(texts, binary=True):
     tensor = triton.InferInput("text", [len(texts)], "BYTES")
     tensor.set_data_from_numpy(np.array(texts, dtype=object), binary_data=binary)
     return tensor
+
+
+def prompt_of(served, length: int) -> str:
+    """A text whose prompt (the begin token, then its pieces) is `length` tokens."""
+    words: list[str] = []
+    while len(served.tokenizer.encode(" ".join(words))) + 1 < length:
+        longer = (words + [w] for w in ("dogs", "the", "a", "cat"))
+        fits = [w for w in longer if len(served.tokenizer.encode(" ".join(w))) + 1 <= length]
+        assert fits, f"no prompt of {length} tokens"
+        words = fits[0]
+    text = " ".join(words)
+    assert len(served.prompt_ids(text)[0]) == length
+    return text

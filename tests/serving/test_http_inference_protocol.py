@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import zlib
 
 import numpy as np
 import pytest
 import tritonclient.http as triton
 
-from tests.serving.conftest import text_input
+from tests.serving.conftest import prompt_of, text_input
 from tests.serving.live_server import LiveServer
 from tests.serving.references import completions
 from transformer_zoo.generation import Sampling
@@ -23,6 +24,33 @@ SOURCES = ["March 5, 2021", "the cat sat on the mat", "dogs and cats"]
 # What tritonclient's `infer(sequence_id=, sequence_start=, sequence_end=, priority=,
 # timeout=)` puts in the request's parameters.
 STANDARD = dict(sequence_id=7, sequence_start=True, sequence_end=True, priority=1, timeout=10**6)
+
+
+@pytest.fixture(scope="module")
+def exports(exports, tmp_path_factory):
+    """conftest's exports and a classifier of text pairs: the classifier's export, its
+    configuration saying what a run on `label<TAB>text<TAB>text2` records
+    (`extra.text_pairs`)."""
+    directory = tmp_path_factory.mktemp("pairs") / "export"
+    shutil.copytree(exports["classifier"], directory)
+    config = json.loads((directory / "config.json").read_text())
+    config["extra"] = {**(config.get("extra") or {}), "text_pairs": True}
+    (directory / "config.json").write_text(json.dumps(config))
+    return {**exports, "pairs": str(directory)}
+
+
+def _body(texts, parameters=None, outputs=None, **inputs) -> dict:
+    """A JSON infer body of the BYTES input `text` (and any other BYTES `inputs`)."""
+    tensors = [
+        {"name": name, "datatype": "BYTES", "shape": [len(data)], "data": data}
+        for name, data in {"text": texts, **inputs}.items()
+    ]
+    body = {"inputs": tensors}
+    if parameters is not None:
+        body["parameters"] = parameters
+    if outputs is not None:
+        body["outputs"] = outputs
+    return body
 
 
 def _texts(result, name="text") -> list[str]:
@@ -338,3 +366,138 @@ def test_a_directory_given_as_dot_is_named_after_itself(tmp_path, monkeypatch):
     for name in (".", ".."):
         with pytest.raises(ValueError, match=f"model name {name!r}"):
             model_names(["exports/gpt"], [name])
+
+
+FIRSTS, SECONDS = ["the cat sat", "the cat sat", "dogs"], ["blue sky", "the cat sat", "on the mat"]
+
+
+def _pair_inputs(firsts, seconds):
+    second = triton.InferInput("text_pair", [len(seconds)], "BYTES")
+    second.set_data_from_numpy(np.array(seconds, dtype=object))
+    return [text_input(firsts), second]
+
+
+def test_a_pair_classifier_takes_the_second_texts_as_text_pair(triton_client, server, local):
+    """It read only `text` (a tab-joined pair as one text, a lone text silently scored as
+    one) and refused `text_pair`."""
+    metadata = triton_client.get_model_metadata("pairs")
+    assert [i["name"] for i in metadata["inputs"]] == ["text", "text_pair"]
+    assert {i["datatype"] for i in metadata["inputs"]} == {"BYTES"}
+    assert [o["name"] for o in metadata["outputs"]] == ["label", "probabilities"]
+    result = triton_client.infer("pairs", _pair_inputs(FIRSTS, SECONDS))
+    expected = local["pairs"].classify(FIRSTS, SECONDS)
+    labels = local["pairs"].config.label_names
+    np.testing.assert_allclose(
+        result.as_numpy("probabilities"),
+        [[r["probabilities"][k] for k in labels] for r in expected],
+        atol=1e-6,
+    )
+    assert [t.decode() for t in result.as_numpy("label")] == [r["label"] for r in expected]
+    single = local["pairs"].classify([f"{a}\t{b}" for a, b in zip(FIRSTS, SECONDS, strict=True)])
+    assert not np.allclose(
+        [r["score"] for r in single], [r["score"] for r in expected], atol=1e-3
+    )  # so that the comparison above tells pairs from tab-joined texts
+    for body, message in (
+        (_body(FIRSTS), "reads text pairs"),
+        (_body(FIRSTS, text_pair=SECONDS[:2]), "2 texts for the 3 of `text`"),
+        (_body(FIRSTS, text_pair=["a", "\u200b", "b"]), "text_pair[1] is empty or blank"),
+    ):
+        status, _, answer = server.request("POST", "/v2/models/pairs/infer", body)
+        assert status == 400 and message in answer["error"] and "text_pair" in answer["error"]
+    status, _, answer = server.request(
+        "POST", "/v2/models/classifier/infer", _body(FIRSTS, text_pair=SECONDS)
+    )
+    assert status == 400 and "one BYTES input, `text`" in answer["error"]
+    # /v1/embeddings embeds single texts, as `ServedModel.embed` does, pair model or not
+    status, _, answer = server.request(
+        "POST", "/v1/embeddings", {"model": "pairs", "input": FIRSTS}
+    )
+    assert status == 200
+    np.testing.assert_allclose(
+        [d["embedding"] for d in answer["data"]], local["pairs"].embed(FIRSTS), atol=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (_body(["the cat"], outputs=[{"name": "probabilities", "parameters": {"classification": 1}}]),
+         "`classification`"),
+        (_body(["the cat"], outputs=[{"name": "label", "parameters": {"foo": 1}}]),
+         "unknown parameter 'foo'"),
+        (_body(["the cat"], outputs=[{"name": "label", "parameters": {"binary_data": "no"}}]),
+         "`binary_data` must be true or false"),
+        (_body(["the cat"], {"binary_data_output": 1}), "`binary_data_output` must be true"),
+        ({**_body(["the cat"]), "id": {"a": [1]}}, "`id` must be a string"),
+    ],
+)  # fmt: skip
+def test_output_parameters_and_the_id_are_checked(server, body, message):
+    """Each was answered 200: the FP32 tensor for Triton's classification, an unknown
+    output parameter ignored, `"no"` read as binary, an object echoed as the id."""
+    status, _, answer = server.request("POST", "/v2/models/classifier/infer", body)
+    assert status == 400 and message in answer["error"], answer
+
+
+def test_tritonclients_class_count_is_refused_by_name(triton_client):
+    asked = [triton.InferRequestedOutput("probabilities", class_count=1)]
+    with pytest.raises(triton.InferenceServerException, match="classification extension"):
+        triton_client.infer("classifier", [text_input(["the cat"])], outputs=asked)
+    answer = triton_client.infer(
+        "classifier", [text_input(["the cat"])], request_id="seven"
+    ).get_response()
+    assert answer["id"] == "seven"
+
+
+@pytest.mark.parametrize("blank", ["", " \t", "\u200b", "\ufeff\x01"])
+def test_a_blank_sentence_is_refused_by_its_index(server, blank):
+    """ "" was refused without its index, and a zero-width space (no tokens) was read."""
+    for model in ("classifier", "embedder"):
+        status, _, answer = server.request(
+            "POST", f"/v2/models/{model}/infer", _body(["the", blank])
+        )
+        assert status == 400 and "text[1] is empty or blank" in answer["error"], answer
+
+
+def test_a_translations_default_is_cut_to_the_limit_and_a_value_sent_is_not(
+    server, local, monkeypatch
+):
+    """The default budget was refused under `--max-tokens` for a value the client never
+    sent, and a value sent past the room was cut to it without a word."""
+    translator, gpt = local["translator"], local["gpt"]
+    room = translator.room(1)
+    assert translator.default_new_tokens() > 4
+    monkeypatch.setattr(server.app.state.settings, "max_tokens", 4)
+    for model, served in (("translator", translator), ("gpt", gpt)):
+        status, _, answer = server.request("POST", f"/v2/models/{model}/infer", _body(["dogs"]))
+        assert status == 200, answer
+        assert _json_texts(answer) == completions(served, ["dogs"], 4)
+        status, _, answer = server.request(
+            "POST", f"/v2/models/{model}/infer", _body(["dogs"], {"max_tokens": 5})
+        )
+        assert status == 400 and "max_tokens=5 is more than this server's 4" in answer["error"]
+    monkeypatch.setattr(server.app.state.settings, "max_tokens", None)
+    status, _, answer = server.request(
+        "POST", "/v2/models/translator/infer", _body(["dogs"], {"max_tokens": room + 1})
+    )
+    assert status == 400 and f"max_tokens={room + 1}" in answer["error"], answer
+    assert f"room for {room} new tokens" in answer["error"]
+    status, _, answer = server.request(
+        "POST", "/v2/models/translator/infer", _body(["dogs"], {"max_tokens": room})
+    )
+    assert status == 200
+
+
+def test_a_decoder_only_default_is_cut_to_the_room_the_prompt_leaves(server, local):
+    """The default 16 was refused, naming it, where the prompt left less room."""
+    gpt = local["gpt"]
+    text = prompt_of(gpt, gpt.dims.max_length - 3)
+    status, _, answer = server.request("POST", "/v2/models/gpt/infer", _body([text, "dogs"]))
+    assert status == 200, answer
+    assert _json_texts(answer) == [
+        completions(gpt, [text], 3)[0],
+        completions(gpt, ["dogs"], 16)[0],
+    ]
+
+
+def _json_texts(answer) -> list[str]:
+    return next(o["data"] for o in answer["outputs"] if o["name"] == "text")

@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.serving import references
+from tests.serving.conftest import prompt_of
 from tests.serving.live_server import LiveServer
-from tests.serving.references import decoder_log_probs, token_texts
+from tests.serving.references import decoder_log_probs, log_softmax, token_texts
 from transformer_zoo.serving.http import ServerSettings, completions, openai_protocol
 from transformer_zoo.serving.http.scheduler import MAX_REQUEST
 
@@ -232,3 +234,101 @@ def test_an_integer_is_a_number(server):
     status, _, answer = server.request("POST", "/v1/completions", {**body, **ints})
     assert status == 200 and answer["choices"] == expected["choices"]
     assert server.request("POST", "/v1/completions", {**body, "temperature": 0})[0] == 200
+
+
+# --- max_tokens: a value sent, and the default ---------------------------------------------
+def _complete(server, **fields):
+    return server.request("POST", "/v1/completions", {"temperature": 0, **fields})
+
+
+def test_the_default_max_tokens_is_cut_to_the_servers_limit_and_a_value_sent_is_not(
+    server, local, monkeypatch
+):
+    """With `--max-tokens 8` every request without `max_tokens` was refused for a
+    `max_tokens=16` it never sent."""
+    monkeypatch.setattr(server.app.state.settings, "max_tokens", 4)
+    for model in ("gpt", "translator"):
+        status, _, answer = _complete(server, model=model, prompt="dogs")
+        assert status == 200, answer
+        assert answer["choices"][0]["text"] == references.completions(local[model], ["dogs"], 4)[0]
+        status, _, answer = _complete(server, model=model, prompt="dogs", max_tokens=5)
+        assert status == 400 and answer["error"]["param"] == "max_tokens"
+        assert "max_tokens=5 is more than this server's 4" in answer["error"]["message"]
+
+
+def test_the_default_max_tokens_is_cut_to_the_room_each_prompt_leaves(server, local):
+    gpt = local["gpt"]
+    context = gpt.dims.max_length
+    long = prompt_of(gpt, context - 3)
+    status, _, answer = _complete(server, model="gpt", prompt=[long, "dogs"])
+    assert status == 200, answer
+    assert [c["text"] for c in answer["choices"]] == [
+        references.completions(gpt, [long], 3)[0],
+        references.completions(gpt, ["dogs"], 16)[0],
+    ]  # fmt: skip
+    status, _, answer = _complete(server, model="gpt", prompt=long, max_tokens=4)
+    message = answer["error"]["message"]
+    assert status == 400 and "leaves room for 3 new tokens" in message and "max_tokens=4" in message
+    shorter = prompt_of(gpt, context - 1)
+    status, _, answer = _complete(server, model="gpt", prompt=shorter, max_tokens=2)
+    assert status == 400 and "leaves room for 1 new token in" in answer["error"]["message"]
+
+
+# --- a prompt that fills the context ------------------------------------------------------
+def test_a_prompt_that_fills_the_context_is_scored_with_echo_and_no_new_tokens(
+    server, local, family_artifacts
+):
+    """lm-evaluation-harness's scoring of a text as long as the context: the prompt of ids
+    was refused ("Prompt 1 is 48 tokens; the most is 47."), the text's too."""
+    gpt = local["gpt"]
+    context = gpt.dims.max_length
+    text = prompt_of(gpt, context)
+    ids = gpt.prompt_ids(text)[0]
+    model = family_artifacts("decoder-only").model  # the Keras model, not the export
+    logits = np.asarray(
+        model({"token_ids": np.array([ids]), "padding_mask": np.ones((1, context))})
+    )
+    expected = log_softmax(logits[0])[np.arange(context - 1), ids[1:]]
+    for prompt in (text, ids):
+        status, _, answer = _complete(
+            server, model="gpt", prompt=prompt, max_tokens=0, echo=True, logprobs=1
+        )
+        assert status == 200, answer
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == 0
+        scores = choice["logprobs"]["token_logprobs"]
+        scores = scores[1:] if prompt is ids else scores  # the first id a client sent: None
+        np.testing.assert_allclose(scores, expected, atol=1e-4)
+        # with room for no new token, the default is refused, as a value sent is
+        status, _, answer = _complete(server, model="gpt", prompt=prompt)
+        assert status == 400 and "leaves no room for a new token" in answer["error"]["message"]
+        status, _, answer = _complete(server, model="gpt", prompt=prompt, max_tokens=1)
+        assert status == 400 and "leaves room for 0 new tokens" in answer["error"]["message"]
+
+
+def test_a_prompt_of_ids_past_the_context_is_refused_in_the_words_of_a_text(server, local):
+    gpt = local["gpt"]
+    text = prompt_of(gpt, gpt.dims.max_length - 2) + " dogs dogs dogs"
+    ids = gpt.tokenizer.encode(text)
+    ids = [gpt.config.special_ids["bos"], *ids]
+    answers = [
+        _complete(server, model="gpt", prompt=prompt, max_tokens=1) for prompt in (text, ids)
+    ]
+    assert [status for status, _, _ in answers] == [400, 400]
+    messages = [answer["error"]["message"] for _, _, answer in answers]
+    assert messages[0] == messages[1], messages
+    assert (
+        f"is {len(ids)} tokens long" in messages[1] and answers[1][2]["error"]["param"] == "prompt"
+    )
+
+
+# --- blank texts --------------------------------------------------------------------------
+@pytest.mark.parametrize("blank", ["", " \t", "\u200b", "\ufeff\x01"])
+def test_a_blank_embedding_input_is_refused_by_its_index(server, blank):
+    """ "" was refused without its index, and a zero-width space (no tokens) embedded."""
+    status, _, answer = server.request(
+        "POST", "/v1/embeddings", {"model": "embedder", "input": ["the", blank]}
+    )
+    error = answer["error"]
+    assert status == 400 and "input[1] is empty or blank" in error["message"], answer
+    assert error["param"] == "input"

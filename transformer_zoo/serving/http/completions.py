@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from transformer_zoo.errors import InputError
+from transformer_zoo.errors import InputError, count
+from transformer_zoo.generation.engine import new_tokens as default_new_tokens
 from transformer_zoo.generation.greedy import Greedy
 from transformer_zoo.generation.sampling import Sampling
 from transformer_zoo.serving.http.generation_row import (
@@ -21,9 +22,11 @@ from transformer_zoo.serving.http.generation_row import (
     Token,
 )
 from transformer_zoo.serving.http.logprobs import Echo, Logprobs, alternatives
+from transformer_zoo.serving.input_checks import check_lengths, check_sources
 from transformer_zoo.serving.stops import StopText
 
 SEEDS = 2**64  # a request's int64 seed, negative too, maps to a generator seed mod 2**64
+DEFAULT_MAX_TOKENS = 16  # OpenAI's; a decoder-only model's on /v2 too (`new_tokens` cuts it)
 MAX_ECHOED = 2**18  # prompt tokens `echo` with `logprobs` lists in one answer (`check_echoed`)
 
 
@@ -79,7 +82,10 @@ def prompt_count(prompt) -> int:
 def prompt_rows(served, prompt, param: str = "prompt") -> list[PromptRow]:
     """The rows of an OpenAI `prompt`: a string, a list of strings, a list of token ids
     or a list of such lists. A decoder-only model continues any text, "" too (its prompt
-    starts with the begin token); a translation needs a source."""
+    starts with the begin token); a translation needs a source. A prompt of ids is held
+    to the limit a text's ids are (`ServedModel.prompt_ids`), in the same words: a
+    decoder-only prompt may fill the context (`echo` with `max_tokens: 0` scores it,
+    `new_tokens` refuses what leaves too little room), a source the encoder's length."""
     if isinstance(prompt, str):
         prompt = [prompt]
     if not prompt:
@@ -104,15 +110,46 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[PromptRow]:
                 raise RequestError(
                     400, f"Prompt {index + 1} has token id {bad[0]}, outside [0, {size}).", param
                 )
-            limit = (
-                served.dims.max_length - 1 if served.family == "decoder-only" else served.max_length
-            )
-            if len(item) > limit:
-                raise RequestError(
-                    400, f"Prompt {index + 1} is {len(item)} tokens; the most is {limit}.", param
-                )
+            try:
+                _check_prompt_length(served, item)
+            except InputError as error:
+                raise RequestError(400, f"Prompt {index + 1}: {error}", param) from None
             rows.append(PromptRow(list(item), 0))
     return rows
+
+
+def _check_prompt_length(served, ids: list[int]) -> None:
+    """`ServedModel.prompt_ids`' length check of a text's ids, in its words, for ids a
+    client sent."""
+    if served.family == "decoder-only":
+        context = served.dims.max_length
+        problem = f"does not fit the model's context of {context} tokens (its max_length)"
+        check_lengths([ids], context, "prompt", problem)
+    else:
+        check_sources([ids], served.max_length)
+
+
+def new_tokens(
+    served, rows: list[PromptRow], sent: int | None, default: int, limit: int | None
+) -> list[int]:
+    """Each row's `max_tokens`, as vLLM reads it: the value the client `sent`, refused
+    (400, naming it) past the server's `limit` (`--max-tokens`) or the room a prompt
+    leaves (`check_max_tokens`); else `default` cut to `limit` and to the room each
+    prompt leaves (`engine.new_tokens`, as `ServedModel.generate`'s default), so that a
+    value the client never sent is never refused. Only a decoder-only prompt that fills
+    the context leaves no room for a default (400)."""
+    if sent is not None:
+        check_max_tokens(served, rows, sent, limit)
+        return [sent] * len(rows)
+    default = default if limit is None else min(default, limit)
+    context, budgets = served.dims.max_length, []
+    for index, (ids, _) in enumerate(rows):
+        used = context - served.room(len(ids))  # an encoder-decoder's start token
+        try:
+            budgets.append(default_new_tokens(used, None, context, default))
+        except InputError as error:
+            raise RequestError(400, f"Prompt {index + 1}: {error}", "prompt") from None
+    return budgets
 
 
 def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int | None) -> None:
@@ -127,8 +164,8 @@ def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int 
         if max_tokens > room:
             raise RequestError(
                 400,
-                f"A translation has room for {room} new tokens after its start token in the "
-                f"model's target context of {context}; max_tokens={max_tokens}.",
+                f"A translation has room for {count(room, 'new token')} after its start "
+                f"token in the model's target context of {context}; max_tokens={max_tokens}.",
                 "max_tokens",
             )
         return
@@ -137,8 +174,9 @@ def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int 
         if max_tokens > room:
             raise RequestError(
                 400,
-                f"Prompt {index + 1} ({len(ids)} tokens) leaves room for {room} new tokens in "
-                f"the model's context of {context}; max_tokens={max_tokens}.",
+                f"Prompt {index + 1} ({count(len(ids), 'token')}) leaves room for "
+                f"{count(room, 'new token')} in the model's context of {context}; "
+                f"max_tokens={max_tokens}.",
                 "max_tokens",
             )
 
@@ -250,10 +288,11 @@ class Generation:
     """The rows of one request on a `GenerationScheduler`, with their events on an
     asyncio queue of the request's loop. With `prompt_logprobs`, the first row of each
     prompt scores it (the prompt's `n` choices share it, `Echo`): the scheduler scores
-    a prompt on its own, and scoring each copy again cost `n` times the work."""
+    a prompt on its own, and scoring each copy again cost `n` times the work. `budgets`
+    holds each prompt's `max_tokens` (`new_tokens`), `rows_ids` its ids."""
 
     def __init__(
-        self, scheduler, rows_ids, max_tokens, make_strategy, n, stops, top, timeout,
+        self, scheduler, rows_ids, budgets, make_strategy, n, stops, top, timeout,
         prompt_logprobs=False,
     ):  # fmt: skip
         loop = asyncio.get_running_loop()
@@ -262,7 +301,7 @@ class Generation:
         self.first_token_at: float | None = None
         self.deadline = deadline = self.arrived + timeout
         self.rows: list[GenerationRow] = []
-        for ids in rows_ids:
+        for ids, max_tokens in zip(rows_ids, budgets, strict=True):
             for j in range(n):
                 index = len(self.rows)
 

@@ -12,10 +12,12 @@ from transformer_zoo.serving.http.scheduler import Worker
 
 @dataclass(eq=False)
 class EncoderJob:
-    """Texts of one request: `kind` is `"embed"` or `"classify"`."""
+    """Texts of one request: `kind` is `"embed"` or `"classify"`; `pairs` holds the
+    second text of each pair a pair classifier reads (None: single texts)."""
 
     kind: str
     texts: list[str]
+    pairs: list[str] | None = None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
 
 
@@ -68,11 +70,13 @@ class EncoderBatcher(Worker):
         self._running = 0  # batches inside the model
         self._start()
 
-    def submit(self, kind: str, texts: list[str]) -> concurrent.futures.Future:
-        """Queues one request's texts; the future resolves to `(embeddings, token counts)`
-        (an (N, D) array and a list: `ServedModel.embed_counted`) or their `classify`
-        results."""
-        job = EncoderJob(kind, texts)
+    def submit(
+        self, kind: str, texts: list[str], pairs: list[str] | None = None
+    ) -> concurrent.futures.Future:
+        """Queues one request's texts (with `pairs`, text pairs to classify); the future
+        resolves to `(embeddings, token counts)` (an (N, D) array and a list:
+        `ServedModel.embed_counted`) or their `classify` results."""
+        job = EncoderJob(kind, texts, pairs)
         with self._condition:
             self._admit(len(texts), self._queued_texts, "texts")
             self._waiting.append(job)
@@ -114,8 +118,9 @@ class EncoderBatcher(Worker):
                 self.observe("queue_depth", self._queued_texts)
             self.observe("batch_size", texts)
             try:
-                for kind in ("embed", "classify"):
-                    self._run(model, kind, [job for job in jobs if job.kind == kind])
+                for kind, paired in (("embed", False), ("classify", False), ("classify", True)):
+                    chosen = [j for j in jobs if j.kind == kind and (j.pairs is not None) == paired]
+                    self._run(model, kind, chosen)
             finally:
                 with self._condition:
                     self._running -= 1
@@ -126,11 +131,12 @@ class EncoderBatcher(Worker):
         if not jobs:
             return
         texts = [text for job in jobs for text in job.texts]
+        pairs = None if jobs[0].pairs is None else [p for job in jobs for p in job.pairs]
         try:
             if kind == "embed":
                 vectors, counts = model.embed_counted(texts, self.max_batch_size)
             else:
-                results = model.classify(texts, batch_size=self.max_batch_size)
+                results = model.classify(texts, pairs, batch_size=self.max_batch_size)
         except Exception as error:
             for job in jobs:
                 job.future.set_exception(error)

@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 from transformer_zoo.serving.http.completions import Choice, Generation, RequestError
 from transformer_zoo.serving.http.models import ModelRegistry, ServerSettings
 from transformer_zoo.serving.http.scheduler import MAX_REQUEST, Closed, QueueFull, TooLarge
+from transformer_zoo.text.formats import is_blank
 
 POLL = 0.25  # seconds between checks that a waiting client is still there
 ENCODINGS = ("identity", "gzip", "deflate")  # request bodies' Content-Encoding
@@ -249,6 +250,23 @@ def check_count(count: int, unit: str, param: str | None = None) -> None:
         )
 
 
+def check_texts(texts: list[str], name: str) -> None:
+    """Refuses (400, naming `name`) no texts, or a blank one (`is_blank`: only whitespace,
+    zero-width and control characters, which tokenize to nothing; the data loader's
+    rule), named by its index: an encoder-only model would read such a text as nothing
+    at all, and OpenAI refuses an empty one."""
+    if not texts:
+        raise RequestError(400, f"`{name}` holds no text.", name)
+    for index, text in enumerate(texts):
+        if is_blank(text):
+            raise RequestError(
+                400,
+                f"{name}[{index}] is empty or blank (only whitespace, zero-width or "
+                "control characters): send some text.",
+                name,
+            )
+
+
 async def wait_for(request: Request, generation: Generation, choices: list[Choice]) -> None:
     """Until every row has ended. Whether the client is still there is asked every `POLL`
     seconds, however often tokens arrive (a running row emits one every step, so the
@@ -277,8 +295,12 @@ def raise_failure(choices: list[Choice]) -> None:
             raise RequestError(500, f"Generation failed: {choice.error}")
 
 
-async def encoder_run(request, entry, kind: str, texts: list[str], settings) -> list | np.ndarray:
-    future = queue_on(entry.worker.submit, kind, texts)
+async def encoder_run(
+    request, entry, kind: str, texts: list[str], settings, pairs: list[str] | None = None
+) -> list | np.ndarray:
+    """`kind` ("embed" or "classify") of `texts` (and their second texts `pairs`, for
+    "classify") on the model's `EncoderBatcher`, while the client is there."""
+    future = queue_on(entry.worker.submit, kind, texts, pairs)
     waiting = asyncio.wrap_future(future)
     ends = deadline(request, settings)
     while True:

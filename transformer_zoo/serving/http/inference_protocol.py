@@ -58,6 +58,8 @@ def parse_request(body: bytes, header_length: str | None) -> tuple[dict, dict[st
     if not isinstance(request, dict) or not isinstance(request.get("inputs"), list):
         raise ProtocolError("The request needs an `inputs` list.")
     _check_parameters(request, "The request's")
+    if not isinstance(request.get("id", ""), str):  # the protocol's `id` is a string
+        raise ProtocolError(f"The request's `id` must be a string. Received: {request['id']!r}")
     binary, offset, tensors = body[split:], 0, {}
     for item in request["inputs"]:
         if not isinstance(item, dict) or not {"name", "datatype", "shape"} <= set(item):
@@ -226,8 +228,12 @@ def encode_response(response: dict, outputs: dict, binary: set[str]) -> tuple[by
 def binary_outputs(request: dict, names: list[str]) -> tuple[list[str], set[str]]:
     """`(outputs to return, the ones to return as binary)`: the request's `outputs` (or
     all of `names`), binary where it asks (`binary_data`, or `binary_data_output` for the
-    whole request, which tritonclient sets when it names no outputs)."""
-    everything = bool((request.get("parameters") or {}).get("binary_data_output"))
+    whole request, which tritonclient sets when it names no outputs), each a JSON
+    boolean. An output takes no other parameter: Triton's `classification`
+    (tritonclient's `class_count`), whose extension this server does not implement, is
+    refused by name, as is any other, rather than answered as if not asked."""
+    everything = (request.get("parameters") or {}).get("binary_data_output")
+    everything = _flag(everything, "binary_data_output", "The request's")
     asked = request.get("outputs")
     if not asked:
         return list(names), set(names) if everything else set()
@@ -241,8 +247,30 @@ def binary_outputs(request: dict, names: list[str]) -> tuple[list[str], set[str]
             )
         if output["name"] in chosen:
             raise ProtocolError(f"Output {output['name']!r} is asked for twice.")
-        _check_parameters(output, f"Output {output['name']!r}:")
+        whose = f"Output {output['name']!r}:"
+        _check_parameters(output, whose)
+        parameters = output.get("parameters") or {}
+        if "classification" in parameters:
+            raise ProtocolError(
+                f"{whose} `classification` (Triton's classification extension, tritonclient's "
+                "`class_count`) is not implemented: ask for `label` and `probabilities`."
+            )
+        unknown = sorted(set(parameters) - {"binary_data"})
+        if unknown:
+            raise ProtocolError(
+                f"{whose} unknown parameter {unknown[0]!r}; an output takes binary_data."
+            )
         chosen.append(output["name"])
-        if (output.get("parameters") or {}).get("binary_data", everything):
+        if _flag(parameters.get("binary_data"), "binary_data", whose, everything):
             binary.add(output["name"])
     return chosen, binary
+
+
+def _flag(value, name: str, whose: str, default: bool = False) -> bool:
+    """A boolean parameter: JSON's `true` or `false` (null or absent: `default`), never
+    a string or a number read as one (`"no"` was true)."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{whose} `{name}` must be true or false. Received: {value!r}")
+    return value

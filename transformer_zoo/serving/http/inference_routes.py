@@ -12,10 +12,11 @@ from starlette.convertors import Convertor, register_url_convertor
 from transformer_zoo import __version__
 from transformer_zoo.serving.http import inference_protocol as oip
 from transformer_zoo.serving.http.completions import (
+    DEFAULT_MAX_TOKENS,
     Choice,
     Generation,
     RequestError,
-    check_max_tokens,
+    new_tokens,
     prompt_rows,
     strategy,
 )
@@ -24,6 +25,7 @@ from transformer_zoo.serving.http.handling import (
     JSON,
     check_content_type,
     check_count,
+    check_texts,
     encoder_run,
     find_model,
     raise_failure,
@@ -94,7 +96,10 @@ def add_inference_routes(
             "name": name,
             "versions": [VERSION],
             "platform": "onnxruntime_onnx",
-            "inputs": [{"name": "text", "datatype": "BYTES", "shape": [-1]}],
+            "inputs": [
+                {"name": input_name, "datatype": "BYTES", "shape": [-1]}
+                for input_name in _v2_inputs(entry)
+            ],
             "outputs": [
                 {"name": output, "datatype": datatype, "shape": shape}
                 for output, (datatype, shape) in _v2_outputs(entry).items()
@@ -114,21 +119,9 @@ def add_inference_routes(
             names, binary = oip.binary_outputs(parsed, list(_v2_outputs(entry)))
         except oip.ProtocolError as error:
             raise RequestError(400, str(error)) from None
-        if set(tensors) != {"text"}:
-            raise RequestError(
-                400, f"The model takes one BYTES input, `text`; got {sorted(tensors)}."
-            )
-        texts = tensors["text"]
-        if not isinstance(texts, list):
-            raise RequestError(400, "The input `text` must be BYTES (strings).")
-        shape = next(i["shape"] for i in parsed["inputs"] if i["name"] == "text")
-        if len(shape) != 1:  # the metadata's [-1]: a batch of texts, as Triton checks
-            raise RequestError(400, f"The input `text` has shape {shape}; it takes [N] texts.")
-        check_count(len(texts), "texts" if entry.family == "encoder-only" else "sequences")
-        if not texts or (entry.family == "encoder-only" and any(not t.strip() for t in texts)):
-            raise RequestError(400, "The input `text` is empty.")
+        texts, pairs = _v2_texts(entry, parsed, tensors)
         parameters = parsed.get("parameters") or {}
-        outputs = await _v2_run(request, entry, texts, names, parameters, settings, metrics)
+        outputs = await _v2_run(request, entry, texts, pairs, names, parameters, settings, metrics)
         body, header_length = oip.encode_response(
             {
                 "model_name": name,
@@ -152,11 +145,60 @@ def _v2_model(registry: ModelRegistry, name: str, request: Request):
     return entry
 
 
+def _v2_inputs(entry) -> list[str]:
+    """The v2 inputs of a model, each a BYTES tensor of shape [N]: `text`, and for a
+    classifier of text pairs each pair's second text, `text_pair`."""
+    return ["text", "text_pair"] if entry.reads_pairs else ["text"]
+
+
+def _v2_texts(entry, parsed: dict, tensors: dict) -> tuple[list[str], list[str] | None]:
+    """`(texts, second texts or None)` of an infer request, as the model's inputs
+    (`_v2_inputs`) take them: each 1-D BYTES (the metadata's [-1], as Triton checks),
+    one second text per text, and for an encoder-only model none blank (`check_texts`)."""
+    inputs = _v2_inputs(entry)
+    if set(tensors) != set(inputs):
+        if entry.reads_pairs:
+            raise RequestError(
+                400,
+                f"Model {entry.name!r} reads text pairs: send the first texts as the BYTES "
+                f"input `text` and the second ones as `text_pair` (shape [N] each); got "
+                f"{sorted(tensors)}.",
+            )
+        raise RequestError(400, f"The model takes one BYTES input, `text`; got {sorted(tensors)}.")
+    columns = []
+    for name in inputs:
+        column = tensors[name]
+        if not isinstance(column, list):
+            raise RequestError(400, f"The input `{name}` must be BYTES (strings).")
+        shape = next(i["shape"] for i in parsed["inputs"] if i["name"] == name)
+        if len(shape) != 1:
+            raise RequestError(400, f"The input `{name}` has shape {shape}; it takes [N] texts.")
+        columns.append(column)
+    texts, pairs = columns[0], (columns[1] if len(columns) > 1 else None)
+    if pairs is not None and len(pairs) != len(texts):
+        raise RequestError(
+            400,
+            f"The input `text_pair` has {len(pairs)} texts for the {len(texts)} of `text`; "
+            "it takes one per text.",
+        )
+    check_count(len(texts), "texts" if entry.family == "encoder-only" else "sequences")
+    if entry.family == "encoder-only":
+        for name, column in zip(inputs, columns, strict=True):
+            check_texts(column, name)
+    elif not texts:
+        raise RequestError(400, "The input `text` holds no text.")
+    return texts, pairs
+
+
 def _v2_outputs(entry) -> dict[str, tuple[str, list[int]]]:
-    """The v2 outputs of a model: name -> (datatype, shape)."""
+    """The v2 outputs of a model: name -> (datatype, shape). A classifier of text pairs
+    gives each pair's `label` and `probabilities`; `ServedModel.embed` embeds single
+    texts (`/v1/embeddings` does), not pairs, so it gives no `embedding` here."""
     if entry.family != "encoder-only":
         return {"text": ("BYTES", [-1]), "finish_reason": ("BYTES", [-1])}
-    outputs = {"embedding": ("FP32", [-1, entry.served.dims.hidden_dim])}
+    outputs = {}
+    if not entry.reads_pairs:
+        outputs["embedding"] = ("FP32", [-1, entry.served.dims.hidden_dim])
     if entry.task == "classification":
         classes = len(entry.served.config.label_names)
         outputs = {"label": ("BYTES", [-1]), "probabilities": ("FP32", [-1, classes]), **outputs}
@@ -195,7 +237,7 @@ def _v2_parameters(entry, parameters) -> dict:
     return chosen
 
 
-async def _v2_run(request, entry, texts, names, parameters, settings, metrics) -> dict:
+async def _v2_run(request, entry, texts, pairs, names, parameters, settings, metrics) -> dict:
     served = entry.served
     parameters = _v2_parameters(entry, parameters)
     if entry.family == "encoder-only":
@@ -204,21 +246,20 @@ async def _v2_run(request, entry, texts, names, parameters, settings, metrics) -
             vectors, _ = await encoder_run(request, entry, "embed", texts, settings)
             outputs["embedding"] = np.asarray(vectors, np.float32)
         if {"label", "probabilities"} & set(names):
-            results = await encoder_run(request, entry, "classify", texts, settings)
+            results = await encoder_run(request, entry, "classify", texts, settings, pairs)
             labels = served.config.label_names
             outputs["label"] = [r["label"] for r in results]
             outputs["probabilities"] = np.asarray(
                 [[r["probabilities"][label] for label in labels] for r in results], np.float32
             )
         return outputs
-    default = 16 if served.family == "decoder-only" else served.default_new_tokens()
-    max_tokens = parameters.get("max_tokens", default)
-    if max_tokens < 1:
-        raise RequestError(400, f"max_tokens must be a positive integer. Received: {max_tokens!r}")
+    sent = parameters.get("max_tokens")
+    if sent is not None and sent < 1:
+        raise RequestError(400, f"max_tokens must be a positive integer. Received: {sent!r}")
     rows = prompt_rows(served, texts, "text")
-    if served.family == "encoder-decoder":
-        max_tokens = min(max_tokens, served.room(1))
-    check_max_tokens(served, rows, max_tokens, settings.max_tokens)
+    # A translation's default is its training target budget (`default_new_tokens`).
+    default = DEFAULT_MAX_TOKENS if served.family == "decoder-only" else served.default_new_tokens()
+    budgets = new_tokens(served, rows, sent, default, settings.max_tokens)
     temperature = parameters.get("temperature", 0.0)  # v2 decodes greedily by default
 
     def make_strategy(j):
@@ -227,7 +268,7 @@ async def _v2_run(request, entry, texts, names, parameters, settings, metrics) -
 
     make_strategy(0)
     generation = Generation(
-        entry.worker, [row.ids for row in rows], max_tokens, make_strategy, 1, [], None,
+        entry.worker, [row.ids for row in rows], budgets, make_strategy, 1, [], None,
         time_left(request, settings),
     )  # fmt: skip
     choices = [Choice(served, [], row.ids) for row in rows]

@@ -76,6 +76,13 @@ class ModelEntry:
     def task(self) -> str:
         return self.served.config.task
 
+    @property
+    def reads_pairs(self) -> bool:
+        """Whether it is a classifier trained on text pairs (`label<TAB>text<TAB>text2`):
+        it classifies pairs, as `ServedModel.classify(texts, text_pairs)` does."""
+        config = self.served.config
+        return config.task == "classification" and bool(config.extra.get("text_pairs"))
+
 
 ROUTE_WORDS = ("versions", "ready", "infer")  # what follows a model's name in a /v2 path
 

@@ -109,14 +109,15 @@ INT64 = 2**63  # OpenAI's `seed` is an int64
 class CompletionRequest(BaseModel):
     """`POST /v1/completions`. `temperature` 0 is greedy search (as in vLLM); the default
     1 samples, as OpenAI's API does. `max_tokens` 0 scores the prompt alone, with `echo`
-    (as lm-evaluation-harness asks vLLM); `null` reads as the default where OpenAI's
-    spec lets a field be null."""
+    (as lm-evaluation-harness asks vLLM); None is the server's default (16, cut to what
+    the server and the context allow: `completions.new_tokens`). `null` reads as the
+    default where OpenAI's spec lets a field be null."""
 
     model_config = STRICT
 
     model: str
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(16, ge=0)
+    max_tokens: int | None = Field(None, ge=0)
     temperature: float | None = Field(1.0, ge=0.0)
     top_p: float | None = Field(1.0, gt=0.0, le=1.0)
     top_k: int | None = Field(None, ge=-1)

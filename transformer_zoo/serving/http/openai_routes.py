@@ -13,12 +13,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
 from transformer_zoo.serving.http.completions import (
+    DEFAULT_MAX_TOKENS,
     Choice,
     Echo,
     Generation,
     RequestError,
     check_echoed,
-    check_max_tokens,
+    new_tokens,
     prompt_count,
     prompt_rows,
     strategy,
@@ -27,6 +28,7 @@ from transformer_zoo.serving.http.generation_row import Prompt
 from transformer_zoo.serving.http.handling import (
     POLL,
     check_count,
+    check_texts,
     dumps,
     encoder_run,
     find_model,
@@ -79,8 +81,7 @@ def add_openai_routes(
         served = entry.served
         check_count(prompt_count(body.prompt) * body.n, "sequences", "prompt")
         rows = prompt_rows(served, body.prompt)
-        max_tokens = 16 if body.max_tokens is None else body.max_tokens
-        check_max_tokens(served, rows, max_tokens, settings.max_tokens)
+        budgets = new_tokens(served, rows, body.max_tokens, DEFAULT_MAX_TOKENS, settings.max_tokens)
         if body.echo and served.family != "decoder-only":
             raise RequestError(400, "`echo` needs a decoder-only model.", "echo")
         strategy(body.temperature, body.top_p, body.top_k, body.seed)  # checked now
@@ -93,7 +94,7 @@ def add_openai_routes(
         if scored:
             check_echoed(rows, body.n)
         generation = Generation(
-            entry.worker, [row.ids for row in rows], max_tokens, make_strategy, body.n,
+            entry.worker, [row.ids for row in rows], budgets, make_strategy, body.n,
             body.stop, body.logprobs, time_left(request, settings), prompt_logprobs=scored,
         )  # fmt: skip
         tokenizer = served.target_tokenizer
@@ -160,8 +161,7 @@ def add_openai_routes(
             )
         texts = [body.input] if isinstance(body.input, str) else body.input
         check_count(len(texts), "texts", "input")
-        if not texts or any(not text.strip() for text in texts):
-            raise RequestError(400, "The input is empty.", "input")
+        check_texts(texts, "input")
         vectors, counts = await encoder_run(request, entry, "embed", texts, settings)
         data = []
         for i, vector in enumerate(vectors):
