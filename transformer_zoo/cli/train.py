@@ -18,6 +18,7 @@ from transformer_zoo.cli.parsing import UsageError, add_search_arguments, search
 from transformer_zoo.cli.train_arguments import add_train_arguments, config_from_args
 from transformer_zoo.errors import count, first_line
 from transformer_zoo.files import check_writable
+from transformer_zoo.generation import ENGINES
 from transformer_zoo.run_directory import BACKUP_DIR, CONFIG_FILE
 
 
@@ -49,7 +50,7 @@ def register(commands) -> None:
     evaluate.add_argument("--test", metavar="FILE", help="score this file instead of a split")
     evaluate.add_argument(
         "--engine",
-        choices=("keras", "onnx", "saved_model"),
+        choices=ENGINES,
         default="keras",
         help="keras (the run's model.keras, default), or onnx / saved_model (an export)",
     )

@@ -41,9 +41,26 @@ PADDING_FREE = "padding_free"
 
 
 class Runner(Protocol):
-    def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict: ...
+    """What the engines and `ServedModel` call on a runner (`OnnxRunner`, `KerasRunner`,
+    `SavedModelRunner`). A runner may also decode greedily in one call: an
+    `in_graph_greedy` attribute, True, and `greedy(graph, feeds)` (`OnnxRunner`)."""
 
-    def take(self, value: Any, indices: np.ndarray) -> Any: ...
+    def run(self, graph: str, feeds: dict, numpy_outputs: tuple[str, ...] = ()) -> dict:
+        """The outputs of `graph` ("model", "encoder", "decoder") on `feeds`, by name;
+        those in `numpy_outputs` as numpy arrays, the others as the runner keeps them."""
+        ...
+
+    def take(self, value: Any, indices: np.ndarray) -> Any:
+        """Rows `indices` of a cache tensor (beam search reorders them)."""
+        ...
+
+    def accepts(self, graph: str, name: str) -> bool:
+        """Whether `graph` takes the input `name` (`LOGITS_TO_KEEP`)."""
+        ...
+
+    def padding_free(self, graph: str) -> bool:
+        """Whether `graph` computes only a padded batch's real tokens (`PADDING_FREE`)."""
+        ...
 
 
 @dataclass
