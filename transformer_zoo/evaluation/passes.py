@@ -11,6 +11,7 @@ import numpy as np
 
 from transformer_zoo.data.examples import TextStream
 from transformer_zoo.errors import count as counted
+from transformer_zoo.generation.alignment import padded
 from transformer_zoo.generation.search import SearchConfig
 from transformer_zoo.generation.search_common import log_softmax
 from transformer_zoo.progress import progress_bar
@@ -120,8 +121,7 @@ def token_scores(
             else:
                 feeds = {"token_ids": inputs[0]}
             logp = log_softmax(served.engine.forward(feeds))  # (B, T, V)
-            scored = _padded([[1] * len(row) for row in labels]).astype(bool)
-            labels = _padded(labels)
+            labels, scored = padded(labels)
             if served.family == "decoder-only" and windows is None:
                 scored &= labels != 0  # a prompt's tokens are not trained on (label 0)
             picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
@@ -137,10 +137,3 @@ def token_scores(
         "perplexity": float(np.exp(nll / count)),
     }
     return scores if windows is None else {**scores, "windows": windows, "tokens": count}
-
-
-def _padded(rows: list[list[int]]) -> np.ndarray:
-    out = np.zeros((len(rows), max(map(len, rows))), np.int64)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return out

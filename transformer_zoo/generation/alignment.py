@@ -49,6 +49,24 @@ def _align(ids, mask, xp, padding_first: bool):
     return ids[:, :width], mask[:, :width]
 
 
+def padded(rows, left: bool = False, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """Id lists of different lengths as one (B, S) array, padded with 0 on the `left` or
+    the right, and its (B, S) boolean mask, True at the real tokens (numpy only).
+
+    Example:
+    >>> ids, mask = padded([[5, 6], [7]], left=True)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6], [0, 7]], [[True, True], [False, True]])
+    """
+    width = max((len(row) for row in rows), default=0)
+    ids = np.zeros((len(rows), width), dtype)
+    mask = np.zeros((len(rows), width), bool)
+    for i, row in enumerate(rows):
+        where = slice(width - len(row), width) if left else slice(0, len(row))
+        ids[i, where], mask[i, where] = row, True
+    return ids, mask
+
+
 def positions(mask, xp=np):
     """(B, S) position of every column: the real tokens before it (0 at left padding)."""
     return xp.maximum(xp.cumsum(xp.asarray(mask, dtype=xp.int64), axis=1) - 1, 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from transformer_zoo.errors import InputError
+from transformer_zoo.generation.alignment import padded
 
 
 def token_array(
@@ -29,13 +30,8 @@ def token_array(
         rows = [np.asarray(row) for row in values]
         if any(row.ndim != 1 for row in rows):
             raise InputError(f"`{name}` must be a list of 1-D id lists.")
-        width = max((len(row) for row in rows), default=0)
         dtype = np.result_type(*[row.dtype for row in rows]) if rows else np.int64
-        array = np.zeros((len(rows), width), dtype=dtype)
-        lengths_mask = np.zeros((len(rows), width), dtype=bool)
-        for i, row in enumerate(rows):
-            array[i, : len(row)] = row
-            lengths_mask[i, : len(row)] = True
+        array, lengths_mask = padded(rows, dtype=dtype)
         if mask is None:
             mask = lengths_mask
     else:

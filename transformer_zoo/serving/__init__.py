@@ -15,8 +15,10 @@ from transformer_zoo.errors import InputError, ModelDirectoryError
 from transformer_zoo.serving.encoding import mean_pool
 from transformer_zoo.serving.loading import load_onnx, load_served_model
 from transformer_zoo.serving.served_model import ServedModel
+from transformer_zoo.serving.text_batches import Completion
 
 __all__ = [
+    "Completion",
     "InputError",
     "ModelDirectoryError",
     "ServedModel",

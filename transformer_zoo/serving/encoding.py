@@ -65,10 +65,10 @@ def class_scores(logits: np.ndarray, problem_type: str | None) -> np.ndarray:
     return scores.astype(np.float32)
 
 
-def mean_pool(sequence: np.ndarray, mask: np.ndarray, normalize: bool = True) -> np.ndarray:
+def mean_pool(sequence: np.ndarray, padding_mask: np.ndarray, normalize: bool = True) -> np.ndarray:
     """Masked mean over tokens of (B, S, D), then L2 normalisation: (B, D). The clamps
     (1e-9 tokens, 1e-12 norm) are sentence-transformers' and `EncoderOnly.embed`'s."""
-    weights = mask.astype(np.float32)  # (B, S)
+    weights = padding_mask.astype(np.float32)  # (B, S)
     # The masked sum as one (B, 1, S) @ (B, S, D) product: about half the time of
     # multiplying and summing (B, S, D), which counts at batch 1.
     pooled = np.matmul(weights[:, None, :], sequence)[:, 0]

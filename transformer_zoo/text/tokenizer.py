@@ -27,6 +27,7 @@ class Tokenizer:
         proto: the serialized SentencePiece model (the bytes of `tokenizer.model`).
 
     Example:
+    >>> from transformer_zoo.text import train_tokenizer
     >>> tok = train_tokenizer(["March 5, 2021", "2021年3月5日"] * 10, vocabulary_size=40)
     >>> tok.decode(tok.encode("March 5", add_eos=True))
     'March 5'
@@ -144,6 +145,15 @@ class Tokenizer:
 
     def piece_to_id(self, piece: str) -> int:
         return self._sp.piece_to_id(piece)
+
+    def normalize(self, text: str) -> str:
+        """`text` as the model's normalization leaves it, words marked by `▁`."""
+        return self._sp.normalize(text)
+
+    def is_word_piece(self, token_id: int) -> bool:
+        """Whether `token_id` is a piece of text: not a control token (`<pad>`, `<s>`,
+        `</s>`) nor `<unk>`."""
+        return not (self._sp.is_control(token_id) or self._sp.is_unknown(token_id))
 
     def __repr__(self) -> str:
         return f"Tokenizer(vocabulary_size={self.vocabulary_size})"

@@ -219,11 +219,8 @@ def _warn_words_cut(texts: list[str], tokenizer: Tokenizer) -> None:
     """One warning when a word vocabulary is smaller than the words of its text: the
     others become `<unk>`, in the inputs a model reads and the targets it learns alike.
     The words are counted as the tokenizer splits them, after its own normalization."""
-    words = {w for text in texts for w in tokenizer._sp.normalize(text).split("▁") if w}
-    kept = sum(
-        not tokenizer._sp.is_control(i) and not tokenizer._sp.is_unknown(i)
-        for i in range(tokenizer.vocabulary_size)
-    )
+    words = {w for text in texts for w in tokenizer.normalize(text).split("▁") if w}
+    kept = sum(map(tokenizer.is_word_piece, range(tokenizer.vocabulary_size)))
     if len(words) > kept:
         log.warning(
             "the word tokenizer keeps the %d most frequent of the text's %d distinct words; "

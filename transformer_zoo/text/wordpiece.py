@@ -30,7 +30,7 @@ from transformer_zoo.text.wordpiece_files import (
     TOKENIZER_CONFIG,
     VOCAB_FILENAME,
     added_tokens_of,
-    read_json,
+    optional_json,
     read_vocabulary,
     vocabulary_of,
 )
@@ -180,12 +180,12 @@ class WordPieceTokenizer:
                 recorded id is not the one it takes.
         """
         directory = os.fspath(directory)
-        config = read_json(directory, TOKENIZER_CONFIG)
+        config = optional_json(directory, TOKENIZER_CONFIG)
         vocabulary = vocabulary_of(directory)
         if max_length is None:
-            max_length = read_json(directory, "sentence_bert_config.json").get("max_seq_length")
+            max_length = optional_json(directory, "sentence_bert_config.json").get("max_seq_length")
         if max_length is None:
-            max_length = read_json(directory, "config.json").get("max_position_embeddings", 512)
+            max_length = optional_json(directory, "config.json").get("max_position_embeddings", 512)
         recorded = added_tokens_of(directory)
         tokenizer = cls(
             vocabulary,

@@ -34,7 +34,7 @@ def read_vocabulary(path: str | os.PathLike) -> list[str]:
         return [line.rstrip("\n").rstrip("\r") for line in file]
 
 
-def read_json(directory: str | os.PathLike, name: str) -> dict:
+def optional_json(directory: str | os.PathLike, name: str) -> dict:
     """`directory/name` as a dict; `{}` where there is no such file (`read_optional_json`)."""
     return read_optional_json(directory, name) or {}
 
@@ -68,7 +68,7 @@ def vocabulary_of(directory: str | os.PathLike) -> list[str]:
 
 
 def _json_vocabulary(directory: str) -> list[str] | None:
-    tokenizer_json = read_json(directory, TOKENIZER_JSON)
+    tokenizer_json = optional_json(directory, TOKENIZER_JSON)
     if not tokenizer_json:
         return None
     model = tokenizer_json.get("model") or {}
@@ -96,21 +96,21 @@ def added_tokens_of(directory: str | os.PathLike) -> list[tuple[int | None, Adde
         ValueError: a malformed record.
     """
     directory = os.fspath(directory)
-    config = read_json(directory, TOKENIZER_CONFIG)
+    config = optional_json(directory, TOKENIZER_CONFIG)
     try:
         extra = _token_names(config.get("extra_special_tokens"))
         if "added_tokens_decoder" in config:
             records = {int(i): record for i, record in config["added_tokens_decoder"].items()}
         else:
-            special_map = read_json(directory, SPECIAL_TOKENS_MAP)
+            special_map = optional_json(directory, SPECIAL_TOKENS_MAP)
             extra += _token_names(special_map.get("extra_special_tokens"))
             named = {**config, **special_map}  # the map's win, as in transformers
             special = set(extra).union(*(_token_names(named.get(k)) for k in NAMED_SPECIAL_TOKENS))
             records = {
                 int(i): {"content": content, "special": content in special}
-                for content, i in read_json(directory, ADDED_TOKENS_JSON).items()
+                for content, i in optional_json(directory, ADDED_TOKENS_JSON).items()
             }
-            for record in read_json(directory, TOKENIZER_JSON).get("added_tokens", []):
+            for record in optional_json(directory, TOKENIZER_JSON).get("added_tokens", []):
                 records[int(record["id"])] = record
         tokens = [(i, _added_token(records[i])) for i in sorted(records)]
     except (AttributeError, KeyError, TypeError, ValueError) as error:

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from transformer_zoo.export.validation import ExportError
+from transformer_zoo.generation.alignment import padded
 from transformer_zoo.generation.decoding import generate, keras_engine
 from transformer_zoo.run_directory import ModelDimensions
 
@@ -152,13 +153,9 @@ def _rows(longest: int, vocabulary: int, rng: np.random.Generator) -> list[np.nd
 
 
 def _padded(rows, left: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(B, S) int64 ids and mask of id arrays padded with 0 on the `left` or the right."""
-    width = max(len(row) for row in rows)
-    ids, mask = np.zeros((len(rows), width), np.int64), np.zeros((len(rows), width), np.int64)
-    for i, row in enumerate(rows):
-        where = slice(width - len(row), width) if left else slice(0, len(row))
-        ids[i, where], mask[i, where] = row, 1
-    return ids, mask
+    """(B, S) int64 ids and mask, as the signatures take them (`alignment.padded`)."""
+    ids, mask = padded(rows, left)
+    return ids, mask.astype(np.int64)
 
 
 def _widened(tokens: np.ndarray, width: int, pad: int) -> np.ndarray:

@@ -29,7 +29,6 @@ class Prompt:
     (and the `top` alternatives), for a row that asked (`prompt_logprobs`): emitted
     before the row's first `Token`. `tokens` holds ids[1:]; ids[0] has no context."""
 
-    first_id: int
     tokens: list[Token]
 
 

@@ -112,7 +112,7 @@ class GenerationScheduler(Worker):
             ids = np.asarray(row.ids, np.int64)
             scored = logits[0, logits.shape[1] - len(ids) : -1]  # position t predicts t + 1
             chosen, top_ids, top_values = ranked_log_probs(scored, ids[1:], row.top_logprobs)
-            row.emit(Prompt(int(ids[0]), [
+            row.emit(Prompt([
                 Token(int(token), float(lp), list(zip(t.tolist(), v.tolist(), strict=True)))
                 for token, lp, t, v in zip(ids[1:], chosen, top_ids, top_values, strict=True)
             ]))  # fmt: skip
