@@ -251,17 +251,26 @@ class ServedModel:
         texts = text_list(texts)
         if self.family == "decoder-only":
             ids = [prompt_ids(self._tokenizer(), text) for text in texts]
-            context = self.dims.max_length
-            problem = f"does not fit the model's context of {context} tokens (its max_length)"
-            check_lengths(ids, context, "prompt", problem)
         else:
             self._need("encoder-decoder", "translate")
             for index, text in enumerate(texts):
                 if is_blank(text):
                     raise InputError("the source is empty: it holds no text to translate", index)
             ids = [source_ids(self._tokenizer(), text) for text in texts]
-            check_sources(ids, self.max_length)
+        self.check_prompt_lengths(ids)
         return ids
+
+    def check_prompt_lengths(self, ids: list[list[int]]) -> None:
+        """Raises `InputError` naming the first id list longer than the model reads: a
+        decoder-only prompt past the context (one that fills it may be scored), a source
+        past the encoder's `max_length`. `prompt_ids` checks a text's ids with it, the
+        server the ids a client sent."""
+        if self.family == "decoder-only":
+            context = self.dims.max_length
+            problem = f"does not fit the model's context of {context} tokens (its max_length)"
+            check_lengths(ids, context, "prompt", problem)
+        else:
+            check_sources(ids, self.max_length)
 
     def start_ids(
         self, what: str, texts: str | Sequence[str], max_new_tokens: int | None

@@ -22,7 +22,6 @@ from transformer_zoo.serving.http.generation_row import (
     Token,
 )
 from transformer_zoo.serving.http.logprobs import Echo, Logprobs, alternatives
-from transformer_zoo.serving.input_checks import check_lengths, check_sources
 from transformer_zoo.serving.stops import StopText
 
 SEEDS = 2**64  # a request's int64 seed, negative too, maps to a generator seed mod 2**64
@@ -83,7 +82,7 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[PromptRow]:
     """The rows of an OpenAI `prompt`: a string, a list of strings, a list of token ids
     or a list of such lists. A decoder-only model continues any text, "" too (its prompt
     starts with the begin token); a translation needs a source. A prompt of ids is held
-    to the limit a text's ids are (`ServedModel.prompt_ids`), in the same words: a
+    to the limit a text's ids are (`ServedModel.check_prompt_lengths`), in the same words: a
     decoder-only prompt may fill the context (`echo` with `max_tokens: 0` scores it,
     `new_tokens` refuses what leaves too little room), a source the encoder's length."""
     if isinstance(prompt, str):
@@ -111,22 +110,11 @@ def prompt_rows(served, prompt, param: str = "prompt") -> list[PromptRow]:
                     400, f"Prompt {index + 1} has token id {bad[0]}, outside [0, {size}).", param
                 )
             try:
-                _check_prompt_length(served, item)
+                served.check_prompt_lengths([list(item)])
             except InputError as error:
                 raise RequestError(400, f"Prompt {index + 1}: {error}", param) from None
             rows.append(PromptRow(list(item), 0))
     return rows
-
-
-def _check_prompt_length(served, ids: list[int]) -> None:
-    """`ServedModel.prompt_ids`' length check of a text's ids, in its words, for ids a
-    client sent."""
-    if served.family == "decoder-only":
-        context = served.dims.max_length
-        problem = f"does not fit the model's context of {context} tokens (its max_length)"
-        check_lengths([ids], context, "prompt", problem)
-    else:
-        check_sources([ids], served.max_length)
 
 
 def new_tokens(
