@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import stat
+import sys
 import tempfile
 import threading
 
@@ -83,6 +84,22 @@ def interruptions_deferred():
             signal.signal(number, previous[number])
     if came:
         previous[came[0]](came[0], None)  # the handler that was set: it raises
+
+
+@contextlib.contextmanager
+def native_stderr_silenced():
+    """The process's standard error (file descriptor 2) sent to the null device while the
+    block runs: the lines C++ libraries write there straight, below Python's `sys.stderr`
+    (TensorFlow's start-up, tensorflow_text's SentencePiece `LOG(INFO)`)."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def check_free_space(path: str | os.PathLike, needed: int, what: str) -> None:

@@ -3,6 +3,7 @@ file or stdin; text or JSONL out; one-line errors with exit code 2."""
 
 import io
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from tests.helpers import cli_error
 from transformer_zoo.cli import main
 from transformer_zoo.generation import BeamSearch, Greedy
 from transformer_zoo.run_directory import load_run_config
-from transformer_zoo.serving import load_onnx
+from transformer_zoo.serving import InputError, load_onnx
 from transformer_zoo.text import is_blank
 
 
@@ -132,7 +133,7 @@ def test_translate_takes_the_search_options_of_transformers_generate(
 
 def test_embed_reads_stdin_and_writes_an_npy_file(family_artifacts, tmp_path, capsys, monkeypatch):
     art = family_artifacts("encoder-only")
-    texts = ["dogs", "the cat sat", "", "a quick brown fox"]
+    texts = ["dogs", "the cat sat", "a", "a quick brown fox"]
     out_file = tmp_path / "vectors.npy"
     argv = ["embed", "--model", art.export_dir, "--output", out_file, "--batch-size", 3]
     code, _, _ = _run(capsys, *argv, stdin="\n".join(texts) + "\n", monkeypatch=monkeypatch)
@@ -140,6 +141,12 @@ def test_embed_reads_stdin_and_writes_an_npy_file(family_artifacts, tmp_path, ca
     vectors = np.load(out_file)
     assert vectors.dtype == np.float32 and vectors.shape == (4, 32)
     np.testing.assert_allclose(vectors, load_onnx(art.export_dir).embed(texts), atol=1e-6)
+    # A blank line (`is_blank`) has nothing to embed: refused by its line, nothing written,
+    # as the server refuses a blank input (it was embedded as [CLS] [SEP]).
+    out_file.unlink()
+    blank = "dogs\n\u200b\n"
+    code, _, err = _run(capsys, *argv, stdin=blank, monkeypatch=monkeypatch)
+    assert code == 2 and "line 2: the text is blank" in err and not out_file.exists()
     # A directory as --output is refused before the model runs, by its own name.
     code, _, err = _run(capsys, "embed", "dogs", "--model", art.export_dir, "--output", tmp_path)
     assert code == 2 and f"--output {tmp_path} is a directory" in err
@@ -200,3 +207,49 @@ def test_generate_warns_when_a_prompt_holds_text_the_tokenizer_does_not_know(
     assert "1 of 2 inputs hold text the tokenizer does not know" in err
     code, _, err = _run(capsys, "generate", "the cat", "--model", art.export_dir, "--max-new-tokens", "2")  # fmt: skip
     assert code == 0 and "does not know" not in err
+
+
+@pytest.mark.parametrize("reads_pairs", [True, False])
+def test_classify_takes_pairs_exactly_where_the_run_was_trained_on_them(
+    family_artifacts, tmp_path, capsys, monkeypatch, reads_pairs
+):
+    """A run records whether it was trained on text pairs (`extra.text_pairs`); a pair
+    model scored a lone text, and a single-text model a pair, with exit 0 and no word
+    (the server refuses both). The same weights whose config says nothing take both, and
+    the refusals name what to send; an encoder call on another family names the command."""
+    art = family_artifacts("encoder-only")
+    directory = tmp_path / "export"
+    shutil.copytree(art.export_dir, directory)
+    config = json.loads((directory / "config.json").read_text())
+    config["extra"] = {**(config.get("extra") or {}), "text_pairs": reads_pairs}
+    (directory / "config.json").write_text(json.dumps(config))
+    recorded, unsaid = load_onnx(directory), load_onnx(art.export_dir)
+    texts, pairs = ["the cat", "dogs"], ["a fox", "it is late"]
+    if reads_pairs:
+        assert recorded.classify(texts, pairs) == unsaid.classify(texts, pairs)
+        with pytest.raises(InputError, match="trained on text pairs: give each text its second"):
+            recorded.classify(texts)
+        code, _, err = _run(capsys, "classify", *texts, "--model", directory)
+        assert code == 2 and "--pairs" in err
+    else:
+        assert recorded.classify(texts) == unsaid.classify(texts)
+        with pytest.raises(InputError, match="trained on single texts: it takes no"):
+            recorded.classify(texts, pairs)
+        stdin = "".join(f"{a}\t{b}\n" for a, b in zip(texts, pairs, strict=True))
+        code, _, err = _run(
+            capsys,
+            "classify",
+            "--pairs",
+            "--model",
+            directory,
+            stdin=stdin,
+            monkeypatch=monkeypatch,
+        )
+        assert code == 2 and "takes no `text_pairs`" in err
+    with pytest.raises(InputError) as caught:
+        recorded.classify(["the cat", " \u200b"], None if not reads_pairs else ["a", "b"])
+    assert caught.value.index == 1 and is_blank(" \u200b")
+    code, _, err = _run(
+        capsys, "embed", "dogs", "--model", family_artifacts("decoder-only").export_dir
+    )
+    assert code == 2 and "`embed` needs an encoder-only model" in err

@@ -217,6 +217,30 @@ def test_classification_packs_pairs_like_the_formats(dates, shared_tokenizer):
     assert got == expected
 
 
+@pytest.mark.parametrize("segments", [0, 1])
+def test_a_model_of_fewer_than_two_segments_trains_on_pairs_as_it_serves_them(
+    dates, shared_tokenizer, segments
+):
+    """A one-segment model (RoBERTa's `type_vocab_size` 1) was fed segment 1 for a pair's
+    second text and failed mid-fit; a model without segments was fed `segment_ids`, which
+    it refuses. The rows are the formats' for that model (`pair_ids`), which serving reads."""
+    examples = dates.classification("valid")[:8]
+    model = EncoderOnlyClassifier(
+        EncoderOnly(shared_tokenizer.vocabulary_size, 1, 2, 16, 32, type_vocabulary_size=segments),
+        num_classes=len(LABELS),
+    )
+    data = classification_dataset(
+        examples, shared_tokenizer, LABELS, 8, type_vocabulary_size=segments, keep_order=True
+    )
+    inputs, _ = next(iter(data))
+    assert ("segment_ids" in inputs) == bool(segments)
+    for row, e in zip(inputs.get("segment_ids", inputs["token_ids"]), examples, strict=True):
+        ids, types = pair_ids(shared_tokenizer, e.text, e.text2, type_vocabulary_size=segments)
+        assert e.text2 is not None and types == [0] * len(ids)
+        assert not segments or list(row[: len(ids)]) == types
+    assert tuple(model(inputs).shape) == (8, len(LABELS))  # every segment id in range
+
+
 @pytest.mark.parametrize("max_length", [4, 7, 12])
 def test_long_texts_and_pairs_are_trimmed_like_the_formats(dates, shared_tokenizer, max_length):
     examples = dates.classification("valid")[:40]
@@ -517,3 +541,16 @@ def test_a_text_that_is_not_utf8_is_named_by_its_example_index(
     with pytest.raises(InputError, match=f"example {index} is not valid UTF-8") as error:
         make(examples)
     assert error.value.index == index
+
+
+def test_the_in_graph_tokenizer_writes_nothing_to_the_processs_stderr(capfd):
+    """tensorflow_text's SentencePiece wrote `normalizer.cc(51) LOG(INFO)
+    precompiled_charsmap is empty` straight to file descriptor 2 for a target tokenizer
+    (identity normalization): the first line of every `train --family encoder-decoder`."""
+    from transformer_zoo.data.bucketing import in_graph_tokenizer
+    from transformer_zoo.text import train_tokenizer
+
+    tokenizer = train_tokenizer(["March 5, 2021 abc def"] * 50, 30, normalization="identity")
+    capfd.readouterr()
+    in_graph_tokenizer(tokenizer)
+    assert capfd.readouterr().err == ""

@@ -393,7 +393,10 @@ def test_a_pair_classifier_takes_the_second_texts_as_text_pair(triton_client, se
         atol=1e-6,
     )
     assert [t.decode() for t in result.as_numpy("label")] == [r["label"] for r in expected]
-    single = local["pairs"].classify([f"{a}\t{b}" for a, b in zip(FIRSTS, SECONDS, strict=True)])
+    # The same weights ("pairs" is the classifier's export, saying it reads pairs) on the
+    # tab-joined texts, as the server read them before.
+    joined = [f"{a}\t{b}" for a, b in zip(FIRSTS, SECONDS, strict=True)]
+    single = local["classifier"].classify(joined)
     assert not np.allclose(
         [r["score"] for r in single], [r["score"] for r in expected], atol=1e-3
     )  # so that the comparison above tells pairs from tab-joined texts

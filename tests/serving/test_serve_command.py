@@ -81,7 +81,7 @@ def test_serve_answers_without_tensorflow_and_exits_on_sigterm(family_artifacts)
         process.kill()
     assert process.returncode == 0, stderr[-2000:]
     assert "Traceback" not in stderr
-    assert f"http://127.0.0.1:{port} serving gpt" in stderr and "; no API key required" in stderr
+    assert f"http://127.0.0.1:{port} serving gpt" in stderr and "; no API key is required" in stderr
 
 
 def _ready(port: int, process) -> None:

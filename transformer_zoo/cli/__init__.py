@@ -71,18 +71,13 @@ def _import_tensorflow_quietly() -> None:
     below FATAL, the absl and CUDA-probe lines its libraries write straight to the process's
     stderr while loading (six lines on every CPU machine, one of them an `E0000 ... failed
     call to cuInit` error), and its Python warnings. `--verbose` shows them."""
+    from transformer_zoo.files import native_stderr_silenced
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    sys.stderr.flush()
-    os.dup2(devnull, 2)
-    try:
+    with native_stderr_silenced():
         import absl.logging
         import keras  # noqa: F401
         import tensorflow  # noqa: F401
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
     # TensorFlow's Python warnings, such as the SavedModel export renaming our dotted input
     # names (`past_key_values.0.key` → `past_key_values_0_key`) in its signatures.
     absl.logging.set_verbosity(absl.logging.ERROR)

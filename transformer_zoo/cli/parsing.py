@@ -101,7 +101,7 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         help="greedy (default); sample takes --temperature --top-k --top-p --seed; beam "
         "takes --num-beams --length-penalty --early-stopping true|false|never (a flag of "
         "another strategy is an error); each takes --forced-eos (a row still running at "
-        "--max-new-tokens ends with EOS, transformers' forced_eos_token_id)",
+        "the length limit ends with EOS, transformers' forced_eos_token_id)",
     )
     for flag, kind in SEARCH_FLAGS.items():
         name = f"--{flag.replace('_', '-')}"

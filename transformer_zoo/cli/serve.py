@@ -143,7 +143,7 @@ def _serve(args) -> int:
             ) from None
         raise UsageError(f"cannot listen on {where}: {error.strerror or error}") from None
     names = ", ".join(f"{n} ({d})" for n, d in directories.items())
-    key = "an API key required" if settings.api_key else "no API key required"
+    key = "an API key is required" if settings.api_key else "no API key is required"
     print(
         f"transformer-zoo serve: http://{args.host}:{args.port} serving {names}; {key}",
         file=sys.stderr,

@@ -155,6 +155,7 @@ def embed(args) -> int:
         return write_lines(" ".join(f"{v:.6g}" for v in vector) for vector in vectors)
 
     def check(model, texts):
+        model.check_encoder_texts("embed", texts)
         _warn_truncated_once(model, texts)
 
     def call(model, texts):
@@ -187,11 +188,7 @@ def classify(args) -> int:
             for index, line in enumerate(lines):
                 if "\t" not in line:
                     raise InputError("--pairs needs 'text<TAB>second text' on every line", index)
-        elif model.config.extra.get("text_pairs") and any("\t" in line for line in lines):
-            logging.getLogger("transformer_zoo.cli").warning(
-                "this model was trained on text pairs, and these lines hold tabs: "
-                "without --pairs each line is read as one text"
-            )
+        model.check_encoder_texts("classify", *_texts_and_pairs(lines))
         _warn_truncated_once(model, *_texts_and_pairs(lines))
 
     def _texts_and_pairs(lines):

@@ -10,6 +10,7 @@ import keras_hub
 import tensorflow as tf
 
 from transformer_zoo.errors import InputError, is_integer
+from transformer_zoo.files import native_stderr_silenced
 from transformer_zoo.text import Tokenizer
 
 # Strings are tokenized this many at a time (a ragged batch), then unbatched.
@@ -31,7 +32,10 @@ def in_graph_tokenizer(tokenizer: Tokenizer) -> keras_hub.tokenizers.SentencePie
             "An imported checkpoint's tokenizer serves, exports and evaluates, but its "
             "ids would be wrong here (Marian's </s> is 0, GPT-2's tokens are byte-level BPE)."
         )
-    return keras_hub.tokenizers.SentencePieceTokenizer(proto=tokenizer.proto)
+    # tensorflow_text's SentencePiece writes "precompiled_charsmap is empty" (a target
+    # tokenizer's identity normalization) straight to the process's stderr.
+    with native_stderr_silenced():
+        return keras_hub.tokenizers.SentencePieceTokenizer(proto=tokenizer.proto)
 
 
 @contextlib.contextmanager

@@ -375,8 +375,7 @@ class ServedModel:
     ) -> tuple[np.ndarray, list[int]]:
         """`embed`'s embeddings, and the tokens the model read of each text (after
         truncation, as `token_counts`), from one tokenization: the server's usage counts."""
-        self._need("encoder-only", "embed")
-        texts = text_list(texts)
+        texts, _ = self.check_encoder_texts("embed", texts)
         check_batch_size(batch_size)
         if normalize is not None and not is_flag(normalize):
             raise InputError(f"`normalize` must be True, False or None. Received: {normalize!r}")
@@ -395,6 +394,49 @@ class ServedModel:
                     outputs["last_hidden_state"], feeds["attention_mask"], normalize
                 )
         return embeddings, [len(ids) for ids, _ in encoded]
+
+    def check_encoder_texts(
+        self, what: str, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None
+    ) -> tuple[list[str], list[str] | None]:
+        """What `embed` and `classify` (`what`) check before any batch runs, as the HTTP
+        server does: an encoder-only model (a classifier, for "classify"); no blank text
+        (`text.is_blank`: only whitespace, zero-width or control characters, which a model
+        would read as nothing at all), named by its index; and for "classify" text pairs
+        exactly where the model was trained on them, as a run trained here records it
+        (`extra.text_pairs`: a pair model scored a lone text, or a single-text model a
+        pair, without a word; a model whose config does not say takes both). Returns the
+        texts and pairs as lists (a string is one text, or one pair)."""
+        self._need("encoder-only", what)
+        if what == "classify" and self.config.task != "classification":
+            raise InputError(f"This model's task is {self.config.task!r}, not classification.")
+        texts = text_list(texts)
+        if text_pairs is not None:
+            text_pairs = text_list(text_pairs, "text_pairs")
+            if len(text_pairs) != len(texts):
+                raise InputError(
+                    f"`text_pairs` needs one entry per text: {len(text_pairs)} for {len(texts)}."
+                )
+        if what == "classify":  # what a run trained here records; an import says nothing
+            reads_pairs = self.config.extra.get("text_pairs")
+            if reads_pairs is True and text_pairs is None:
+                raise InputError(
+                    "This model was trained on text pairs: give each text its second text "
+                    "(`text_pairs`; the command line's --pairs)."
+                )
+            if reads_pairs is False and text_pairs is not None:
+                raise InputError(
+                    "This model was trained on single texts: it takes no `text_pairs` (the "
+                    "command line's --pairs)."
+                )
+        for column in (texts, text_pairs or []):
+            for index, text in enumerate(column):
+                if is_blank(text):
+                    raise InputError(
+                        "the text is blank (only whitespace, zero-width or control "
+                        "characters): there is nothing to read",
+                        index,
+                    )
+        return texts, text_pairs
 
     def _encoder_batches(
         self, encoded, batch_size: int, outputs: tuple[str, ...], what: str, progress
@@ -427,17 +469,8 @@ class ServedModel:
         transformers' text-classification pipeline for the run's `problem_type`
         (`class_scores`): a softmax, a sigmoid per label, or a regression's raw value.
         `progress`: as `generate`'s."""
-        self._need("encoder-only", "classify")
-        if self.config.task != "classification":
-            raise InputError(f"This model's task is {self.config.task!r}, not classification.")
-        texts = text_list(texts)
+        texts, text_pairs = self.check_encoder_texts("classify", texts, text_pairs)
         check_batch_size(batch_size)
-        if text_pairs is not None:  # a string is one pair, as one text is one text
-            text_pairs = text_list(text_pairs, "text_pairs")
-            if len(text_pairs) != len(texts):
-                raise InputError(
-                    f"`text_pairs` needs one entry per text: {len(text_pairs)} for {len(texts)}."
-                )
         labels = self.config.label_names
         encoded = tokenize(self._tokenizer(), texts, text_pairs, self.max_length)
         logits = np.empty((len(texts), len(labels)), np.float32)
