@@ -160,14 +160,15 @@ def test_cli_evaluate_prints_and_saves_the_recomputed_metrics(runs, capsys):
     assert printed["examples"] == saved["valid"]["examples"] and printed["engine"] == "keras"
 
 
-def test_classify_without_pairs_on_a_pair_model_warns_when_lines_hold_tabs(runs, capsys):
-    """A pair-trained model read `a<TAB>b` as one text, silently."""
+def test_classify_without_pairs_on_a_pair_model_is_refused(runs, capsys):
+    """A pair-trained model read `a<TAB>b` as one text, silently (then with a warning);
+    the run records that it reads pairs, and a line without `--pairs` is refused."""
     from transformer_zoo.cli import main
 
     run_dir = runs["encoder-only"].run_dir  # built-in pairs: English and Chinese
     assert json.load(open(os.path.join(run_dir, "config.json")))["extra"]["text_pairs"] is True
-    assert main(["classify", "--model", run_dir, "--engine", "keras", "May 1, 1999\t1999年5月1日"]) == 0  # fmt: skip
-    assert "trained on text pairs, and these lines hold tabs" in capsys.readouterr().err
+    assert main(["classify", "--model", run_dir, "--engine", "keras", "May 1, 1999\t1999年5月1日"]) == 2  # fmt: skip
+    assert "trained on text pairs" in capsys.readouterr().err
     assert main(["classify", "--model", run_dir, "--engine", "keras", "--pairs", "a\tb"]) == 0
     assert "trained on text pairs" not in capsys.readouterr().err
 

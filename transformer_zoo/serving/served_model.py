@@ -398,14 +398,14 @@ class ServedModel:
     def check_encoder_texts(
         self, what: str, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None
     ) -> tuple[list[str], list[str] | None]:
-        """What `embed` and `classify` (`what`) check before any batch runs, as the HTTP
-        server does: an encoder-only model (a classifier, for "classify"); no blank text
-        (`text.is_blank`: only whitespace, zero-width or control characters, which a model
-        would read as nothing at all), named by its index; and for "classify" text pairs
+        """What `embed` and `classify` (`what`) check before any batch runs: an
+        encoder-only model (a classifier, for "classify"), and for "classify" text pairs
         exactly where the model was trained on them, as a run trained here records it
         (`extra.text_pairs`: a pair model scored a lone text, or a single-text model a
-        pair, without a word; a model whose config does not say takes both). Returns the
-        texts and pairs as lists (a string is one text, or one pair)."""
+        pair, without a word; a model whose config does not say takes both), as the HTTP
+        server does. A blank text is read as `[CLS] [SEP]`, as transformers' pipeline and
+        sentence-transformers read "" (the server refuses it, as OpenAI does). Returns
+        the texts and pairs as lists (a string is one text, or one pair)."""
         self._need("encoder-only", what)
         if what == "classify" and self.config.task != "classification":
             raise InputError(f"This model's task is {self.config.task!r}, not classification.")
@@ -428,14 +428,6 @@ class ServedModel:
                     "This model was trained on single texts: it takes no `text_pairs` (the "
                     "command line's --pairs)."
                 )
-        for column in (texts, text_pairs or []):
-            for index, text in enumerate(column):
-                if is_blank(text):
-                    raise InputError(
-                        "the text is blank (only whitespace, zero-width or control "
-                        "characters): there is nothing to read",
-                        index,
-                    )
         return texts, text_pairs
 
     def _encoder_batches(
