@@ -112,6 +112,7 @@ def test_evaluate_of_a_directory_that_is_not_a_run_gives_one_line(capsys, tmp_pa
         ("num_layers=0", "`num_layers` must be a positive integer"),
         ("activation=bogus", "`activation` must be one of"),
         ("dropout=1.5", "`dropout` must be in [0, 1)"),
+        ("max_length=1", "`max_length` must be an integer ≥ 2, room for a source's text"),
     ],
 )
 def test_a_bad_model_setting_is_one_line_before_anything_is_read_or_written(
@@ -126,6 +127,33 @@ def test_a_bad_model_setting_is_one_line_before_anything_is_read_or_written(
     monkeypatch.setattr(prepared, "load_task", no_data)
     out = tmp_path / "run"
     assert message in _error(capsys, [*TRAIN, "--set", setting, "--out", out])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        # A traceback after the data was read: "`max_length` must be an integer ≥ 3".
+        (["--family", "encoder-only", "--set", "max_length=1"], "room for a text's `[CLS]`"),
+        # Failed after training two tokenizers ("Three-way tying needs one vocabulary"),
+        # or, at equal sizes, tied two different vocabularies row by row.
+        (
+            [*TRAIN[1:], "--target-vocabulary-size", "30", "--set", "tie_weights=all"],
+            "drop `target_vocabulary_size`, or set tie_weights='decoder'",
+        ),
+    ],
+)
+def test_a_setting_the_data_path_cannot_take_is_refused_before_the_data_is_read(
+    capsys, tmp_path, monkeypatch, argv, message
+):
+    from transformer_zoo.train import prepared
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was read before the model settings were checked")
+
+    monkeypatch.setattr(prepared, "load_task", no_data)
+    out = tmp_path / "run"
+    assert message in _error(capsys, ["train", *argv, "--out", out])
     assert not out.exists()
 
 

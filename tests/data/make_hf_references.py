@@ -17,6 +17,8 @@ It writes, with transformers' own classes and `save_pretrained`:
   the joint `vocab.json` (`</s>` 0, `<unk>` 1, `<pad>` last, as the opus-mt models);
 - `reference.json` in each: the texts, the tokenizer's ids, the greedy and beam tokens of
   `generate()` and the decoded text; `reference.npz`: the logits of the forward pass;
+- with the argument `gpt2-activations`, tests/data/hf_gpt2/activations.npz: the GPT-2
+  checkpoint's logits of its first input with `activation_function` "relu" and "silu";
 - with the argument `tokenizers`, tests/data/hf_tokenizer_reference.json: transformers'
   ids for the tokenizers of these checkpoints with their options and added tokens
   changed (`make_tokenizers`, the cases of hf_tokenizer_cases.py);
@@ -174,6 +176,22 @@ def make_gpt2(directory: pathlib.Path) -> None:
         ],
     }
     write_reference(directory, reference, logits)
+
+
+def make_gpt2_activations(directory: pathlib.Path) -> None:
+    """`activations.npz` beside the GPT-2 checkpoint: the logits of its `reference.json`'s
+    first input with the same weights and `activation_function` "relu" and "silu"
+    (transformers' ACT2FN names; `export --format hf` writes them for a relu or swish
+    `DecoderOnly`)."""
+    ids = json.loads((directory / "reference.json").read_text())["inputs"][0]
+    logits = {}
+    for name in ("relu", "silu"):
+        model = transformers.GPT2LMHeadModel.from_pretrained(
+            directory, activation_function=name
+        ).eval()
+        with torch.no_grad():
+            logits[name] = model(torch.tensor([ids])).logits[0].numpy()
+    np.savez_compressed(directory / "activations.npz", **logits)
 
 
 def train_spm(lines: list[str], prefix: str, vocab_size: int) -> None:
@@ -754,6 +772,7 @@ def make_sentencepiece_export(path: pathlib.Path) -> None:
 
 MAKERS = {
     "gpt2": lambda: make_gpt2(HERE / "hf_gpt2"),
+    "gpt2-activations": lambda: make_gpt2_activations(HERE / "hf_gpt2"),
     "marian": lambda: make_marian(HERE / "hf_marian"),
     "marian-bad-words": lambda: make_marian_bad_words(HERE / "hf_marian"),
     "marian-generation": lambda: make_marian_generation(HERE / "hf_marian"),

@@ -5,6 +5,7 @@ model trained here reads back with the same outputs."""
 
 import json
 import os
+import shutil
 import stat
 
 import numpy as np
@@ -217,3 +218,26 @@ def test_transformers_reads_an_exported_sentencepiece_tokenizer_with_our_ids(
     ):
         assert our_ids(tokenizer, family, a, b) == (ids, types)
         assert (exported.encode(a, b).ids, exported.encode(a, b).type_ids) == (ids, types)
+
+
+@pytest.mark.parametrize(("name", "ours"), [("relu", "relu"), ("silu", "swish")])
+def test_a_relu_or_swish_gpt2_reads_as_transformers_and_exports_back(tmp_path, name, ours):
+    """export --format hf refused a relu or swish `DecoderOnly` ("GPT-2 has no `relu`
+    activation"), and import-hf such a checkpoint, though transformers' GPT-2 takes any
+    ACT2FN name; the reference is transformers' logits with `activation_function` `name`
+    (tests/data/make_hf_references.py gpt2-activations)."""
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(CHECKPOINTS["gpt2"], checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps({**config, "activation_function": name}))
+    expected = np.load(CHECKPOINTS["gpt2"] / "activations.npz")
+    model = import_hf_gpt2(checkpoint)
+    assert model.activation == ours
+    ids = np.array(json.loads((checkpoint / "reference.json").read_text())["inputs"][:1])
+    logits = np.asarray(model({"token_ids": ids, "padding_mask": np.ones_like(ids)}))[0]
+    np.testing.assert_allclose(logits, expected[name], atol=1e-4)  # id 0: a token, not padding
+    import_hf_run(checkpoint, tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf", formats=("hf",))["hf"]
+    assert report["max_abs_diff"] == 0.0
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["activation_function"] == name
+    _same_tensors(tmp_path / "hf" / "model.safetensors", checkpoint / "model.safetensors")

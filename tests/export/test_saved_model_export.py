@@ -18,6 +18,7 @@ from transformer_zoo.export.saved_model.signature_checks import check_generate, 
 from transformer_zoo.generation import generate
 from transformer_zoo.models import EncoderOnlyMaskedLM, from_preset
 from transformer_zoo.models.family import dimensions_of
+from transformer_zoo.text import pair_ids
 
 SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}  # `make_config`'s without a tokenizer
 
@@ -147,3 +148,29 @@ def test_the_masked_lm_check_refuses_logits_that_differ_from_the_keras_models(ma
 
     with pytest.raises(ExportError, match="'masked_lm': 'logits' differ .* by 0.001"):
         check_masked_lm(shifted, model, dimensions_of(model), atol=1e-4)
+
+
+def test_a_one_segment_encoder_exports_and_serves_as_the_keras_model(tmp_path):
+    """`type_vocabulary_size=1` (RoBERTa's one segment row) trained, then every export
+    failed in its own validation ("indices[0,1] = 1 is not in [0, 1)"): it fed segment 1.
+    The reference is the Keras model: its `masked_lm` outputs on the export's check, and
+    its embeddings against the served ONNX export's."""
+    from transformer_zoo.export import export_onnx
+    from transformer_zoo.serving import load_onnx
+    from transformer_zoo.text import train_tokenizer
+
+    keras.utils.set_random_seed(0)
+    tokenizer = train_tokenizer(["the cat sat on the mat", "a dog sat on a log"] * 5, 40)
+    backbone = from_preset(
+        "tiny", family="encoder-only", vocabulary_size=40, max_length=16,
+        type_vocabulary_size=1, **SMALL,
+    )  # fmt: skip
+    report = export_saved_model(EncoderOnlyMaskedLM(backbone), tmp_path / "sm")
+    assert "masked_lm" in report["signatures"] and report["max_abs_diff"] <= 1e-4
+    export_onnx(backbone, tmp_path / "onnx", tokenizer)
+    texts = ["the cat sat", "a dog on a log"]
+    ids = [pair_ids(tokenizer, text)[0] for text in texts]
+    width = max(len(row) for row in ids)
+    padded = np.array([row + [0] * (width - len(row)) for row in ids])
+    expected = np.asarray(backbone.embed({"token_ids": padded}))
+    np.testing.assert_allclose(load_onnx(tmp_path / "onnx").embed(texts), expected, atol=1e-5)

@@ -157,3 +157,10 @@ def test_widths_flags_and_rates_are_refused_naming_the_users_argument(kwargs, me
     the heads do not divide named `d_model`; `scale_embeddings="no"` scaled by √D."""
     with pytest.raises(ValueError, match=message):
         tiny(**kwargs)
+
+
+def test_a_max_length_without_room_for_a_source_and_its_eos_is_refused():
+    """`--set max_length=1` passed train's early check, then the translation pipeline
+    refused `max_source_length=1` after the data was read and `--out` written."""
+    with pytest.raises(ValueError, match=r"^`max_length` must be an integer ≥ 2, .*max_length=1$"):
+        tiny(max_length=1)

@@ -184,3 +184,11 @@ def test_strings_bools_and_none_are_refused_by_name(make, message):
     """`use_pooler="no"` added a pooler; `num_classes=True` built one class."""
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_a_max_length_without_room_for_cls_and_sep_is_refused():
+    """`max_length=1` built and exported, then every served text was cut to 1 token and
+    refused by text/formats.py's `max_length` ≥ 2, an argument the user never passed."""
+    with pytest.raises(ValueError, match=r"^`max_length` must be an integer ≥ 2, .*max_length=1$"):
+        tiny(max_length=1)
+    assert tiny(max_length=2)(IDS[:, :2])["sequence_output"].shape == (2, 2, 16)

@@ -163,7 +163,7 @@ def test_bad_gpt2_and_marian_checkpoints_fail_in_one_line(tmp_path, capsys):
         return lambda tensors: tensors.__setitem__(name, value)
 
     cases = [
-        ("gpt2", {"activation_function": "relu"}, None, "activation_function"),
+        ("gpt2", {"activation_function": "quick_gelu"}, None, "activation_function"),
         ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, None, "scale_attn_by_inverse"),
         ("gpt2", None, drop("transformer.h.1.attn.c_attn.bias"), "Missing: ['h.1.attn.c_attn.bias']"),
         ("gpt2", None, add("transformer.extra", np.zeros(3, np.float32)), "Unused: ['extra']"),

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from transformer_zoo.errors import InputError
 from transformer_zoo.text import is_blank
 from transformer_zoo.text.formats import (
     language_model_example,
@@ -49,3 +50,23 @@ def test_blank_text_is_what_the_tokenizer_reads_as_nothing(shared_tokenizer):
     source, the command line's blank line), against SentencePiece's own encoding."""
     for text in ["", " ", "\t\n", "\u200b", "\x01 \x7f", "\u3000", "\u2028", "\u200ba"]:
         assert is_blank(text) == (shared_tokenizer.encode(text) == []), repr(text)
+
+
+def test_a_one_segment_model_reads_a_pair_in_segment_zero_as_roberta_does(shared_tokenizer):
+    """RoBERTa's checkpoints have `type_vocab_size` 1 and transformers' RoBERTa tokenizer
+    gives a pair `token_type_ids` all 0, the texts told apart by their separators: a
+    model of one segment row was fed segment 1 and failed in its embedding lookup."""
+    bert = pair_ids(shared_tokenizer, "March 5", "the fifth")
+    for segments in (1, 0):
+        ids, types = pair_ids(
+            shared_tokenizer, "March 5", "the fifth", type_vocabulary_size=segments
+        )
+        assert ids == bert[0] and types == [0] * len(ids)
+    assert set(bert[1]) == {0, 1}  # BERT's two segments, unchanged
+
+
+def test_a_pair_for_a_model_of_two_tokens_is_refused_naming_its_max_length(shared_tokenizer):
+    """`[CLS] a [SEP] b [SEP]` needs 3 tokens; one text fits in 2."""
+    assert len(pair_ids(shared_tokenizer, "March 5", None, max_length=2)[0]) == 2
+    with pytest.raises(InputError, match=r"^A text pair needs max_length ≥ 3 .* at most 2 tokens"):
+        pair_ids(shared_tokenizer, "March 5", "the fifth", max_length=2)

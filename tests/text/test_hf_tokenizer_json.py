@@ -24,7 +24,7 @@ from tests.data.hf_sentencepiece_cases import (
     write_export,
 )
 from tests.helpers import WORDPIECE_EDGE_CASES
-from transformer_zoo.text import train_tokenizer
+from transformer_zoo.text import pair_ids, train_tokenizer
 from transformer_zoo.text.hf_tokenizer_json import sentencepiece_tokenizer_json
 from transformer_zoo.text.tokenizer import Tokenizer
 
@@ -128,3 +128,15 @@ def test_a_model_the_conversion_cannot_reproduce_is_refused():
     model.trainer_spec.treat_whitespace_as_suffix = True
     with pytest.raises(ValueError, match="whitespace as a suffix"):
         sentencepiece_tokenizer_json(Tokenizer(model.SerializeToString()), add_eos=False)
+
+
+@pytest.mark.parametrize("segments", [0, 1, 2])
+def test_a_pair_reads_in_the_segments_the_model_has(segments):
+    """A model of fewer than two segment rows reads a pair's second text in segment 0
+    (`text.formats.pair_row`, as RoBERTa's tokenizer): the tokenizer.json wrote segment
+    1 for it, which such a checkpoint cannot embed in transformers."""
+    tokenizer = trained(*CASES[0])
+    converted = sentencepiece_tokenizer_json(tokenizer, True, int(segments >= 2))
+    encoding = converted.encode("the cat", "a dog")
+    ids, segment_ids = pair_ids(tokenizer, "the cat", "a dog", None, segments)
+    assert (encoding.ids, encoding.type_ids) == (ids, segment_ids)

@@ -397,3 +397,37 @@ def test_train_of_settings_not_in_a_train_config_says_how_to_make_one(config, me
         with pytest.raises(ValueError) as error:
             function(config)
         assert str(error.value) == message
+
+
+def test_tying_all_weights_by_a_setting_trains_one_vocabulary_for_both_sides(tmp_path):
+    """`--set tie_weights=all` trained a source and a target tokenizer, then failed in the
+    model ("Three-way tying needs one vocabulary"), or at equal sizes tied source id i to
+    target id i, two different pieces, as a preset that ties all (transformer_base) does not."""
+    from transformer_zoo.data import load_task
+    from transformer_zoo.train.family_setup import FamilySetup
+
+    rows = [f"word {i % 5} here\tMOT {i % 5} ICI" for i in range(40)]
+    (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    task = load_task(str(tmp_path / "pairs.tsv"), "encoder-decoder")
+    setup = FamilySetup.create(task, "tiny", sizes=(40, None), overrides={"tie_weights": "all"})
+    assert setup.target_tokenizer is setup.tokenizer and not setup.separate_target
+    source = {setup.tokenizer.id_to_piece(i) for i in range(setup.tokenizer.vocabulary_size)}
+    assert {"w", "M"} <= source  # both sides' text in the one vocabulary
+    model = setup.build_model()
+    assert model.output_vocabulary_size == setup.tokenizer.vocabulary_size
+
+
+def test_text_pairs_for_a_model_of_two_tokens_are_refused_before_training(tmp_path):
+    """A pair needs `[CLS] a [SEP] b [SEP]`: max_length=2 failed in the pipeline, after
+    --out was written, with "`max_length` must be an integer ≥ 3", a name the user did
+    not pass in that sense."""
+    from transformer_zoo.data import load_task
+    from transformer_zoo.errors import InputError
+    from transformer_zoo.train.family_setup import FamilySetup
+
+    rows = [f"{'ab'[i % 2]}\tword {i}\tother {i}" for i in range(40)]
+    (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    task = load_task(str(tmp_path / "pairs.tsv"), "encoder-only")
+    assert task.pairs
+    with pytest.raises(InputError, match="A text pair needs max_length ≥ 3 .* at most 2 tokens"):
+        FamilySetup.create(task, "tiny", sizes=(40, None), overrides={"max_length": 2})

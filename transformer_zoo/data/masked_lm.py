@@ -59,6 +59,7 @@ def masked_lm_dataset(
     shuffle: bool = False,
     seed: int = 0,
     model: keras.Model | None = None,
+    type_vocabulary_size: int = 2,
     **batching,
 ) -> tf.data.Dataset:
     """Masked-LM batches over texts or text pairs, packed as for classification.
@@ -78,6 +79,9 @@ def masked_lm_dataset(
         model: the model the batches are for, if it is to be checked
             (`pipelines.common.check_model`: its vocabulary must hold the tokenizer's ids, its
             `max_length` this one).
+        type_vocabulary_size: the model's segments; below 2 a pair's second text is in
+            segment 0 too (`text.formats.pair_row`), and with none there are no
+            `segment_ids`.
         **batching: `drop_remainder`, `pad_to_bucket_boundary`, `keep_order` (see
             `batch_by_length`).
 
@@ -104,7 +108,7 @@ def masked_lm_dataset(
     ends = ("pad", "bos", "eos", "cls", "sep")
     special = sorted({PAD_ID, *(i for k, i in tokenizer.special_ids.items() if k in ends)})
     data = batch_by_length(
-        packed_pairs(texts, tokenizer, max_length),
+        packed_pairs(texts, tokenizer, max_length, type_vocabulary_size=type_vocabulary_size),
         lambda e: tf.shape(e["token_ids"])[0],
         batch_size,
         max_length,
@@ -124,11 +128,9 @@ def masked_lm_dataset(
             mask_rate,
             special,
         )
-        inputs = {
-            "token_ids": corrupted,
-            "padding_mask": padding_mask(ids),
-            "segment_ids": batch["segment_ids"],
-        }
+        inputs = {"token_ids": corrupted, "padding_mask": padding_mask(ids)}
+        if type_vocabulary_size:  # a model without segments refuses the key
+            inputs["segment_ids"] = batch["segment_ids"]
         return inputs, labels, tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
 
     return (

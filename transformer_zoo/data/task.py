@@ -58,6 +58,11 @@ class Task:
         first = next((split[0] for split in (self.train, self.valid, self.test) if split), None)
         return isinstance(first, TextStream)
 
+    @property
+    def pairs(self) -> bool:
+        """Whether the training examples are text pairs (`--pairs`, an encoder-only task)."""
+        return any(getattr(e, "text2", None) is not None for e in self.train)
+
     def check_windows(
         self,
         tokenizer: Tokenizer,

@@ -167,7 +167,11 @@ def write_hf_tokenizer(out_dir: str, config: RunConfig, tokenizer_dir, hf_config
         tokenizer = Tokenizer.load(os.path.join(tokenizer_dir, name))
         # Our formats: a decoder-only prompt is [bos] + pieces; an encoder-only text
         # [bos] + pieces + [eos] (BERT's [CLS] … [SEP]).
-        converted = sentencepiece_tokenizer_json(tokenizer, config.family == "encoder-only")
+        # A model of fewer than two segments reads a pair's second text in segment 0.
+        pair_segment = int(hf_config.get("type_vocab_size", 2) >= 2)
+        converted = sentencepiece_tokenizer_json(
+            tokenizer, config.family == "encoder-only", pair_segment
+        )
         write_text(os.path.join(out_dir, TOKENIZER_JSON), converted.to_str())
         written.append(TOKENIZER_JSON)
         specials = {key: i for key, i in tokenizer.special_ids.items() if i is not None}

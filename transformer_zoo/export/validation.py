@@ -67,7 +67,7 @@ def random_feeds(
         elif name == "position_ids":
             feeds[name] = where.astype(np.int64)
         elif name == "token_type_ids":
-            feeds[name] = (np.arange(length)[None] >= length // 2).astype(np.int64).repeat(batch, 0)
+            feeds[name] = pair_segments(batch, length, dims.type_vocabulary_size)
         elif name == "encoder_attention_mask":
             feeds[name] = source_mask
         elif name.startswith("past_key_values."):
@@ -77,6 +77,15 @@ def random_feeds(
         else:
             raise ValueError(f"No random feed for the input {name!r}.")
     return feeds
+
+
+def pair_segments(batch: int, length: int, type_vocabulary_size: int) -> np.ndarray:
+    """(B, T) int64 segment ids as a text pair's: 0 for the first half, then 1 where the
+    model has a second segment (`text.formats.pair_row`: a one-segment model, RoBERTa's
+    `type_vocab_size` 1, reads both texts in segment 0)."""
+    second = min(1, type_vocabulary_size - 1)
+    row = np.where(np.arange(length) >= length // 2, second, 0).astype(np.int64)
+    return np.tile(row, (batch, 1))
 
 
 def length_cases(cached: bool, max_length: int) -> list[tuple[int, int]]:

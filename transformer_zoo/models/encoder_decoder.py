@@ -48,7 +48,7 @@ class EncoderDecoder(ZooModel):
         num_heads: H.
         hidden_dim: D (d_model).
         intermediate_dim: d_ff.
-        max_length: the longest source or target sequence.
+        max_length: the longest source or target sequence; at least 2.
         dropout: embedding, residual and attention dropout (P_drop, §5.4).
         tie_weights: `"none"`, `"decoder"` or `"all"`, see above.
         activation: FFN activation (`"relu"` in the paper, `"swish"` in Marian).
@@ -101,6 +101,11 @@ class EncoderDecoder(ZooModel):
                 vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, max_length
             )
         )
+        if max_length < 2:  # the training pipeline's minimum: else a source reads as `[eos]`
+            raise ValueError(
+                "`max_length` must be an integer ≥ 2, room for a source's text and its "
+                f"`[eos]`. Received: max_length={max_length}"
+            )
         check_sinusoidal_width(hidden_dim, "hidden_dim")
         check_choice("tie_weights", tie_weights, TIE_WEIGHTS)
         if target_vocabulary_size is not None:

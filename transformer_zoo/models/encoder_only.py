@@ -33,8 +33,10 @@ class EncoderOnly(ZooModel):
         num_heads: H.
         hidden_dim: D.
         intermediate_dim: d_ff.
-        max_length: number of learned positions (512 in BERT).
-        type_vocabulary_size: number of segment ids (2 in BERT); 0 for none.
+        max_length: number of learned positions (512 in BERT); at least 2, a text's
+            `[CLS]` and `[SEP]` (a text pair needs 3).
+        type_vocabulary_size: number of segment ids (2 in BERT); 1 (RoBERTa's) reads a
+            text pair's second text in segment 0 too (`text.formats.pair_row`); 0 for none.
         dropout: embedding, residual and attention dropout.
         layer_norm_epsilon: LayerNorm epsilon (1e-12 in BERT).
         use_pooler: add BERT's pooler, tanh(W h_[CLS] + b).
@@ -79,6 +81,11 @@ class EncoderOnly(ZooModel):
                 vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, max_length
             )
         )
+        if max_length < 2:  # a served text was cut to nothing, then refused deep in formats.py
+            raise ValueError(
+                "`max_length` must be an integer ≥ 2, room for a text's `[CLS]` and `[SEP]` "
+                f"(3 for text pairs). Received: max_length={max_length}"
+            )
         type_vocabulary_size = check_size("type_vocabulary_size", type_vocabulary_size, minimum=0)
         dropout = check_rate("dropout", dropout)
         layer_norm_epsilon = check_positive_number("layer_norm_epsilon", layer_norm_epsilon)

@@ -15,14 +15,15 @@ POOLING_OUTPUTS = ("sentence_embedding", "last_hidden_state")
 
 
 def tokenize(
-    tokenizer, texts: list[str], text_pairs, max_length: int
+    tokenizer, texts: list[str], text_pairs, max_length: int, type_vocabulary_size: int = 2
 ) -> list[tuple[list[int], list[int]]]:
-    """`(ids, segment ids)` per text (or pair), truncated to `max_length`."""
-    rows = encoder_rows(tokenizer, texts, text_pairs)
+    """`(ids, segment ids)` per text (or pair), truncated to `max_length`, for a model of
+    `type_vocabulary_size` segments (`text.formats.pair_row`)."""
+    rows = encoder_rows(tokenizer, texts, text_pairs, None, type_vocabulary_size)
     warn_truncated([len(ids) for ids, _ in rows], max_length)
     if all(len(ids) <= max_length for ids, _ in rows):
         return rows
-    return encoder_rows(tokenizer, texts, text_pairs, max_length)
+    return encoder_rows(tokenizer, texts, text_pairs, max_length, type_vocabulary_size)
 
 
 def tokenizer_lengths(tokenizer, texts: list[str]) -> list[int]:

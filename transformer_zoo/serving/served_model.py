@@ -345,7 +345,13 @@ class ServedModel:
         """The graph's outputs for a batch of texts (`last_hidden_state`, …) plus the
         `attention_mask` used."""
         self._need("encoder-only", "encode")
-        encoded = tokenize(self._tokenizer(), text_list(texts), text_pairs, self.max_length)
+        encoded = tokenize(
+            self._tokenizer(),
+            text_list(texts),
+            text_pairs,
+            self.max_length,
+            self.dims.type_vocabulary_size,
+        )
         feeds = encoder_feeds(encoded, self.tokenizer.pad_id, self.dims.type_vocabulary_size)
         outputs = self.runner.run("model", feeds)
         return {
@@ -381,7 +387,9 @@ class ServedModel:
             raise InputError(f"`normalize` must be True, False or None. Received: {normalize!r}")
         pooled_in_graph = self.config.normalizes_embeddings  # what `sentence_embedding` is
         normalize = pooled_in_graph if normalize is None else normalize
-        encoded = tokenize(self._tokenizer(), texts, None, self.max_length)
+        encoded = tokenize(
+            self._tokenizer(), texts, None, self.max_length, self.dims.type_vocabulary_size
+        )
         embeddings = np.empty((len(texts), self.dims.hidden_dim), np.float32)
         batches = self._encoder_batches(encoded, batch_size, POOLING_OUTPUTS, "embedding", progress)
         for rows, feeds, outputs in batches:
@@ -464,7 +472,9 @@ class ServedModel:
         texts, text_pairs = self.check_encoder_texts("classify", texts, text_pairs)
         check_batch_size(batch_size)
         labels = self.config.label_names
-        encoded = tokenize(self._tokenizer(), texts, text_pairs, self.max_length)
+        encoded = tokenize(
+            self._tokenizer(), texts, text_pairs, self.max_length, self.dims.type_vocabulary_size
+        )
         logits = np.empty((len(texts), len(labels)), np.float32)
         batches = self._encoder_batches(encoded, batch_size, ("logits",), "classifying", progress)
         for rows, _, outputs in batches:

@@ -16,8 +16,11 @@ functions, see exactly the tokens the model was trained on.
 - Encoder-only pair: `[bos] + pieces(text) + [eos] (+ pieces(text2) + [eos])`, segment
   ids 0 up to the first `[eos]`, then 1; `[bos]` plays BERT's `[CLS]`, `[eos]` its
   `[SEP]`, and a WordPiece vocabulary (an imported BERT) uses its own `[CLS]` and `[SEP]`
-  ids, as BERT's tokenizer does. Over-long pairs lose tokens from the end of the longer
-  text first (transformers' `longest_first`).
+  ids, as BERT's tokenizer does. A model of fewer than two segment rows
+  (`type_vocabulary_size` 1, RoBERTa's, or 0) reads the second text in segment 0 as well,
+  as transformers' RoBERTa tokenizer gives a pair: the texts told apart by their `[SEP]`s
+  alone. Over-long pairs lose tokens from the end of the longer text first
+  (transformers' `longest_first`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import operator
 import unicodedata
 from collections.abc import Sequence
 
-from transformer_zoo.errors import is_integer
+from transformer_zoo.errors import InputError, is_integer
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, Tokenizer
 
 
@@ -46,6 +49,17 @@ def _check_max_length(max_length: int | None, minimum: int) -> None:
     if max_length is not None and (not is_integer(max_length) or max_length < minimum):
         raise ValueError(
             f"`max_length` must be an integer ≥ {minimum} or None. Received: max_length={max_length}"
+        )
+
+
+def check_pair_length(max_length: int | None) -> None:
+    """Refuses text pairs for a model that reads at most 2 tokens: a pair takes 3 special
+    tokens (`[CLS] text [SEP] text2 [SEP]`) before any of its text. The one check of it,
+    for training data, serving and `pair_row` alike."""
+    if is_integer(max_length) and max_length < 3:
+        raise InputError(
+            "A text pair needs max_length ≥ 3 (`[CLS] text [SEP] text2 [SEP]`), but the "
+            f"model reads at most {max_length} tokens: give it single texts."
         )
 
 
@@ -92,21 +106,33 @@ def pair_budget(length_a, length_b, budget, minimum=min, maximum=max):
 
 
 def pair_ids(
-    tokenizer: Tokenizer, text: str, text2: str | None = None, max_length: int | None = None
+    tokenizer: Tokenizer,
+    text: str,
+    text2: str | None = None,
+    max_length: int | None = None,
+    type_vocabulary_size: int = 2,
 ) -> tuple[list[int], list[int]]:
-    """Encoder-only ids and segment ids of one text or a text pair."""
+    """Encoder-only ids and segment ids of one text or a text pair (`pair_row`)."""
     _check_text(text, "text")
     if text2 is not None:
         _check_text(text2, "text2")
     b = tokenizer.encode(text2) if text2 is not None else None
-    return pair_row(tokenizer.encode(text), b, BOS_ID, EOS_ID, max_length)
+    return pair_row(tokenizer.encode(text), b, BOS_ID, EOS_ID, max_length, type_vocabulary_size)
 
 
 def pair_row(
-    a: list[int], b: list[int] | None, first: int, separator: int, max_length: int | None = None
+    a: list[int],
+    b: list[int] | None,
+    first: int,
+    separator: int,
+    max_length: int | None = None,
+    type_vocabulary_size: int = 2,
 ) -> tuple[list[int], list[int]]:
     """`([first] + a + [separator] (+ b + [separator]), segment ids)` of the pieces of a text
-    (or a pair, when `b` is not None), the longer text cut first to fit `max_length`."""
+    (or a pair, when `b` is not None), the longer text cut first to fit `max_length`; `b`
+    in segment 1 where the model has that segment (`type_vocabulary_size` ≥ 2), else in 0."""
+    if b is not None:
+        check_pair_length(max_length)
     _check_max_length(max_length, 3 if b is not None else 2)
     if max_length is not None:
         specials = 3 if b is not None else 2
@@ -116,16 +142,21 @@ def pair_row(
     segments = [0] * len(ids)
     if b is not None:
         ids += b + [separator]
-        segments += [1] * (len(b) + 1)
+        segments += [1 if type_vocabulary_size > 1 else 0] * (len(b) + 1)
     return ids, segments
 
 
 def encoder_rows(
-    tokenizer, texts: Sequence[str], pairs: Sequence[str | None] | None = None, max_length=None
+    tokenizer,
+    texts: Sequence[str],
+    pairs: Sequence[str | None] | None = None,
+    max_length=None,
+    type_vocabulary_size: int = 2,
 ) -> list[tuple[list[int], list[int]]]:
-    """`(ids, segment ids)` per text or text pair, at most `max_length` long (`pair_row`):
-    `[bos] … [eos]` for a SentencePiece `Tokenizer`, `[CLS] … [SEP]` for a
-    `WordPieceTokenizer` (an imported BERT checkpoint; a cross-encoder reads pairs)."""
+    """`(ids, segment ids)` per text or text pair, at most `max_length` long, for a model
+    of `type_vocabulary_size` segments (`pair_row`): `[bos] … [eos]` for a SentencePiece
+    `Tokenizer`, `[CLS] … [SEP]` for a `WordPieceTokenizer` (an imported BERT checkpoint;
+    a cross-encoder reads pairs)."""
     from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
     pairs = [None] * len(texts) if pairs is None else list(pairs)
@@ -141,7 +172,8 @@ def encoder_rows(
         a_rows = [tokenizer.encode(text) for text in texts]
         b_rows = [None if pair is None else tokenizer.encode(pair) for pair in pairs]
     return [
-        pair_row(a, b, first, separator, max_length) for a, b in zip(a_rows, b_rows, strict=True)
+        pair_row(a, b, first, separator, max_length, type_vocabulary_size)
+        for a, b in zip(a_rows, b_rows, strict=True)
     ]
 
 

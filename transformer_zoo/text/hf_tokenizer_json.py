@@ -66,7 +66,9 @@ _APART = "\uffff"
 _UNKNOWN_SURFACE = " \u2047 "
 
 
-def sentencepiece_tokenizer_json(tokenizer: Tokenizer, add_eos: bool) -> HFTokenizer:
+def sentencepiece_tokenizer_json(
+    tokenizer: Tokenizer, add_eos: bool, pair_segment: int = 1
+) -> HFTokenizer:
     """The `tokenizers.Tokenizer` that encodes and decodes as `tokenizer` does.
 
     Args:
@@ -74,6 +76,8 @@ def sentencepiece_tokenizer_json(tokenizer: Tokenizer, add_eos: bool) -> HFToken
             any normalization of `train_tokenizer`).
         add_eos: end each text with `</s>` (an encoder-only model's `[bos] text [eos]`);
             else a text is `[bos] text` (a decoder-only prompt).
+        pair_segment: the segment id of a pair's second text: 1, or 0 for a model of
+            fewer than two segments (`text.formats.pair_row`, as RoBERTa's tokenizer).
 
     Returns:
         The tokenizer; `.save(path)` writes `tokenizer.json`.
@@ -103,10 +107,11 @@ def sentencepiece_tokenizer_json(tokenizer: Tokenizer, add_eos: bool) -> HFToken
         ]
     )
     bos, eos = pieces[trainer.bos_id][0], pieces[trainer.eos_id][0]
-    if add_eos:  # text.formats.pair_row: [bos] a [eos] (b [eos]), segment 1 from b
-        single, pair = f"{bos} $A {eos}", f"{bos} $A {eos} $B:1 {eos}:1"
+    b = pair_segment
+    if add_eos:  # text.formats.pair_row: [bos] a [eos] (b [eos]), segment `b` from b
+        single, pair = f"{bos} $A {eos}", f"{bos} $A {eos} $B:{b} {eos}:{b}"
     else:  # a prompt: [bos] a; a pair as transformers' Llama tokenizer writes one
-        single, pair = f"{bos} $A", f"{bos} $A {bos}:1 $B:1"
+        single, pair = f"{bos} $A", f"{bos} $A {bos}:{b} $B:{b}"
     converted.post_processor = processors.TemplateProcessing(
         single=single,
         pair=pair,

@@ -30,7 +30,7 @@ from transformer_zoo.models.presets import (
 )
 from transformer_zoo.run_directory import FAMILY_TASKS
 from transformer_zoo.text import Tokenizer, train_tokenizer
-from transformer_zoo.text.formats import uncut_rows
+from transformer_zoo.text.formats import check_pair_length, uncut_rows
 from transformer_zoo.text.tokenizer import PAD_ID
 from transformer_zoo.train.recipe import (
     MaskedAccuracy,
@@ -45,10 +45,12 @@ EVAL_BATCH_SIZE = 256
 LOGITS_BUDGET = 2**26
 
 
-def one_vocabulary(preset: str) -> bool:
-    """Whether the (resolved) `preset` ties all its weights, source and target embeddings
-    and the output layer, which needs one vocabulary for both sides of an encoder-decoder."""
-    return PRESETS[preset]["config"].get("tie_weights") == "all"
+def one_vocabulary(preset: str, overrides: dict | None = None) -> bool:
+    """Whether the (resolved) `preset` with `overrides` (`--set tie_weights=all` too) ties
+    all its weights, source and target embeddings and the output layer, which needs one
+    vocabulary for both sides of an encoder-decoder: the run trains one shared tokenizer."""
+    tie = {**PRESETS[preset]["config"], **(overrides or {})}.get("tie_weights")
+    return tie == "all"
 
 
 def check_model_arguments(preset: str, family: str, overrides: dict | None) -> None:
@@ -159,6 +161,7 @@ class FamilySetup:
                 tokenizer cannot be trained on.
             DataError: a token stream with a split shorter than one window of the
                 model's context (`Task.check_windows`).
+            InputError: text pairs for a model of `max_length` 2 (`check_pair_length`).
         """
         name = resolve_preset(preset, task.family)
         overrides = dict(overrides or {})
@@ -167,7 +170,7 @@ class FamilySetup:
         if init is not None:
             start, start_length, tokenizers = _load_init(init, task.family)
         if tokenizers is None:
-            if one_vocabulary(name):
+            if one_vocabulary(name, overrides):
                 pairs = task.train
                 shared = train_tokenizer(
                     [p.source for p in pairs] + [p.target for p in pairs],
@@ -180,6 +183,8 @@ class FamilySetup:
                 tokenizers = task.fit_tokenizers(*sizes, kind=kinds[0], target_kind=kinds[1])
         setup = cls(task, name, *tokenizers, overrides, windows or "random", start, start_length)
         task.check_windows(setup.tokenizer, setup.max_length)
+        if task.pairs:
+            check_pair_length(setup.max_length)
         return setup
 
     @property
@@ -278,7 +283,12 @@ class FamilySetup:
             )
         else:
             data = classification_dataset(
-                examples, self.tokenizer, self.task.label_names, max_length=max_length, **options
+                examples,
+                self.tokenizer,
+                self.task.label_names,
+                max_length=max_length,
+                type_vocabulary_size=self.backbone(model).type_vocabulary_size,
+                **options,
             )
         if replicas > 1:
             data = even_batches(data, replicas)

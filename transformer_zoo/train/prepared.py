@@ -78,6 +78,8 @@ def prepare(config: TrainConfig) -> Prepared:
     # first (`make_strategy`), so there the constructor checks run when the model is built.
     if config.init is None and config.strategy != "multiworker":
         check_model_arguments(config.preset, config.family, config.overrides)
+    if config.init is None:
+        _check_shared_vocabulary(config)
     if not config.data.startswith("builtin:"):  # a large file takes a while: say what runs
         say(f"Reading {config.data} …")
     task = load_task(
@@ -126,8 +128,30 @@ def _tokenizers(config: TrainConfig) -> str:
     """ "tokenizers" where an encoder-decoder's sides get one each, else "tokenizer"."""
     from transformer_zoo.models.presets import resolve_preset
 
-    shared = one_vocabulary(resolve_preset(config.preset, config.family))
+    shared = one_vocabulary(resolve_preset(config.preset, config.family), config.overrides)
     return "tokenizers" if config.family == "encoder-decoder" and not shared else "tokenizer"
+
+
+def _check_shared_vocabulary(config: TrainConfig) -> None:
+    """Refuses a target tokenizer's settings where the model ties all its weights
+    (`tie_weights="all"`, the preset's or `--set`'s): its encoder-decoder has one vocabulary
+    for both sides, so the run trains one shared tokenizer, sized by `vocabulary_size`."""
+    from transformer_zoo.models.presets import resolve_preset
+
+    if config.family != "encoder-decoder":
+        return
+    if not one_vocabulary(resolve_preset(config.preset, config.family), config.overrides):
+        return
+    given = [
+        name for name in ("target_vocabulary_size", "target_tokenizer") if getattr(config, name)
+    ]
+    if given:
+        raise ValueError(
+            f"tie_weights='all' shares one vocabulary between source and target, so the run "
+            f"trains one tokenizer for both (`vocabulary_size`, `tokenizer`): drop "
+            f"{' and '.join(f'`{name}`' for name in given)}, or set tie_weights='decoder' "
+            "to keep a target vocabulary of its own."
+        )
 
 
 def _training_text(task) -> str:
@@ -193,7 +217,7 @@ def run_config_of(prepared: Prepared, model: keras.Model, status: str) -> RunCon
     if digests:
         extra["data_digests"] = digests
     if setup.task.label_names:  # what `classify` reads: a text, or a pair (`--pairs`)
-        extra["text_pairs"] = any(e.text2 is not None for e in setup.task.train)
+        extra["text_pairs"] = setup.task.pairs
     kept = {}  # a run from `init` keeps its tokenizer files (`trainer._write_start` copies them)
     if config.init is not None:
         kept = {"tokenizer": load_run_config(config.init).tokenizer}

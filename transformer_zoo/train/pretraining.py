@@ -90,6 +90,7 @@ def pretrain_masked_lm(
         setup.tokenizer,
         batch_size=batch_size,
         max_length=backbone.max_length,
+        type_vocabulary_size=backbone.type_vocabulary_size,
         shuffle=True,
         seed=seed,
     )

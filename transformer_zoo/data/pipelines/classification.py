@@ -17,6 +17,7 @@ from transformer_zoo.data.pipelines.common import (
     padding_mask,
     sequence_length,
 )
+from transformer_zoo.text.formats import check_pair_length
 
 
 def classification_dataset(
@@ -28,6 +29,7 @@ def classification_dataset(
     shuffle: bool = False,
     seed: int = 0,
     model: keras.Model | None = None,
+    type_vocabulary_size: int = 2,
     **batching,
 ) -> tf.data.Dataset:
     """Text or text-pair classification batches for `EncoderOnly` (with a classifier head).
@@ -37,27 +39,30 @@ def classification_dataset(
     `shuffle`, `seed`, `model` (an `EncoderOnlyClassifier`: its classes must cover
     `label_names`) and `**batching` as in `translation_dataset` (batches group examples of
     similar length unless `keep_order=True`: to line `model.predict` up with them).
+    `type_vocabulary_size`: the model's segments; below 2 a pair's second text is in
+    segment 0 too (`text.formats.pair_row`), and with none there are no `segment_ids`.
 
     Returns:
         A dataset of `({"token_ids": (B, T), "padding_mask": (B, T), "segment_ids": (B, T)},
         labels (B,))`: label ids are positions in `label_names`.
     """
-    check_arguments(examples, {"max_length": max_length}, minimum=3)
+    check_arguments(examples, {"max_length": max_length})
+    if any(e.text2 is not None for e in examples):
+        check_pair_length(max_length)
     index = {name: i for i, name in enumerate(label_names)}
     unknown = sorted({e.label for e in examples} - set(index))
     if unknown:
         raise ValueError(f"Labels {unknown} are not in `label_names`={list(label_names)}.")
     check_model(model, max_length, {"vocabulary_size": tokenizer.vocabulary_size}, len(label_names))
     texts = [(e.text, e.text2) for e in examples]
-    data = packed_pairs(texts, tokenizer, max_length, [index[e.label] for e in examples])
+    labels = [index[e.label] for e in examples]
+    data = packed_pairs(texts, tokenizer, max_length, labels, type_vocabulary_size)
 
     def to_keras(batch):
         ids = batch["token_ids"]
-        inputs = {
-            "token_ids": ids,
-            "padding_mask": padding_mask(ids),
-            "segment_ids": batch["segment_ids"],
-        }
+        inputs = {"token_ids": ids, "padding_mask": padding_mask(ids)}
+        if type_vocabulary_size:  # a model without segments refuses the key
+            inputs["segment_ids"] = batch["segment_ids"]
         return inputs, batch["label"]
 
     data = batch_by_length(

@@ -90,7 +90,11 @@ def padding_mask(token_ids: tf.Tensor) -> tf.Tensor:
 
 
 def packed_pairs(
-    texts: Sequence, tokenizer, max_length: int, labels: Sequence[int] | None = None
+    texts: Sequence,
+    tokenizer,
+    max_length: int,
+    labels: Sequence[int] | None = None,
+    type_vocabulary_size: int = 2,
 ) -> tf.data.Dataset:
     """`{"token_ids", "segment_ids"[, "label"]}` per text or text pair, packed as serving
     packs them (`text.formats.encoder_rows`: `[bos] … [eos]` for a SentencePiece
@@ -101,6 +105,8 @@ def packed_pairs(
         tokenizer: the shared tokenizer.
         max_length: the longest packed sequence.
         labels: a label id per text, if any.
+        type_vocabulary_size: the model's segments: below 2, a pair's second text is in
+            segment 0 too (`text.formats.pair_row`).
 
     Raises:
         InputError: a text is not valid UTF-8 (named by its index in `texts`).
@@ -108,7 +114,9 @@ def packed_pairs(
     pairs = [(t, None) if isinstance(t, str) else tuple(t) for t in texts]
     columns = {"text": [a for a, _ in pairs], "text2": [b for _, b in pairs]}
     with naming_bad_text(columns):
-        rows = encoder_rows(tokenizer, columns["text"], columns["text2"], max_length)
+        rows = encoder_rows(
+            tokenizer, columns["text"], columns["text2"], max_length, type_vocabulary_size
+        )
     lengths = [len(ids) for ids, _ in rows]
     # The rows end to end, each example a slice of them.
     flat_ids = tf.constant([t for ids, _ in rows for t in ids], tf.int32)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from transformer_zoo.export.validation import ExportError
+from transformer_zoo.export.validation import ExportError, pair_segments
 from transformer_zoo.generation.alignment import padded
 from transformer_zoo.generation.decoding import generate, keras_engine
 from transformer_zoo.run_directory import ModelDimensions
@@ -129,8 +129,8 @@ def check_masked_lm(function, model, dims: ModelDimensions, atol: float) -> floa
     feeds = {"input_ids": ids, "attention_mask": mask, "mask_positions": where}
     features = {"token_ids": ids, "padding_mask": mask, "mask_positions": where}
     if dims.type_vocabulary_size:
-        segments = (np.arange(ids.shape[1]) >= ids.shape[1] // 2).astype(np.int64)
-        feeds["token_type_ids"] = features["segment_ids"] = np.tile(segments, (len(rows), 1))
+        segments = pair_segments(len(rows), ids.shape[1], dims.type_vocabulary_size)
+        feeds["token_type_ids"] = features["segment_ids"] = segments
     expected = np.asarray(model(features))
     got = function(**{k: tf.constant(v) for k, v in feeds.items()})["logits"].numpy()
     if got.shape != expected.shape:

@@ -76,19 +76,6 @@ ARCHITECTURES = (
     "BertForNextSentencePrediction",
 )
 
-# Hugging Face `hidden_act` → our activation. BERT's "gelu" is the exact, erf form;
-# "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation GPT-2 uses; "silu" and
-# "swish" are the same function (transformers' ACT2FN).
-ACTIVATIONS = {
-    "gelu": "gelu",
-    "relu": "relu",
-    "gelu_new": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "silu": "swish",
-    "swish": "swish",
-}
-# Ours → the `hidden_act` written on export.
-EXPORT_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new", "swish": "silu"}
 # BERT's dropout rates, our one `dropout` first: the hidden rate drops the embeddings and
 # both sublayers' outputs, the attention rate the attention probabilities.
 DROPOUT_RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -208,7 +195,9 @@ def bert_model_config(config: dict) -> dict:
         )
     if config.get("is_decoder") or config.get("add_cross_attention"):
         raise ValueError("A BERT decoder (is_decoder / add_cross_attention) is not supported.")
-    activation = config_values.translated_option(config, "hidden_act", "gelu", ACTIVATIONS)
+    activation = config_values.translated_option(
+        config, "hidden_act", "gelu", config_values.ACTIVATIONS
+    )
     return dict(
         vocabulary_size=sizes["V"],
         num_layers=sizes["layers"],
@@ -364,11 +353,7 @@ def to_bert(
             "BertForSequenceClassification reads the pooler; this classifier has none, so "
             "transformers could not compute its logits."
         )
-    if backbone.activation not in EXPORT_ACTIVATIONS:
-        raise ValueError(
-            f"BERT's hidden_act has no `{backbone.activation}`; export --format hf needs one of "
-            f"{sorted(EXPORT_ACTIVATIONS)}."
-        )
+    hidden_act = config_values.exported_activation(backbone.activation, "BERT's hidden_act")
     config = {
         "architectures": ["BertForSequenceClassification" if classifier else "BertModel"],
         "model_type": "bert",
@@ -379,7 +364,7 @@ def to_bert(
         "intermediate_size": backbone.intermediate_dim,
         "max_position_embeddings": backbone.max_length,
         "type_vocab_size": max(backbone.type_vocabulary_size, 1),
-        "hidden_act": EXPORT_ACTIVATIONS[backbone.activation],
+        "hidden_act": hidden_act,
         "layer_norm_eps": backbone.layer_norm_epsilon,
         "hidden_dropout_prob": backbone.dropout,
         "attention_probs_dropout_prob": backbone.dropout,

@@ -9,6 +9,20 @@ from transformer_zoo.errors import is_number
 
 log = logging.getLogger(__name__)
 
+# transformers' activation names (its ACT2FN; BERT's `hidden_act`, GPT-2's and Marian's
+# `activation_function`) → ours. "gelu" is the exact, erf form; "gelu_new" and
+# "gelu_pytorch_tanh" the tanh approximation GPT-2 uses; "silu" and "swish" the same function.
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "relu": "relu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "silu": "swish",
+    "swish": "swish",
+}
+# Ours → the name `export --format hf` writes.
+EXPORT_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new", "swish": "silu"}
+
 
 def require_model_type(config: dict, model_type: str, name: str) -> None:
     """Raises ValueError unless `config.json` describes `model_type` (`name` in messages)."""
@@ -26,6 +40,17 @@ def translated_option(config: dict, key: str, default: str, ours: dict[str, str]
     if value not in ours:
         raise ValueError(f"`{key}` must be one of {sorted(ours)}. Received: {key}={value!r}")
     return ours[value]
+
+
+def exported_activation(activation: str, name: str) -> str:
+    """transformers' name (`EXPORT_ACTIVATIONS`) of our `activation`, for `name`'s
+    config.json; ValueError for one transformers has no name for."""
+    if activation not in EXPORT_ACTIVATIONS:
+        raise ValueError(
+            f"{name} has no `{activation}` activation; export --format hf needs one of "
+            f"{sorted(EXPORT_ACTIVATIONS)}."
+        )
+    return EXPORT_ACTIVATIONS[activation]
 
 
 def dropout_rate(config: dict, keys: tuple[str, ...]) -> float:

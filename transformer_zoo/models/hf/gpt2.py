@@ -43,8 +43,6 @@ FINAL_TABLE = (
     ("final_norm.beta",  ("ln_f.bias",),   "copy", ("D",)),
 )
 # fmt: on
-# GPT-2's `activation_function` → ours.
-ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 # GPT-2's dropout rates, our one `dropout` first: the residual rate drops both sublayers'
 # outputs, the others the embeddings and the attention probabilities.
 DROPOUT_RATES = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
@@ -108,7 +106,7 @@ def gpt2_model_config(config: dict) -> dict:
         if config.get(key, value) != value:
             raise ValueError(f"Only {key}={value} is supported. Received: {key}={config[key]!r}")
     activation = config_values.translated_option(
-        config, "activation_function", "gelu_new", ACTIVATIONS
+        config, "activation_function", "gelu_new", config_values.ACTIVATIONS
     )
     sizes = gpt2_dimensions(config)
     return dict(
@@ -158,14 +156,10 @@ def to_gpt2(model: DecoderOnly) -> tuple[dict, dict[str, np.ndarray]]:
     inverse of `import_hf_gpt2`.
 
     Raises:
-        ValueError: a model GPT-2 cannot express (another activation).
+        ValueError: a model GPT-2 cannot express (an activation transformers has no
+            name for).
     """
-    activation = {"gelu_tanh": "gelu_new", "gelu": "gelu"}.get(model.activation)
-    if activation is None:
-        raise ValueError(
-            f"GPT-2 has no `{model.activation}` activation; export --format hf needs gelu_tanh "
-            "or gelu."
-        )
+    activation = config_values.exported_activation(model.activation, "GPT-2")
     config = {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",

@@ -77,8 +77,6 @@ DECODER_LAYER = (
     *_attention_rows("cross_attention", "encoder_attn"),
     *_norm_rows("cross_attention_norm", "encoder_attn_layer_norm"),
 )
-ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu",
-               "gelu_new": "gelu_tanh"}  # fmt: skip
 
 
 def sinusoid_halves(positions: int, width: int) -> np.ndarray:
@@ -169,7 +167,7 @@ def marian_model_config(config: dict) -> dict:
     if not config.get("tie_word_embeddings", True):
         raise ValueError("Marian checkpoints with an untied output layer are not supported.")
     activation = config_values.translated_option(
-        config, "activation_function", "swish", ACTIVATIONS
+        config, "activation_function", "swish", config_values.ACTIVATIONS
     )
     sizes = marian_dimensions(config)
     return dict(
