@@ -243,4 +243,4 @@ def test_an_encoder_decoder_names_its_target_start_as_serving_does(family_artifa
     with pytest.raises(InputError) as caught:
         generate(art.model, {"encoder_token_ids": [[27, 3]]}, context, decoder_start_id=2)
     assert str(caught.value) == str(expected.value)
-    assert str(caught.value).startswith("The target start (1 token) plus max_new_tokens=")
+    assert str(caught.value).startswith("The target start (1 token) leaves room for")

@@ -28,15 +28,18 @@ STANDARD = dict(sequence_id=7, sequence_start=True, sequence_end=True, priority=
 
 @pytest.fixture(scope="module")
 def exports(exports, tmp_path_factory):
-    """conftest's exports and a classifier of text pairs: the classifier's export, its
-    configuration saying what a run on `label<TAB>text<TAB>text2` records
-    (`extra.text_pairs`)."""
-    directory = tmp_path_factory.mktemp("pairs") / "export"
-    shutil.copytree(exports["classifier"], directory)
-    config = json.loads((directory / "config.json").read_text())
-    config["extra"] = {**(config.get("extra") or {}), "text_pairs": True}
-    (directory / "config.json").write_text(json.dumps(config))
-    return {**exports, "pairs": str(directory)}
+    """conftest's exports and the classifier's export twice more, its configuration saying
+    what a run on `label<TAB>text<TAB>text2` ("pairs") or on `label<TAB>text` ("singles")
+    records (`extra.text_pairs`); the classifier's own says nothing, as an import's."""
+    added = {}
+    for name, reads_pairs in (("pairs", True), ("singles", False)):
+        directory = tmp_path_factory.mktemp(name) / "export"
+        shutil.copytree(exports["classifier"], directory)
+        config = json.loads((directory / "config.json").read_text())
+        config["extra"] = {**(config.get("extra") or {}), "text_pairs": reads_pairs}
+        (directory / "config.json").write_text(json.dumps(config))
+        added[name] = str(directory)
+    return {**exports, **added}
 
 
 def _body(texts, parameters=None, outputs=None, **inputs) -> dict:
@@ -61,9 +64,13 @@ def test_triton_readiness_and_metadata(triton_client, server):
     assert triton_client.is_server_live() and triton_client.is_server_ready()
     assert triton_client.is_model_ready("gpt")
     assert "binary_tensor_data" in triton_client.get_server_metadata()["extensions"]
-    metadata = triton_client.get_model_metadata("classifier")
+    metadata = triton_client.get_model_metadata("singles")
     assert metadata["inputs"] == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
     assert {o["name"] for o in metadata["outputs"]} == {"label", "probabilities", "embedding"}
+    # A classifier whose config does not say (an import: a cross-encoder reads pairs)
+    # takes `text_pair` too, as `ServedModel.classify` does.
+    unsaid = triton_client.get_model_metadata("classifier")
+    assert [i["name"] for i in unsaid["inputs"]] == ["text", "text_pair"]
     assert not triton_client.is_model_ready("nope")
 
 
@@ -408,9 +415,22 @@ def test_a_pair_classifier_takes_the_second_texts_as_text_pair(triton_client, se
         status, _, answer = server.request("POST", "/v2/models/pairs/infer", body)
         assert status == 400 and message in answer["error"] and "text_pair" in answer["error"]
     status, _, answer = server.request(
-        "POST", "/v2/models/classifier/infer", _body(FIRSTS, text_pair=SECONDS)
+        "POST", "/v2/models/singles/infer", _body(FIRSTS, text_pair=SECONDS)
     )
     assert status == 400 and "one BYTES input, `text`" in answer["error"]
+    # A classifier whose config does not say takes pairs and lone texts, as `classify`;
+    # with `text_pair` it gives no `embedding` (`embed` reads single texts).
+    for inputs, expected in (
+        ({"text_pair": SECONDS}, local["classifier"].classify(FIRSTS, SECONDS)),
+        ({}, local["classifier"].classify(FIRSTS)),
+    ):
+        status, _, answer = server.request(
+            "POST", "/v2/models/classifier/infer", _body(FIRSTS, **inputs)
+        )
+        assert status == 200, answer
+        got = {o["name"]: o["data"] for o in answer["outputs"]}
+        assert got["label"] == [r["label"] for r in expected]
+        assert ("embedding" in got) == (not inputs)
     # /v1/embeddings embeds single texts, as `ServedModel.embed` does, pair model or not
     status, _, answer = server.request(
         "POST", "/v1/embeddings", {"model": "pairs", "input": FIRSTS}

@@ -207,7 +207,11 @@ BAD_REQUESTS = [
     ({"model": "gpt", "prompt": "a", "max_tokens": 10**6}, 400, "max_tokens"),
     # A translation's room does not depend on its source: the message said "Prompt 1
     # (7 tokens) leaves room for ..." of the source.
-    ({"model": "translator", "prompt": "a b c", "max_tokens": 10**6}, 400, "after its start"),
+    (
+        {"model": "translator", "prompt": "a b c", "max_tokens": 10**6},
+        400,
+        "The target start (1 token) leaves room",
+    ),
     ({"model": "gpt", "prompt": "a", "temperature": "hot"}, 422, "temperature"),
     ({"model": "gpt", "prompt": "a", "frobnicate": 1}, 422, "Unknown field `frobnicate`"),
     ({"model": "gpt", "prompt": "a", "presence_penalty": 0.5}, 422, "presence_penalty"),

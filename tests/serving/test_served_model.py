@@ -74,7 +74,7 @@ def decoder(family_artifacts):
         (np.array([[2, 5, 10_000]]), r"must lie in \[0, \d+\)"),
         (np.array([[2, -1]]), "Received an id of -1"),
         (np.array([[0, 0], [2, 5]]), "holds no token"),
-        ([[2] * 47], "does not fit the model's context of 48"),
+        ([[2] * 47], "leaves room for 1 new token in the model's context of 48"),
         ([[2] * 60], "does not fit"),
     ],
 )

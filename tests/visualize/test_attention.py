@@ -72,3 +72,18 @@ def test_a_source_longer_than_the_model_is_said_as_translate_says_it(
     error = capsys.readouterr().err
     assert "the source is" in error and "longer than the model's" in error, error
     assert "encoder_token_ids" not in error
+
+
+@pytest.mark.parametrize("text", ["  ", "\u200b", "\x01\t"])
+def test_a_blank_source_is_refused_as_translate_refuses_it(family_artifacts, tmp_path, text):
+    """A source of zero-width or control characters drew the model writing on `[</s>]`
+    alone ("vvvv…"), where `translate` refuses it (`is_blank`, the one rule)."""
+    from transformer_zoo.serving import InputError
+    from transformer_zoo.text import is_blank
+
+    art = family_artifacts("encoder-decoder")
+    assert is_blank(text)
+    with pytest.raises(InputError, match="the source is empty"):
+        load_served_model(art.export_dir).translate([text])
+    with pytest.raises(ValueError, match="`text` is empty"):
+        attention.draw_run_attention(str(art.run_dir), text, str(tmp_path / "p"))

@@ -83,14 +83,22 @@ class CachedState:
 
 
 def check_room(used: int, max_new_tokens, context: int, what: str = "prompt") -> None:
-    """Raises `InputError` unless `used` tokens plus `max_new_tokens` fit `context`."""
+    """Raises `InputError` unless `used` tokens plus `max_new_tokens` (≥ 1) fit `context`."""
     check_max_new_tokens(max_new_tokens)
     _check_some_room(used, context, what)
-    if used + max_new_tokens > context:
+    check_fits(used, max_new_tokens, context, what)
+
+
+def check_fits(
+    used: int, new: int, context: int, what: str = "prompt", name: str = "max_new_tokens"
+) -> None:
+    """Raises `InputError` unless `used` tokens plus `new` ones (`name` in the message: the
+    HTTP server's `max_tokens`, which may be 0) fit `context`: the one room check."""
+    if used + new > context:
         raise InputError(
-            f"The {what} ({count(used, 'token')}) plus max_new_tokens={max_new_tokens} does "
-            f"not fit the model's context of {context} tokens (its max_length): at most "
-            f"{count(context - used, 'new token')} fit."
+            f"The {what} ({count(used, 'token')}) leaves room for "
+            f"{count(max(context - used, 0), 'new token')} in the model's context of "
+            f"{context} tokens (its max_length); {name}={new}."
         )
 
 

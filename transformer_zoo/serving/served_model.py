@@ -403,6 +403,16 @@ class ServedModel:
                 )
         return embeddings, [len(ids) for ids, _ in encoded]
 
+    @property
+    def reads_pairs(self) -> bool | None:
+        """Whether `classify` reads text pairs: True or False as a classifier trained here
+        records it (`extra.text_pairs`), None where its config does not say (an imported
+        checkpoint: a cross-encoder reads pairs, a sentence classifier single texts, and
+        either is taken); False for any other model."""
+        if self.family != "encoder-only" or self.config.task != "classification":
+            return False
+        return self.config.extra.get("text_pairs")
+
     def check_encoder_texts(
         self, what: str, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None
     ) -> tuple[list[str], list[str] | None]:
@@ -424,8 +434,8 @@ class ServedModel:
                 raise InputError(
                     f"`text_pairs` needs one entry per text: {len(text_pairs)} for {len(texts)}."
                 )
-        if what == "classify":  # what a run trained here records; an import says nothing
-            reads_pairs = self.config.extra.get("text_pairs")
+        if what == "classify":
+            reads_pairs = self.reads_pairs
             if reads_pairs is True and text_pairs is None:
                 raise InputError(
                     "This model was trained on text pairs: give each text its second text "

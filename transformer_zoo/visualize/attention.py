@@ -46,9 +46,9 @@ def draw_attention(model, source_tokenizer, target_tokenizer, special_ids: dict,
     from transformer_zoo.models.attention_weights import attention_weights
     from transformer_zoo.serving.detokenize import continuation_text
     from transformer_zoo.serving.input_checks import check_sources
-    from transformer_zoo.text import source_ids
+    from transformer_zoo.text import is_blank, source_ids
 
-    if not text.strip():
+    if is_blank(text):  # as `translate` refuses it: a model would still write
         raise ValueError("`text` is empty: give a sentence to translate.")
     source = np.array([source_ids(source_tokenizer, text)], np.int32)
     check_sources(source.tolist(), model.max_length)  # as `translate` says it

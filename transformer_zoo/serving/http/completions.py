@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from transformer_zoo.errors import InputError, count
+from transformer_zoo.errors import InputError
+from transformer_zoo.generation.engine import check_fits
 from transformer_zoo.generation.engine import new_tokens as default_new_tokens
 from transformer_zoo.generation.greedy import Greedy
 from transformer_zoo.generation.sampling import Sampling
@@ -148,25 +149,16 @@ def check_max_tokens(served, rows: list[PromptRow], max_tokens: int, limit: int 
         )
     context = served.dims.max_length
     if served.family == "encoder-decoder":  # the target starts from one BOS, any source
-        room = served.room(1)
-        if max_tokens > room:
-            raise RequestError(
-                400,
-                f"A translation has room for {count(room, 'new token')} after its start "
-                f"token in the model's target context of {context}; max_tokens={max_tokens}.",
-                "max_tokens",
-            )
+        try:
+            check_fits(1, max_tokens, context, "target start", "max_tokens")
+        except InputError as error:
+            raise RequestError(400, f"A translation: {error}", "max_tokens") from None
         return
     for index, (ids, _) in enumerate(rows):
-        room = served.room(len(ids))
-        if max_tokens > room:
-            raise RequestError(
-                400,
-                f"Prompt {index + 1} ({count(len(ids), 'token')}) leaves room for "
-                f"{count(room, 'new token')} in the model's context of {context}; "
-                f"max_tokens={max_tokens}.",
-                "max_tokens",
-            )
+        try:
+            check_fits(len(ids), max_tokens, context, "prompt", "max_tokens")
+        except InputError as error:
+            raise RequestError(400, f"Prompt {index + 1}: {error}", "max_tokens") from None
 
 
 def check_echoed(rows: list[PromptRow], n: int) -> None:

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.convertors import Convertor, register_url_convertor
 
 from transformer_zoo import __version__
+from transformer_zoo.errors import count
 from transformer_zoo.serving.http import inference_protocol as oip
 from transformer_zoo.serving.http.completions import (
     DEFAULT_MAX_TOKENS,
@@ -116,10 +117,14 @@ def add_inference_routes(
         try:
             parsed, tensors = oip.parse_request(raw, request.headers.get(oip.HEADER))
             entry = _v2_model(registry, name, request)
-            names, binary = oip.binary_outputs(parsed, list(_v2_outputs(entry)))
         except oip.ProtocolError as error:
             raise RequestError(400, str(error)) from None
         texts, pairs = _v2_texts(entry, parsed, tensors)
+        try:  # a pair's outputs: `ServedModel.embed` embeds single texts only
+            available = [o for o in _v2_outputs(entry) if pairs is None or o != "embedding"]
+            names, binary = oip.binary_outputs(parsed, available)
+        except oip.ProtocolError as error:
+            raise RequestError(400, str(error)) from None
         parameters = parsed.get("parameters") or {}
         outputs = await _v2_run(request, entry, texts, pairs, names, parameters, settings, metrics)
         body, header_length = oip.encode_response(
@@ -147,8 +152,10 @@ def _v2_model(registry: ModelRegistry, name: str, request: Request):
 
 def _v2_inputs(entry) -> list[str]:
     """The v2 inputs of a model, each a BYTES tensor of shape [N]: `text`, and for a
-    classifier of text pairs each pair's second text, `text_pair`."""
-    return ["text", "text_pair"] if entry.reads_pairs else ["text"]
+    classifier that may read text pairs each pair's second text, `text_pair` (needed
+    where the run was trained on pairs, optional where its config does not say:
+    `ServedModel.reads_pairs`)."""
+    return ["text"] if entry.reads_pairs is False else ["text", "text_pair"]
 
 
 def _v2_texts(entry, parsed: dict, tensors: dict) -> tuple[list[str], list[str] | None]:
@@ -156,7 +163,8 @@ def _v2_texts(entry, parsed: dict, tensors: dict) -> tuple[list[str], list[str] 
     (`_v2_inputs`) take them: each 1-D BYTES (the metadata's [-1], as Triton checks),
     one second text per text, and for an encoder-only model none blank (`check_texts`)."""
     inputs = _v2_inputs(entry)
-    if set(tensors) != set(inputs):
+    needed = set(inputs) if entry.reads_pairs else {"text"}
+    if not needed <= set(tensors) <= set(inputs):
         if entry.reads_pairs:
             raise RequestError(
                 400,
@@ -164,9 +172,15 @@ def _v2_texts(entry, parsed: dict, tensors: dict) -> tuple[list[str], list[str] 
                 f"input `text` and the second ones as `text_pair` (shape [N] each); got "
                 f"{sorted(tensors)}.",
             )
+        if entry.reads_pairs is None:
+            raise RequestError(
+                400,
+                "The model takes the BYTES input `text`, and for text pairs `text_pair`; got "
+                f"{sorted(tensors)}.",
+            )
         raise RequestError(400, f"The model takes one BYTES input, `text`; got {sorted(tensors)}.")
-    columns = []
-    for name in inputs:
+    present, columns = [n for n in inputs if n in tensors], []
+    for name in present:
         column = tensors[name]
         if not isinstance(column, list):
             raise RequestError(400, f"The input `{name}` must be BYTES (strings).")
@@ -178,12 +192,12 @@ def _v2_texts(entry, parsed: dict, tensors: dict) -> tuple[list[str], list[str] 
     if pairs is not None and len(pairs) != len(texts):
         raise RequestError(
             400,
-            f"The input `text_pair` has {len(pairs)} texts for the {len(texts)} of `text`; "
-            "it takes one per text.",
+            f"The input `text_pair` has {count(len(pairs), 'text')} for the {len(texts)} of "
+            "`text`; it takes one per text.",
         )
     check_count(len(texts), "texts" if entry.family == "encoder-only" else "sequences")
     if entry.family == "encoder-only":
-        for name, column in zip(inputs, columns, strict=True):
+        for name, column in zip(present, columns, strict=True):
             check_texts(column, name)
     elif not texts:
         raise RequestError(400, "The input `text` holds no text.")
@@ -193,11 +207,12 @@ def _v2_texts(entry, parsed: dict, tensors: dict) -> tuple[list[str], list[str] 
 def _v2_outputs(entry) -> dict[str, tuple[str, list[int]]]:
     """The v2 outputs of a model: name -> (datatype, shape). A classifier of text pairs
     gives each pair's `label` and `probabilities`; `ServedModel.embed` embeds single
-    texts (`/v1/embeddings` does), not pairs, so it gives no `embedding` here."""
+    texts (`/v1/embeddings` does), not pairs, so it gives no `embedding` here (nor for
+    a request with `text_pair`)."""
     if entry.family != "encoder-only":
         return {"text": ("BYTES", [-1]), "finish_reason": ("BYTES", [-1])}
     outputs = {}
-    if not entry.reads_pairs:
+    if entry.reads_pairs is not True:
         outputs["embedding"] = ("FP32", [-1, entry.served.dims.hidden_dim])
     if entry.task == "classification":
         classes = len(entry.served.config.label_names)

@@ -77,11 +77,11 @@ class ModelEntry:
         return self.served.config.task
 
     @property
-    def reads_pairs(self) -> bool:
-        """Whether it is a classifier trained on text pairs (`label<TAB>text<TAB>text2`):
-        it classifies pairs, as `ServedModel.classify(texts, text_pairs)` does."""
-        config = self.served.config
-        return config.task == "classification" and bool(config.extra.get("text_pairs"))
+    def reads_pairs(self) -> bool | None:
+        """`ServedModel.reads_pairs`: True for a classifier trained on text pairs
+        (`label<TAB>text<TAB>text2`), None for one whose config does not say (it takes
+        both), False otherwise."""
+        return self.served.reads_pairs
 
 
 ROUTE_WORDS = ("versions", "ready", "infer")  # what follows a model's name in a /v2 path
