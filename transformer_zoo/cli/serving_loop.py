@@ -74,7 +74,7 @@ CHUNK_BATCHES = 32
 output lines are written as soon as it is done (as Marian's maxi-batches): a long file
 shows its results as they come, and an interrupted command keeps the lines before it.
 Within a chunk the batches are of similar lengths. A row's output does not depend on its
-chunk (`ServedModel._in_batches`; int8 exports excepted)."""
+chunk (`ServedModel._completions`; int8 exports excepted)."""
 
 
 def serve_inputs(args, call, write, skip_blank: bool = False, blank=None, check=None) -> int:

@@ -121,7 +121,7 @@ class ServedModel:
         (`" March"`, with the space between: `prompt + completion` reads as the whole
         sequence, as OpenAI's and vLLM's completions do). Up to `batch_size` prompts run
         as one batch; more run in batches of that many prompts of similar length
-        (`_in_batches`). `generate_completions` says, too, whether each ended by itself
+        (`_completions`). `generate_completions` says, too, whether each ended by itself
         or was cut by the length limit.
 
         `max_new_tokens`: the most tokens each completion adds; a prompt that leaves less
@@ -154,16 +154,8 @@ class ServedModel:
         """`generate`'s texts with the reason each ended: a `Completion(text,
         finish_reason)` per prompt, `finish_reason` "stop" (EOS or a stop string) or
         "length" (cut at `max_new_tokens` or the context), as the HTTP server's."""
-        stops = stop_strings(stop)
-        ids, budgets = self.start_ids("generate", prompts, max_new_tokens)
-        return self._in_batches(
-            ids,
-            budgets,
-            batch_size,
-            lambda rows, budget, stopping: self.generate_ids(rows, budget, None, search, stopping),
-            search,
-            stops,
-            ("generating", progress, "prompts"),
+        return self._completions(
+            "generate", prompts, max_new_tokens, search, batch_size, stop, progress
         )
 
     def translate_ids(
@@ -209,30 +201,30 @@ class ServedModel:
         progress: bool | None = False,
     ) -> list[Completion]:
         """`translate`'s texts with the reason each ended, as `generate_completions`."""
-        stops = stop_strings(stop)
-        ids, budgets = self.start_ids("translate", sources, max_new_tokens)
-        return self._in_batches(
-            ids,
-            budgets,
-            batch_size,
-            lambda rows, budget, stopping: self.translate_ids(rows, budget, search, stopping),
-            search,
-            stops,
-            ("translating", progress, "texts"),
+        return self._completions(
+            "translate", sources, max_new_tokens, search, batch_size, stop, progress
         )
 
-    def _in_batches(
-        self,
-        ids: list[list[int]],
-        budgets: list[int],
-        batch_size: int,
-        run,
-        search=None,
-        stops=(),
-        shown=("", False, "texts"),
+    def _completions(
+        self, what: str, texts, max_new_tokens, search, batch_size: int, stop, progress
     ) -> list[Completion]:
-        """`text_batches.completions_in_batches` in this model's output tokenizer: a
-        decoder-only completion continues its prompt's text, a translation starts afresh."""
+        """`generate_completions` or `translate_completions` (`what`):
+        `text_batches.completions_in_batches` in this model's output tokenizer, the
+        budgets of `start_ids`; a decoder-only completion continues its prompt's text, a
+        translation starts afresh."""
+        stops = stop_strings(stop)
+        ids, budgets = self.start_ids(what, texts, max_new_tokens)
+        if what == "generate":
+            shown = ("generating", progress, "prompts")
+
+            def run(rows, budget, stopping):
+                return self.generate_ids(rows, budget, None, search, stopping)
+        else:
+            shown = ("translating", progress, "texts")
+
+            def run(rows, budget, stopping):
+                return self.translate_ids(rows, budget, search, stopping)
+
         eos = self.config.special_ids.get("eos")
         continues_prompt = self.family == "decoder-only"
         tokenizer = self.target_tokenizer
