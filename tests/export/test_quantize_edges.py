@@ -203,3 +203,28 @@ def test_flags_that_would_be_ignored_are_refused(family_artifacts, tmp_path, cap
         assert main(["export", run_dir, "--out", out, *extra]) == 2
         assert message in capsys.readouterr().err
     assert not os.path.exists(out)
+
+
+def test_copies_of_the_other_graph_kind_go_and_a_copy_is_no_export_target(
+    family_artifacts, tmp_path, capsys
+):
+    """A `--plain` export over a fused one kept the fused int8 copy (com.microsoft
+    operators beside a plain graph); exporting into a copy replaced its int8 graph with
+    float32 files under its name, and the saved_model engine's refusal advised it."""
+    from transformer_zoo.generation.runners import open_runner
+
+    art = family_artifacts("encoder-only")
+    out_dir = tmp_path / "e"
+    export_run(art.run_dir, out_dir, ("onnx",), quantize="int8", max_accuracy_drop=None)
+    copy = out_dir / "int8"
+    kinds = {n.domain for n in onnx.load(copy / "model.onnx").graph.node}
+    assert "com.microsoft" in kinds  # the fused graph's copy
+    before = (copy / "model.onnx").read_bytes()
+    code = main(["export", str(art.run_dir), "--format", "onnx", "--out", str(copy)])
+    assert code == 2 and f"is the int8 copy of the export in {out_dir}" in capsys.readouterr().err
+    assert (copy / "model.onnx").read_bytes() == before
+    with pytest.raises(ModelDirectoryError, match="is the int8 ONNX copy of an export"):
+        open_runner(str(copy), load_run_config(copy), "saved_model")
+    export_run(art.run_dir, out_dir, ("onnx",), graphs="plain")
+    assert load_run_config(out_dir).export["onnx"]["graph_kind"] == "plain"
+    assert not copy.exists()  # the same weights, but fused graphs: no copy of this export

@@ -109,8 +109,9 @@ class StagedExport:
         of the previous export stays only when it is of the same weights; the files of the
         entries that go and tokenizer files this export does not write again are removed
         when it moves in. The ONNX entry's quantized copies go with it unless they are of
-        the same weights: then they stay until a new copy replaces each
-        (`quantize_onnx`), so an interrupted or refused quantization loses none."""
+        the same weights and graph kind (fused or `--plain`): then they stay until a new
+        copy replaces each (`quantize_onnx`), so an interrupted or refused quantization
+        loses none."""
         previous = _previous_config(self.out_dir)
         export = {"model": dims.to_dict(), "tokenizer": tokenizer, "weights": weights}
         if previous is not None:
@@ -120,8 +121,9 @@ class StagedExport:
                     export[name] = previous.export[name]
                 elif name in previous.export:
                     files = _entry_files(name, previous.export[name])
-                    if name == key == "onnx" and same:
-                        files -= set(WEIGHT_TYPES)
+                    kind = previous.export[name].get("graph_kind")
+                    if name == key == "onnx" and same and kind == entry.get("graph_kind"):
+                        files -= set(WEIGHT_TYPES)  # copies of these very graphs
                     self.stale |= files
             if previous.export.get("tokenizer"):
                 self.stale |= set(previous.tokenizer_files)
@@ -190,12 +192,20 @@ def check_export_target(run_dir: str | None, out_dir: str, config, hf: bool = Fa
             )
     else:
         try:
-            previous = run_identity(load_run_config(out_dir))
+            existing = load_run_config(out_dir)
         except RunError:
             raise ValueError(
                 refuse + "is not empty and holds no export of ours (a Hugging Face export, "
                 "or other files): choose a new or empty directory."
             ) from None
+        quantized = (existing.export.get("onnx") or {}).get("quantization")
+        if quantized:  # its float32 files would replace the copy's, under its name
+            parent = os.path.dirname(os.path.abspath(out_dir))
+            raise ValueError(
+                refuse + f"is the {quantized} copy of the export in {parent}: export to "
+                f"{parent} (with --quantize {quantized} to write this copy again)."
+            )
+        previous = run_identity(existing)
     changed = run_differences(run_identity(config), previous)
     if changed:
         raise ValueError(

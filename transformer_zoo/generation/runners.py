@@ -46,6 +46,13 @@ def open_runner(
             )
         return _keras_runner(directory, config)
     entry = config.export.get(engine)
+    quantized = (config.export.get("onnx") or {}).get("quantization")
+    if engine != "onnx" and quantized:  # exporting into it would replace the copy
+        parent = os.path.dirname(os.path.abspath(directory))
+        raise ModelDirectoryError(
+            f"{directory!r} is the {quantized} ONNX copy of an export, which the onnx "
+            f"engine serves; the {engine} engine serves the export in {parent}."
+        )
     if not entry or not config.export.get("model"):
         keras_hint = f", or serve its {MODEL_FILE} with the keras engine" if has_model_file else ""
         raise ModelDirectoryError(
