@@ -98,7 +98,9 @@ def test_the_line_whose_prompt_leaves_no_room_is_named(family_artifacts, tmp_pat
     assert lengths[1] + room > served.dims.max_length
     argv = ["generate", "--model", export, "--input", tmp_path / "in.txt"]
     line = cli_error(capsys, [*argv, "--max-new-tokens", room])
-    assert f"line 2: The prompt ({lengths[1]} tokens) plus max_new_tokens={room}" in line
+    left = served.dims.max_length - lengths[1]
+    assert f"line 2: The prompt ({lengths[1]} tokens) leaves room for {left} new token" in line
+    assert line.endswith(f"max_new_tokens={room}.")
 
 
 @pytest.mark.parametrize("command", ["generate", "embed"])
