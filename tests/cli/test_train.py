@@ -28,6 +28,10 @@ TRAIN = ["train", "--family", "encoder-decoder"]
         ([*TRAIN, "--precision", "int8"], "invalid choice: 'int8'"),
         ([*TRAIN, "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         ([*TRAIN, "--pretrain-steps", "5"], "applies to the encoder-only family"),
+        (  # was clamped to the peak, silently
+            [*TRAIN, "--learning-rate", "1e-3", "--min-learning-rate", "5e-3"],
+            "`min_learning_rate` (0.005) is above the peak `learning_rate` (0.001)",
+        ),
         (["evaluate"], "the following arguments are required: run_dir"),
     ],
 )

@@ -129,3 +129,28 @@ def test_replace_and_the_command_line_give_the_same_config():
         evaluate=False,
     )
     assert from_cli == expected
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"steps": 20}, {"steps": 20, "eval_every": 5}, {"epochs": 2}, {}],
+    ids=["steps", "steps-eval-every", "epochs", "defaults"],
+)
+def test_the_recorded_settings_make_the_same_config_again(settings):
+    """config.json's `extra.train` (`identity()`) of a `--steps` run on built-in data held
+    the default `epochs: 4` beside `steps: 20`, which `TrainConfig` refuses."""
+    config = TrainConfig(family="encoder-decoder", **settings)
+    recorded = json.loads(json.dumps(config.identity()))  # as config.json holds it
+    assert TrainConfig(**recorded).identity() == config.identity()
+    if "steps" in settings:
+        assert recorded["epochs"] is None
+
+
+def test_a_floor_above_the_peak_rate_is_refused_naming_both():
+    """It was clamped to the peak: a constant rate, said nowhere. The built-in data's
+    default peak is 2e-3."""
+    with pytest.raises(
+        ValueError, match=r"\(0\.005\) is above the peak `learning_rate` \(0\.002\)"
+    ):
+        TrainConfig(family="encoder-decoder", min_learning_rate=5e-3)
+    assert TrainConfig(family="encoder-decoder", min_learning_rate=2e-3).min_learning_rate == 2e-3

@@ -239,9 +239,30 @@ def test_budgeted_cosine_without_budget_follows_keras_cosine_decay_after_warmup(
     assert schedule.rate(99, 0.0) == pytest.approx(2e-3)
 
 
+def _budgeted_cosine(peak, total, warmup, seconds, step, elapsed):
+    """The schedule's formula in numpy: warmup and cosine on the position further along,
+    the step or the clock's share of the budget counted in steps."""
+    position = np.maximum(step, np.asarray(elapsed) / seconds * total)
+    warming = peak * np.minimum(1.0, (position + 1) / warmup)
+    progress = np.clip((position - warmup) / (total - warmup), 0.0, 1.0)
+    return np.where(position < warmup, warming, peak * 0.5 * (1 + np.cos(np.pi * progress)))
+
+
+def test_budgeted_cosine_follows_the_clock_through_warmup_and_decay():
+    """A budget that ended within the warmup left the rate at 61% of its peak: the warmup
+    counted steps only."""
+    schedule = BudgetedCosineDecay(1e-3, total_steps=1000, warmup_steps=100, seconds=10.0)
+    steps, elapsed = np.meshgrid([0, 30, 70, 99, 100, 400, 999], [0.0, 0.5, 0.9, 3.0, 7.0, 10.0])
+    expected = _budgeted_cosine(1e-3, 1000, 100, 10.0, steps, elapsed)
+    actual = np.vectorize(schedule.rate)(steps, elapsed)
+    np.testing.assert_allclose(actual, expected, rtol=1e-9, atol=1e-15)
+    assert schedule.rate(70, elapsed=10.0) == pytest.approx(0.0, abs=1e-12)  # in the warmup
+
+
 def test_budgeted_cosine_reaches_its_floor_when_the_budget_ends():
     schedule = BudgetedCosineDecay(1e-3, total_steps=1000, warmup_steps=10, seconds=100.0)
-    assert schedule.rate(200, elapsed=50.0) == pytest.approx(0.5e-3)  # time leads: half way
+    half = _budgeted_cosine(1e-3, 1000, 10, 100.0, 200, 50.0)  # time leads: step 500's rate
+    assert schedule.rate(200, elapsed=50.0) == pytest.approx(float(half))
     assert schedule.rate(200, elapsed=100.0) == pytest.approx(0.0, abs=1e-12)
     step_led = 0.5e-3 * (1 + math.cos(math.pi * 590 / 990))
     assert schedule.rate(600, elapsed=1.0) == pytest.approx(step_led)  # steps lead

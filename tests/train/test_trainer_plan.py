@@ -354,26 +354,27 @@ def test_a_vocabulary_size_for_a_char_tokenizer_is_refused_not_ignored():
     TrainConfig("encoder-decoder", data="pairs.tsv", tokenizer="char", target_vocabulary_size=90)
 
 
-def test_a_backup_written_after_training_ended_trains_no_further_epoch():
+def test_a_backup_written_after_training_ended_trains_no_further_epoch_and_says_why():
     """Killed while it saved its model, the rerun trained one more epoch past early
-    stopping (and a budgeted run a whole new budget)."""
+    stopping (and a budgeted run a whole new budget); then it said `"early_stopping"`
+    of a run its time budget had stopped."""
     from transformer_zoo.train.callbacks.early_stopping import EarlyStoppingState
-    from transformer_zoo.train.trainer import _training_ended
+    from transformer_zoo.train.trainer import _ended_by
 
     config = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=30, early_stopping_patience=2)
     plan = plan_steps(config, batches=10, steps_per_execution=1)
     waiting = EarlyStoppingState(1.0, 1, 3, None)
     stopped = EarlyStoppingState(1.0, 2, 3, None)
-    assert not _training_ended(config, plan, 5, waiting, 0.0, 50)
-    assert _training_ended(config, plan, 5, stopped, 0.0, 50)
-    assert _training_ended(config, plan, 30, None, 0.0, 300)  # every epoch done
+    assert _ended_by(config, plan, 5, waiting, 0.0, 50) is None
+    assert _ended_by(config, plan, 5, stopped, 0.0, 50) == "early_stopping"
+    assert _ended_by(config, plan, 30, None, 0.0, 300) == "epochs"  # every epoch done
     timed = TrainConfig("encoder-decoder", data="pairs.tsv", epochs=30, time_budget=60.0)
-    assert _training_ended(timed, plan, 5, None, 61.0, 50)
-    assert not _training_ended(timed, plan, 5, None, 59.0, 50)
+    assert _ended_by(timed, plan, 5, None, 61.0, 50) == "time_budget"
+    assert _ended_by(timed, plan, 5, None, 59.0, 50) is None
     stepped = TrainConfig("encoder-decoder", data="pairs.tsv", steps=40, eval_every=10)
     steps_plan = plan_steps(stepped, batches=10, steps_per_execution=1)
-    assert _training_ended(stepped, steps_plan, 3, None, 0.0, 40)
-    assert not _training_ended(stepped, steps_plan, 3, None, 0.0, 30)
+    assert _ended_by(stepped, steps_plan, 3, None, 0.0, 40) == "steps"
+    assert _ended_by(stepped, steps_plan, 3, None, 0.0, 30) is None
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@ import re
 import numpy as np
 import pytest
 
-from transformer_zoo.visualize.curves import plot_curves
+from transformer_zoo.visualize.curves import epoch_axis_label, plot_curves
 from transformer_zoo.visualize.plots import cjk_font_family, plot_attention_heads, plot_causal_mask
 
 
@@ -182,3 +182,27 @@ def test_plot_curves_refuses_a_history_file_name_with_what_to_pass(tmp_path):
     with pytest.raises(ValueError, match="`history` must be a list of rows"):
         plot_curves(HISTORY[0], tmp_path / "c.png")
     assert not (tmp_path / "c.png").exists()
+
+
+def test_the_epoch_axis_says_how_many_steps_the_budget_left_the_last_epoch():
+    """curves.png said "epoch (50 steps each)" of a run whose budget cut its last epoch to
+    20 steps. The steps of each epoch are counted here in a fit that a step budget cuts."""
+    import keras
+
+    from transformer_zoo.train.callbacks.budget import Budget
+
+    ends = []
+
+    class Count(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            ends.append(int(self.model.optimizer.iterations.numpy()))
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x, y = np.zeros((40, 2)), np.zeros((40, 1))
+    model.fit(x, y, batch_size=4, epochs=3, verbose=0, callbacks=[Budget(steps=23), Count()])
+    per_epoch = np.diff([0, *ends])  # 10, 10, 3
+    assert per_epoch[-1] < per_epoch[0]
+    label = epoch_axis_label(int(per_epoch[0]), ends[-1], len(ends))
+    assert label == f"epoch ({per_epoch[0]} steps each; the last {per_epoch[-1]})"
+    assert epoch_axis_label(10, 30, 3) == "epoch (10 steps each)"  # a whole last epoch

@@ -157,7 +157,7 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         "--min-learning-rate",
         type=non_negative_float,
         metavar="RATE",
-        help="adamw-cosine: the floor the cosine ends at (default 0)",
+        help="adamw-cosine: the floor the cosine ends at, at most the peak (default 0)",
     )
     train.add_argument(
         "--clip-norm", type=positive_float, help="clip the gradients' global norm (default: none)"

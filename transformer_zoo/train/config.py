@@ -132,7 +132,8 @@ class TrainConfig:
             decoder-only, the whole language model, fine-tuned on windows of a
             plain-text file (GPT-2 on your text, as nanoGPT's `init_from`).
         weight_decay: AdamW's decoupled weight decay (default 0.01).
-        min_learning_rate: adamw-cosine's floor at the end of the cosine (default 0).
+        min_learning_rate: adamw-cosine's floor at the end of the cosine, at most the
+            peak `learning_rate` (default 0).
         clip_norm: clip the gradients' global norm to this (default: no clipping).
         label_smoothing: of the generative families' loss (default 0.1, and 0 for
             windows of a token stream, whose loss is then the per-token cross-entropy).
@@ -200,9 +201,17 @@ class TrainConfig:
             defaults = {**BUILTIN_DEFAULTS, **BUILTIN_FAMILY_DEFAULTS.get(self.family, {})}
         if self.optimizer == "paper-adam":
             defaults = {**defaults, "learning_rate": PAPER_ADAM_FACTOR}
+        if self.steps is not None:  # they say how long to train: the default epochs do not
+            defaults = {k: v for k, v in defaults.items() if k != "epochs"}
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        floor, peak = self.min_learning_rate, self.learning_rate
+        if floor is not None and peak is not None and floor > peak:  # was clamped to the peak
+            raise ValueError(
+                f"`min_learning_rate` ({floor:g}) is above the peak `learning_rate` ({peak:g}); "
+                "give a floor at most the peak."
+            )
         if self.family == "decoder-only" and not builtin and self.windows is None:
             self.windows = "random"
         if self.stream and self.tokenizer == "word":  # before the data is read

@@ -24,7 +24,7 @@ from transformer_zoo.run_directory import MODEL_FILE, save_run_config
 from transformer_zoo.train.callbacks.backup import remove_backup
 from transformer_zoo.train.prepared import TRAINED, Prepared, run_config_of
 from transformer_zoo.train.scoring import served_model
-from transformer_zoo.visualize.curves import plot_curves, read_history
+from transformer_zoo.visualize.curves import epoch_axis_label, plot_curves, read_history
 
 
 @dataclass
@@ -64,7 +64,7 @@ def finish_run(prepared: Prepared, model: keras.Model, summary: dict, resumed) -
         data = config.data  # a file by its name: a long path did not fit the title
         data = data if data.startswith("builtin:") else os.path.basename(data)
         title = f"{setup.family} {setup.preset} on {data}"
-        xlabel = f"epoch ({summary['steps_per_epoch']} steps each)"
+        xlabel = epoch_axis_label(summary["steps_per_epoch"], summary["steps"], len(history))
         plot_curves(history, os.path.join(out, rd.CURVES_FILE), title, xlabel)
     metrics = {"training": summary}
     write_json(os.path.join(out, rd.METRICS_FILE), metrics)

@@ -41,6 +41,7 @@ from transformer_zoo.train.callbacks.backup import (
     resumed_early_stopping,
 )
 from transformer_zoo.train.callbacks.budget import Budget
+from transformer_zoo.train.callbacks.resumed_epoch import ResumedEpoch
 from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.data_warnings import warn_cut, warn_unknown
@@ -156,16 +157,18 @@ def _train(config, callbacks, verbose) -> TrainResult:
         stopping = resumed_early_stopping(os.path.join(out, rd.BACKUP_DIR)) if resumed else None
         best = trim_history(os.path.join(out, rd.HISTORY_FILE), resumed or 0)
         spent = backup_seconds(os.path.join(out, rd.BACKUP_DIR))
-        ended = resumed is not None and _training_ended(
-            config, plan, resumed, stopping, spent, int(model.optimizer.iterations.numpy())
-        )
+        step = int(model.optimizer.iterations.numpy())
+        ended = None if resumed is None else _ended_by(config, plan, resumed, stopping, spent, step)
+        rest_of_epoch = None  # a mid-epoch backup's epoch, ended where it would have ended
+        if resumed is not None and not ended and step > resumed * plan.steps_per_epoch:
+            rest_of_epoch = ResumedEpoch(min((resumed + 1) * plan.steps_per_epoch, total_steps))
         if ended:
             say(f"{out}: its training had ended before it was interrupted.")
         elif resumed is not None:
             say(f"Resuming {out} from its backup at epoch {resumed + 1}.")
             # The batches the uninterrupted run would see next: the pipeline's order is
             # fixed by the seed, pass after pass, and a resumed `fit` starts it afresh.
-            train_data = train_data.skip(resumed * plan.steps_per_epoch)
+            train_data = train_data.skip(step)
         pretraining = None
         if config.pretrain_steps and resumed is None:  # a backup holds pretrained weights
             pretraining = pretrain_masked_lm(
@@ -199,6 +202,7 @@ def _train(config, callbacks, verbose) -> TrainResult:
             score=validation_score(prepared),
             averaged=config.ema_momentum is not None,
             resumed_early_stopping=stopping,
+            resumed_epoch=rest_of_epoch,
         )
         for callback in all_callbacks:  # the clocks (budget, schedule, backup) go on
             if hasattr(callback, "spent"):
@@ -235,8 +239,10 @@ def _train(config, callbacks, verbose) -> TrainResult:
         "planned_steps": plan.total_steps,
         "warmup_steps": plan.warmup_steps,
         "steps": int(model.optimizer.iterations.numpy()),
-        "train_seconds": round(seconds, 1),
-        "stopped_by": (budget and budget.stopped_by) or ("steps" if config.steps else "epochs"),
+        "train_seconds": round(spent + seconds, 1),  # the whole run's, as the budget counts
+        "stopped_by": ended
+        or (budget and budget.stopped_by)
+        or ("steps" if config.steps else "epochs"),
         "resumed_from_epoch": resumed,
         "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
         "precision": config.precision,
@@ -261,17 +267,21 @@ def _restored(callbacks) -> dict | None:
     return None
 
 
-def _training_ended(config, plan, resumed: int, stopping, spent: float, step: int) -> bool:
-    """Whether a resumed run's backup was written after its training had ended (killed
-    while it saved its model): every epoch done, early stopping's patience run out, or
-    the step or time budget used up. Its rerun trains no further epoch."""
+def _ended_by(config, plan, resumed: int, stopping, spent: float, step: int) -> str | None:
+    """What ended a resumed run's training before its backup was written (killed while it
+    saved its model), as `metrics.json`'s `stopped_by`: every epoch done (`"epochs"`, or
+    `"steps"` with `config.steps`), early stopping's patience run out, or the step or time
+    budget used up; None: it had not ended. Its rerun trains no further epoch."""
     patience = config.early_stopping_patience
-    return (
-        resumed >= plan.epochs
-        or bool(patience and stopping is not None and stopping.wait >= patience)
-        or bool(config.steps and step >= plan.total_steps)
-        or bool(config.time_budget and spent >= config.time_budget)
-    )
+    if config.steps and step >= plan.total_steps:
+        return "steps"
+    if resumed >= plan.epochs:
+        return "epochs"
+    if patience and stopping is not None and stopping.wait >= patience:
+        return "early_stopping"
+    if config.time_budget and spent >= config.time_budget:
+        return "time_budget"
+    return None
 
 
 def _write_start(prepared: Prepared, model: keras.Model) -> None:

@@ -25,6 +25,19 @@ def _float(text: str) -> float:
         return math.nan
 
 
+def epoch_axis_label(steps_per_epoch: int, steps: int, epochs: int) -> str:
+    """The x axis of a run's curves: its epochs' length in optimizer steps, and the last
+    epoch's where a budget (`--time-budget`, `--steps`) cut it short.
+
+    >>> epoch_axis_label(50, 120, 3)
+    'epoch (50 steps each; the last 20)'
+    """
+    last = steps - (epochs - 1) * steps_per_epoch
+    if 0 < last < steps_per_epoch:
+        return f"epoch ({steps_per_epoch} steps each; the last {last})"
+    return f"epoch ({steps_per_epoch} steps each)"
+
+
 def plot_curves(
     history: list[dict[str, float]],
     path: str | os.PathLike,

@@ -45,10 +45,11 @@ class Backup(keras.callbacks.Callback):
 
     Args:
         backup_dir: the directory of the backup (nothing else may be written there).
-        save_freq: `"epoch"`, or back up every this many optimizer steps (a resumed run
-            restarts the interrupted epoch from its first batch, with the backed-up
-            weights). Steps, not callback calls: with `steps_per_execution` Keras calls
-            back once per execution of that many steps.
+        save_freq: `"epoch"`, or back up every this many optimizer steps: the resumed run
+            trains the rest of the interrupted epoch, from the batch after the backup's
+            step, and ends it where the uninterrupted run does (`ResumedEpoch`). Steps, not
+            callback calls: with `steps_per_execution` Keras calls back once per execution
+            of that many steps.
         averaged: the run's `AveragedWeights`, if it averages the weights.
         early_stopping: the run's `RunEarlyStopping`, if it stops early.
 
@@ -96,7 +97,7 @@ class Backup(keras.callbacks.Callback):
         step = self._step()
         if step // self.save_freq > self._saved_at // self.save_freq:
             self._saved_at = step
-            self._save(self._epoch)  # a resumed run repeats this epoch
+            self._save(self._epoch)  # a resumed run ends this epoch
 
     def _step(self) -> int:
         return int(self.model.optimizer.iterations.numpy())  # a MirroredVariable too

@@ -12,14 +12,14 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
     """Sets the optimizer's rate before every execution: linear warmup over
     `warmup_steps`, then a cosine from `peak` down to `final_fraction · peak`.
 
-    The cosine's progress is the larger of the step progress
-    (step - warmup) / (total_steps - warmup) and the time progress elapsed / seconds. On
-    a machine fast enough to run `total_steps` within the budget it follows the step
-    schedule of `optimizers.adamw_cosine` (but for its warmup, one step ahead: step 0
-    trains at peak / warmup where Keras' `CosineDecay` gives 0); on a slower (or busier)
-    one the rate reaches its floor when the budget ends, so a run cut short by `Budget`
-    still gets the low-rate end of the schedule, where much of the final accuracy comes
-    from.
+    Warmup and cosine both run on the schedule's position: the optimizer step, or, where
+    it is further along, the clock's share of the budget in steps,
+    elapsed / seconds · total_steps. On a machine fast enough to run `total_steps` within
+    the budget it follows the step schedule of `optimizers.adamw_cosine` (but for its
+    warmup, one step ahead: step 0 trains at peak / warmup where Keras' `CosineDecay`
+    gives 0); on a slower (or busier) one the rate reaches its floor when the budget ends,
+    even a budget that ends within the warmup, so a run cut short by `Budget` still gets
+    the low-rate end of the schedule, where much of the final accuracy comes from.
 
     The optimizer must have a float learning rate (Keras keeps it in a variable that a
     callback may assign, as `ReduceLROnPlateau` does).
@@ -67,11 +67,12 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
 
     def rate(self, step: int, elapsed: float) -> float:
         """The rate at optimizer step `step` (from 0), `elapsed` seconds into training."""
-        if step < self.warmup_steps:
-            return self.peak * (step + 1) / self.warmup_steps
-        progress = (step - self.warmup_steps) / (self.total_steps - self.warmup_steps)
+        position = float(step)
         if self.seconds:
-            progress = max(progress, elapsed / self.seconds)
+            position = max(position, elapsed / self.seconds * self.total_steps)
+        if position < self.warmup_steps:
+            return self.peak * min(1.0, (position + 1) / self.warmup_steps)
+        progress = (position - self.warmup_steps) / (self.total_steps - self.warmup_steps)
         cosine = 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
         return self.peak * (self.final_fraction + (1.0 - self.final_fraction) * cosine)
 

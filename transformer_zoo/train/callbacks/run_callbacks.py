@@ -13,6 +13,7 @@ from transformer_zoo.train.callbacks.budget import Budget
 from transformer_zoo.train.callbacks.checkpoint import Checkpoint
 from transformer_zoo.train.callbacks.early_stopping import EarlyStoppingState, RunEarlyStopping
 from transformer_zoo.train.callbacks.nan_guard import NaNGuard
+from transformer_zoo.train.callbacks.resumed_epoch import ResumedEpoch
 from transformer_zoo.train.callbacks.validation_score import ValidationScore
 from transformer_zoo.train.config import SCORES
 
@@ -27,6 +28,7 @@ def run_callbacks(
     score: ValidationScore | None = None,
     averaged: bool = False,
     resumed_early_stopping: EarlyStoppingState | None = None,
+    resumed_epoch: ResumedEpoch | None = None,
 ) -> list:
     """The weights' moving average swapped in (with `averaged`), NaN guard, time budget, CSV log, best and last checkpoints, TensorBoard, early
     stopping, `extra` (e.g. the learning-rate callback) and the crash backup, writing into
@@ -50,6 +52,7 @@ def run_callbacks(
         averaged: the optimizer keeps a moving average of the weights (`use_ema`):
             validate, score, checkpoint, stop early on and keep it (`AveragedWeights`).
         resumed_early_stopping: a resumed run's early-stopping state (its backup's).
+        resumed_epoch: a run resumed from a mid-epoch backup: the end of that epoch.
     """
     checkpoints = os.path.join(out, rd.CHECKPOINT_DIR)
     os.makedirs(checkpoints, exist_ok=True)
@@ -58,6 +61,7 @@ def run_callbacks(
     callbacks = [averaging] if averaging else []
     callbacks.append(NaNGuard(last, out))
     callbacks += [budget] if budget else []
+    callbacks += [resumed_epoch] if resumed_epoch else []  # sees the budget's stop
     callbacks += [score] if score else []
     callbacks += [
         keras.callbacks.CSVLogger(os.path.join(out, rd.HISTORY_FILE), append=True),
