@@ -166,3 +166,26 @@ def test_a_trimmed_history_ends_its_lines_as_keras_csvlogger_does(tmp_path):
               callbacks=[keras.callbacks.CSVLogger(str(path), append=True)])  # fmt: skip
     lines = path.read_bytes().split(b"\n")[:-1]
     assert len(lines) == 4 and all(line.endswith(b"\r") for line in lines)
+
+
+def test_a_steps_run_that_recorded_the_default_epochs_resumes(tmp_path):
+    """Before 2026-12-05 a `--steps` run on built-in data recorded the data's default
+    `epochs: 4` beside `steps`; the same command now records `epochs: None`, and such a
+    run (a backup to resume, or a finished run) was refused as "a different run"."""
+    from transformer_zoo.run_directory import RESUME
+    from transformer_zoo.run_state import inspect_run_directory
+
+    old = {"data": "builtin:dates-zh", "steps": 20, "epochs": 4, "seed": 0}
+    cfg = RunConfig(
+        family="decoder-only",
+        preset="tiny",
+        task="language-model",
+        data="builtin:dates-zh",
+        extra={"train": old, "status": "training"},
+    )
+    save_run_config(tmp_path / "run", cfg)
+    (tmp_path / "run" / "backup").mkdir()
+    (tmp_path / "run" / "backup" / "training_metadata.json").write_text('{"epoch": 1}')
+    assert inspect_run_directory(str(tmp_path / "run"), {**old, "epochs": None}) == RESUME
+    with pytest.raises(RunError, match="holds a different run"):  # other steps: another run
+        inspect_run_directory(str(tmp_path / "run"), {**old, "epochs": None, "steps": 30})

@@ -111,6 +111,8 @@ def inspect_run_directory(out: str, identity: dict) -> str:
             "choose another --out"
         )
     previous = {k: _absolute(k, v) for k, v in previous.items()}
+    if previous.get("steps") is not None:  # before 2026-12-05 a --steps run on built-in
+        previous["epochs"] = None  # data recorded the data's default epochs beside it
     changed = sorted(k for k in set(identity) | set(previous) if identity.get(k) != previous.get(k))
     backed_up = os.path.isfile(os.path.join(out, BACKUP_DIR, BACKUP_METADATA_FILE))
     if changed and config.extra.get("status") == "training" and not backed_up:

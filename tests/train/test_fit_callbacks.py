@@ -240,12 +240,17 @@ def test_budgeted_cosine_without_budget_follows_keras_cosine_decay_after_warmup(
 
 
 def _budgeted_cosine(peak, total, warmup, seconds, step, elapsed):
-    """The schedule's formula in numpy: warmup and cosine on the position further along,
-    the step or the clock's share of the budget counted in steps."""
-    position = np.maximum(step, np.asarray(elapsed) / seconds * total)
-    warming = peak * np.minimum(1.0, (position + 1) / warmup)
-    progress = np.clip((position - warmup) / (total - warmup), 0.0, 1.0)
-    return np.where(position < warmup, warming, peak * 0.5 * (1 + np.cos(np.pi * progress)))
+    """The schedule's formula in numpy: a warmup over steps scaled by the time progress's
+    cosine, then the cosine of the step or time progress, whichever is further along."""
+    step = np.asarray(step, float)
+    clock = np.asarray(elapsed, float) / seconds
+
+    def decay(progress):
+        return 0.5 * (1.0 + np.cos(np.pi * np.minimum(progress, 1.0)))
+
+    warming = peak * (step + 1) / warmup * decay(clock)
+    after = peak * decay(np.maximum((step - warmup) / (total - warmup), clock))
+    return np.where(step < warmup, warming, after)
 
 
 def test_budgeted_cosine_follows_the_clock_through_warmup_and_decay():
@@ -257,11 +262,13 @@ def test_budgeted_cosine_follows_the_clock_through_warmup_and_decay():
     actual = np.vectorize(schedule.rate)(steps, elapsed)
     np.testing.assert_allclose(actual, expected, rtol=1e-9, atol=1e-15)
     assert schedule.rate(70, elapsed=10.0) == pytest.approx(0.0, abs=1e-12)  # in the warmup
+    # Compilation (a third of the budget here) lowers the warmup's rate, never skips it.
+    assert schedule.rate(10, elapsed=10 / 3) == pytest.approx(1e-3 * 11 / 100 * 0.75)
 
 
 def test_budgeted_cosine_reaches_its_floor_when_the_budget_ends():
     schedule = BudgetedCosineDecay(1e-3, total_steps=1000, warmup_steps=10, seconds=100.0)
-    half = _budgeted_cosine(1e-3, 1000, 10, 100.0, 200, 50.0)  # time leads: step 500's rate
+    half = _budgeted_cosine(1e-3, 1000, 10, 100.0, 200, 50.0)  # time leads: half way down
     assert schedule.rate(200, elapsed=50.0) == pytest.approx(float(half))
     assert schedule.rate(200, elapsed=100.0) == pytest.approx(0.0, abs=1e-12)
     step_led = 0.5e-3 * (1 + math.cos(math.pi * 590 / 990))
@@ -291,8 +298,14 @@ def test_a_backup_every_n_steps_counts_optimizer_steps_not_callback_calls(tmp_pa
     model.compile(keras.optimizers.SGD(0.01), "mse", steps_per_execution=4)
     backup = Backup(tmp_path / "backup", save_freq=3)
     model.fit(X, Y, batch_size=4, epochs=1, verbose=0, callbacks=[backup, Watch()])
-    # 16 steps in executions of 4: backed up at 4 (past 3), 8 (past 6), 12 and 16 (past 15).
-    assert [step for step, _ in steps] == [4, 8, 12, 16]
+    # 16 steps in executions of 4: backed up at 4 (past 3), 8 (past 6) and 12; at 16 (past
+    # 15), the epoch's last step, the epoch's end backs up after its validation, naming the
+    # next epoch: a step backup there named the epoch whose training was done, and a rerun
+    # killed in that validation trained an execution past the epoch's end (rlast's probe:
+    # 20 steps of 18 planned, other val_loss).
+    assert [step for step, _ in steps] == [4, 8, 12]
+    metadata = json.loads((tmp_path / "backup" / "training_metadata.json").read_text())
+    assert metadata["epoch"] == 1
 
 
 def test_a_resumed_run_goes_on_with_the_rest_of_its_time_budget(tmp_path):

@@ -97,7 +97,11 @@ class Backup(keras.callbacks.Callback):
         step = self._step()
         if step // self.save_freq > self._saved_at // self.save_freq:
             self._saved_at = step
-            self._save(self._epoch)  # a resumed run ends this epoch
+            # An epoch's last step is backed up by `on_epoch_end`, after its validation: a
+            # backup here would name the epoch whose training is done, and a rerun killed
+            # in that validation would train an execution past the epoch's end.
+            if step % (self.params.get("steps") or step + 1):
+                self._save(self._epoch)  # a resumed run ends this epoch
 
     def _step(self) -> int:
         return int(self.model.optimizer.iterations.numpy())  # a MirroredVariable too

@@ -12,14 +12,17 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
     """Sets the optimizer's rate before every execution: linear warmup over
     `warmup_steps`, then a cosine from `peak` down to `final_fraction · peak`.
 
-    Warmup and cosine both run on the schedule's position: the optimizer step, or, where
-    it is further along, the clock's share of the budget in steps,
-    elapsed / seconds · total_steps. On a machine fast enough to run `total_steps` within
-    the budget it follows the step schedule of `optimizers.adamw_cosine` (but for its
-    warmup, one step ahead: step 0 trains at peak / warmup where Keras' `CosineDecay`
-    gives 0); on a slower (or busier) one the rate reaches its floor when the budget ends,
-    even a budget that ends within the warmup, so a run cut short by `Budget` still gets
-    the low-rate end of the schedule, where much of the final accuracy comes from.
+    The cosine's progress is the larger of the step progress
+    (step - warmup) / (total_steps - warmup) and the time progress elapsed / seconds; the
+    warmup counts steps, scaled by the cosine of the time progress, so that a budget that
+    ends within it still ends at the floor, while the time compilation takes (which the
+    budget counts) only lowers the warmup's rate a little rather than skipping it. On a
+    machine fast enough to run `total_steps` within the budget it follows the step
+    schedule of `optimizers.adamw_cosine` (but for its warmup, one step ahead: step 0
+    trains at peak / warmup where Keras' `CosineDecay` gives 0); on a slower (or busier)
+    one the rate reaches its floor when the budget ends, so a run cut short by `Budget`
+    still gets the low-rate end of the schedule, where much of the final accuracy comes
+    from.
 
     The optimizer must have a float learning rate (Keras keeps it in a variable that a
     callback may assign, as `ReduceLROnPlateau` does).
@@ -67,14 +70,16 @@ class BudgetedCosineDecay(keras.callbacks.Callback):
 
     def rate(self, step: int, elapsed: float) -> float:
         """The rate at optimizer step `step` (from 0), `elapsed` seconds into training."""
-        position = float(step)
-        if self.seconds:
-            position = max(position, elapsed / self.seconds * self.total_steps)
-        if position < self.warmup_steps:
-            return self.peak * min(1.0, (position + 1) / self.warmup_steps)
-        progress = (position - self.warmup_steps) / (self.total_steps - self.warmup_steps)
+        clock = elapsed / self.seconds if self.seconds else 0.0
+        if step < self.warmup_steps:  # the warmup, scaled down by the clock's cosine
+            return self.peak * (step + 1) / self.warmup_steps * self._decay(clock)
+        progress = (step - self.warmup_steps) / (self.total_steps - self.warmup_steps)
+        return self.peak * self._decay(max(progress, clock))
+
+    def _decay(self, progress: float) -> float:
+        """The cosine from 1 at `progress` 0 down to `final_fraction` at 1 and past it."""
         cosine = 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-        return self.peak * (self.final_fraction + (1.0 - self.final_fraction) * cosine)
+        return self.final_fraction + (1.0 - self.final_fraction) * cosine
 
     def on_train_begin(self, logs=None):
         self._start = time.perf_counter() - self.spent
