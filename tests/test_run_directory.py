@@ -60,6 +60,20 @@ def test_run_error_is_a_value_error():
     assert issubclass(RunError, ValueError)
 
 
+def _backed_up_run(directory, train: dict) -> None:
+    """An interrupted decoder-only run whose `extra.train` is `train`, with a backup."""
+    cfg = RunConfig(
+        family="decoder-only",
+        preset="tiny",
+        task="language-model",
+        data=train["data"],
+        extra={"train": train, "status": "training"},
+    )
+    save_run_config(directory, cfg)
+    (directory / "backup").mkdir()
+    (directory / "backup" / "training_metadata.json").write_text('{"epoch": 1}')
+
+
 def test_a_run_that_stored_relative_paths_resumes_from_the_same_directory(tmp_path, monkeypatch):
     """Runs written before paths were stored absolute resume when rerun from where they
     started, and are still told apart from a run on another file."""
@@ -68,16 +82,7 @@ def test_a_run_that_stored_relative_paths_resumes_from_the_same_directory(tmp_pa
 
     monkeypatch.chdir(tmp_path)
     old = {"data": "corpus.txt", "test": None, "seed": 0}
-    cfg = RunConfig(
-        family="decoder-only",
-        preset="tiny",
-        task="language-model",
-        data="corpus.txt",
-        extra={"train": old, "status": "training"},
-    )
-    save_run_config(tmp_path / "run", cfg)
-    (tmp_path / "run" / "backup").mkdir()
-    (tmp_path / "run" / "backup" / "training_metadata.json").write_text('{"epoch": 1}')
+    _backed_up_run(tmp_path / "run", old)
     now = {**old, "data": str(tmp_path / "corpus.txt")}
     assert inspect_run_directory(str(tmp_path / "run"), now) == RESUME
     other = {**now, "data": str(tmp_path / "other.txt")}
@@ -176,16 +181,7 @@ def test_a_steps_run_that_recorded_the_default_epochs_resumes(tmp_path):
     from transformer_zoo.run_state import inspect_run_directory
 
     old = {"data": "builtin:dates-zh", "steps": 20, "epochs": 4, "seed": 0}
-    cfg = RunConfig(
-        family="decoder-only",
-        preset="tiny",
-        task="language-model",
-        data="builtin:dates-zh",
-        extra={"train": old, "status": "training"},
-    )
-    save_run_config(tmp_path / "run", cfg)
-    (tmp_path / "run" / "backup").mkdir()
-    (tmp_path / "run" / "backup" / "training_metadata.json").write_text('{"epoch": 1}')
+    _backed_up_run(tmp_path / "run", old)
     assert inspect_run_directory(str(tmp_path / "run"), {**old, "epochs": None}) == RESUME
     with pytest.raises(RunError, match="holds a different run"):  # other steps: another run
         inspect_run_directory(str(tmp_path / "run"), {**old, "epochs": None, "steps": 30})
