@@ -81,6 +81,20 @@ def _moved(key: str, before, now) -> bool:
     )
 
 
+def copy_source(directory: str, config: RunConfig) -> str:
+    """Where the quantized copy `directory` (its `config`) came from, for messages: "the
+    export in PARENT" where its parent directory holds an export of the same weights (the
+    command line's DIR/int8), else "the export it was quantized from"."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    try:
+        weights = load_run_config(parent).export.get("weights")
+    except RunError:
+        weights = None
+    if weights is not None and weights == config.export.get("weights"):
+        return f"the export in {parent}"
+    return "the export it was quantized from"
+
+
 def inspect_run_directory(out: str, identity: dict) -> str:
     """`"fresh"`, `"resume"` (the same run, unfinished) or `"finished"` (the same run, done).
 

@@ -223,8 +223,13 @@ def test_copies_of_the_other_graph_kind_go_and_a_copy_is_no_export_target(
     code = main(["export", str(art.run_dir), "--format", "onnx", "--out", str(copy)])
     assert code == 2 and f"is the int8 copy of the export in {out_dir}" in capsys.readouterr().err
     assert (copy / "model.onnx").read_bytes() == before
-    with pytest.raises(ModelDirectoryError, match="is the int8 ONNX copy of an export"):
+    with pytest.raises(ModelDirectoryError, match=f"engine serves the export in {out_dir}"):
         open_runner(str(copy), load_run_config(copy), "saved_model")
+    # A copy written elsewhere (`quantize_onnx`'s own out_dir) names no wrong parent.
+    elsewhere = tmp_path / "copies" / "m-int8"
+    quantize_onnx(out_dir, elsewhere, max_accuracy_drop=None)
+    with pytest.raises(ModelDirectoryError, match="serves the export it was quantized from"):
+        open_runner(str(elsewhere), load_run_config(elsewhere), "saved_model")
     export_run(art.run_dir, out_dir, ("onnx",), graphs="plain")
     assert load_run_config(out_dir).export["onnx"]["graph_kind"] == "plain"
     assert not copy.exists()  # the same weights, but fused graphs: no copy of this export

@@ -30,7 +30,7 @@ from transformer_zoo.run_directory import (
     load_run_config,
     save_run_config,
 )
-from transformer_zoo.run_state import run_differences, run_identity
+from transformer_zoo.run_state import copy_source, run_differences, run_identity
 from transformer_zoo.text.files import check_tokenizer_files
 
 
@@ -200,10 +200,10 @@ def check_export_target(run_dir: str | None, out_dir: str, config, hf: bool = Fa
             ) from None
         quantized = (existing.export.get("onnx") or {}).get("quantization")
         if quantized:  # its float32 files would replace the copy's, under its name
-            parent = os.path.dirname(os.path.abspath(out_dir))
             raise ValueError(
-                refuse + f"is the {quantized} copy of the export in {parent}: export to "
-                f"{parent} (with --quantize {quantized} to write this copy again)."
+                refuse + f"is the {quantized} copy of {copy_source(out_dir, existing)}: "
+                f"export to that directory (with --quantize {quantized} to write this copy "
+                "again)."
             )
         previous = run_identity(existing)
     changed = run_differences(run_identity(config), previous)

@@ -16,6 +16,7 @@ from transformer_zoo.errors import ModelDirectoryError
 from transformer_zoo.generation import ENGINES
 from transformer_zoo.generation.onnx_runner import DEFAULT_SPINNING, DEFAULT_THREADS, OnnxRunner
 from transformer_zoo.run_directory import MODEL_FILE, ModelDimensions, RunConfig
+from transformer_zoo.run_state import copy_source
 
 
 def open_runner(
@@ -48,10 +49,9 @@ def open_runner(
     entry = config.export.get(engine)
     quantized = (config.export.get("onnx") or {}).get("quantization")
     if engine != "onnx" and quantized:  # exporting into it would replace the copy
-        parent = os.path.dirname(os.path.abspath(directory))
         raise ModelDirectoryError(
             f"{directory!r} is the {quantized} ONNX copy of an export, which the onnx "
-            f"engine serves; the {engine} engine serves the export in {parent}."
+            f"engine serves; the {engine} engine serves {copy_source(directory, config)}."
         )
     if not entry or not config.export.get("model"):
         keras_hint = f", or serve its {MODEL_FILE} with the keras engine" if has_model_file else ""
