@@ -110,33 +110,13 @@ def test_evaluate_of_a_directory_that_is_not_a_run_gives_one_line(capsys, tmp_pa
 
 
 @pytest.mark.parametrize(
-    "setting, message",
+    "arguments, message",
     [
-        ("num_heads=3", "The model width must be divisible by the number of heads"),
-        ("num_layers=0", "`num_layers` must be a positive integer"),
-        ("activation=bogus", "`activation` must be one of"),
-        ("dropout=1.5", "`dropout` must be in [0, 1)"),
-        ("max_length=1", "`max_length` must be an integer ≥ 2, room for a source's text"),
-    ],
-)
-def test_a_bad_model_setting_is_one_line_before_anything_is_read_or_written(
-    capsys, tmp_path, monkeypatch, setting, message
-):
-    """It was a 34-line traceback, exit 1, after the data and tokenizers were processed."""
-    from transformer_zoo.train import prepared
-
-    def no_data(*args, **kwargs):
-        raise AssertionError("the data was read before the model settings were checked")
-
-    monkeypatch.setattr(prepared, "load_task", no_data)
-    out = tmp_path / "run"
-    assert message in _error(capsys, [*TRAIN, "--set", setting, "--out", out])
-    assert not out.exists()
-
-
-@pytest.mark.parametrize(
-    "argv, message",
-    [
+        ([*TRAIN[1:], "--set", "num_heads=3"], "The model width must be divisible by the number of heads"),
+        ([*TRAIN[1:], "--set", "num_layers=0"], "`num_layers` must be a positive integer"),
+        ([*TRAIN[1:], "--set", "activation=bogus"], "`activation` must be one of"),
+        ([*TRAIN[1:], "--set", "dropout=1.5"], "`dropout` must be in [0, 1)"),
+        ([*TRAIN[1:], "--set", "max_length=1"], "`max_length` must be an integer ≥ 2, room for a source's text"),
         # A traceback after the data was read: "`max_length` must be an integer ≥ 3".
         (["--family", "encoder-only", "--set", "max_length=1"], "room for a text's `[CLS]`"),
         # Failed after training two tokenizers ("Three-way tying needs one vocabulary"),
@@ -146,10 +126,11 @@ def test_a_bad_model_setting_is_one_line_before_anything_is_read_or_written(
             "drop `target_vocabulary_size`, or set tie_weights='decoder'",
         ),
     ],
-)
-def test_a_setting_the_data_path_cannot_take_is_refused_before_the_data_is_read(
-    capsys, tmp_path, monkeypatch, argv, message
+)  # fmt: skip
+def test_a_bad_model_setting_is_one_line_before_anything_is_read_or_written(
+    capsys, tmp_path, monkeypatch, arguments, message
 ):
+    """It was a 34-line traceback, exit 1, after the data and tokenizers were processed."""
     from transformer_zoo.train import prepared
 
     def no_data(*args, **kwargs):
@@ -157,7 +138,7 @@ def test_a_setting_the_data_path_cannot_take_is_refused_before_the_data_is_read(
 
     monkeypatch.setattr(prepared, "load_task", no_data)
     out = tmp_path / "run"
-    assert message in _error(capsys, ["train", *argv, "--out", out])
+    assert message in _error(capsys, ["train", *arguments, "--out", out])
     assert not out.exists()
 
 
