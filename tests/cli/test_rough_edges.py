@@ -71,11 +71,9 @@ def test_a_damaged_model_is_named_damaged_and_a_finished_run_is_not_taken_as_don
         file.truncate(size // 2)  # a copy cut short
     line = cli_error(capsys, ["generate", "x", "--model", str(run_dir), "--engine", "keras"])
     assert "is damaged" in line and "File not found" not in line
-    from tests.artifacts import SMALL_RUN
+    from tests.artifacts import trained_run_flags
 
-    argv = ["train", "--family", "encoder-decoder", "--out", str(run_dir)]
-    for name, value in SMALL_RUN.items():
-        argv += [f"--{name.replace('_', '-')}", str(value)]
+    argv = ["train", "--family", "encoder-decoder", "--out", str(run_dir), *trained_run_flags()]
     line = cli_error(capsys, argv)
     assert "finished, but" in line and "is damaged" in line
 

@@ -10,16 +10,19 @@ import tritonclient.http as triton
 
 from tests.helpers import DATA_DIR
 from tests.serving.live_server import LiveServer
+from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.serving import load_onnx
 from transformer_zoo.serving.http import ServerSettings
 
 
 @pytest.fixture(scope="module")
 def exports(family_artifacts, wordpiece_artifacts):
+    """The ONNX exports the server reads (not the SavedModel: see `family_artifacts`)."""
+    onnx = {family: family_artifacts(family, saved_model=False) for family in FAMILIES}
     return {
-        "gpt": str(family_artifacts("decoder-only").export_dir),
-        "translator": str(family_artifacts("encoder-decoder").export_dir),
-        "classifier": str(family_artifacts("encoder-only").export_dir),
+        "gpt": str(onnx["decoder-only"].export_dir),
+        "translator": str(onnx["encoder-decoder"].export_dir),
+        "classifier": str(onnx["encoder-only"].export_dir),
         "embedder": str(wordpiece_artifacts.export_dir),
     }
 

@@ -8,8 +8,9 @@ import keras
 import numpy as np
 import pytest
 
-from tests.artifacts import SMALL_RUN as SMALL
+from tests.artifacts import TRAINED_RUN as SMALL
 from tests.artifacts import TRAINED_TASKS as TASKS
+from tests.artifacts import trained_run_flags
 from transformer_zoo.evaluation.evaluate import evaluate_directory
 from transformer_zoo.run_directory import MODEL_FILE, RunError, check_run_files, load_run_config
 from transformer_zoo.train.callbacks.nan_guard import NaNLossError
@@ -137,8 +138,7 @@ def test_cli_train_with_the_same_settings_finds_the_run_finished(runs, capsys):
     from transformer_zoo.cli import main
 
     run_dir = runs["encoder-decoder"].run_dir
-    argv = ["train", "--family", "encoder-decoder", "--max-examples", "96", "--epochs", "2"]
-    argv += ["--batch-size", "32", "--steps-per-execution", "2", "--out", run_dir]
+    argv = ["train", "--family", "encoder-decoder", "--out", run_dir, *trained_run_flags()]
     assert main(argv) == 0  # the flags make the same settings: nothing to do
     out = capsys.readouterr().out
     assert "already holds this run" in out and f"{run_dir}: 2 epochs" in out

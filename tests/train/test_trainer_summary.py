@@ -9,7 +9,7 @@ import os
 import keras
 import pytest
 
-from tests.artifacts import SMALL_RUN as SMALL
+from tests.artifacts import TRAINED_RUN as SMALL
 from transformer_zoo.train.config import TrainConfig
 from transformer_zoo.train.trainer import train
 
