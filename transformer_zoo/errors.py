@@ -53,13 +53,21 @@ _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 def first_line(error: BaseException) -> str:
     """The first line of `error`'s message, or its type's name when it has none; for an
     error Keras wrapped on its way out of a layer's call, the first line of the message
-    it wraps (without Keras' ANSI bold), which is what the command line should print."""
+    it wraps (without Keras' ANSI bold), which is what the command line should print.
+    A first line that ends in a colon introduces the cause on the next (Keras' "A total of
+    1 objects could not be loaded. Example error message for object <Dense ...>:"), which
+    is joined to it."""
     lines = _ANSI_CODE.sub("", str(error)).strip().splitlines()
     if lines and lines[0].startswith(_KERAS_WRAPPER):
         inner = next((line.strip() for line in lines[1:] if line.strip()), "")
         if inner and not inner.startswith(_KERAS_ARGUMENTS):
             return inner
-    return lines[0] if lines else type(error).__name__
+    if not lines:
+        return type(error).__name__
+    cause = next((line.strip() for line in lines[1:] if line.strip()), "")
+    if lines[0].rstrip().endswith(":") and cause:
+        return f"{lines[0].rstrip()} {cause}"
+    return lines[0]
 
 
 def is_integer(value) -> bool:

@@ -16,7 +16,7 @@ import sys
 
 from transformer_zoo.cli.parsing import UsageError, add_search_arguments, search_from_arguments
 from transformer_zoo.cli.train_arguments import add_train_arguments, config_from_args
-from transformer_zoo.errors import count, first_line
+from transformer_zoo.errors import RunError, count, first_line
 from transformer_zoo.files import check_writable
 from transformer_zoo.generation import ENGINES
 from transformer_zoo.run_directory import BACKUP_DIR, CONFIG_FILE
@@ -85,6 +85,8 @@ def _train(args: argparse.Namespace) -> int:
     except NaNLossError as error:
         print(f"transformer-zoo train: error: {error}", file=sys.stderr)
         return 1
+    except RunError as error:  # a backup or model.keras this version cannot read
+        raise UsageError.from_error(error) from None
     except OSError as error:  # a full disk: every file written so far is whole
         print(
             f"transformer-zoo train: error: {_os_error_line(error, config.out)}; free some "

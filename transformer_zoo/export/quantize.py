@@ -132,6 +132,14 @@ def quantize_onnx(
     if entry.get("quantization"):
         raise ModelDirectoryError(f"{onnx_dir!r} is already quantized ({entry['quantization']}).")
     if _occupied(out_dir) and not _earlier_copy(out_dir, weights, config):
+        undigested = _undigested_copy(out_dir, weights, config, onnx_dir)
+        if undigested is not None:
+            raise ModelDirectoryError(
+                f"{out_dir} holds an earlier {weights} copy, but {undigested} was written "
+                "before 2026-12-04 and records no digest of its weights, so the copy cannot "
+                "be known to be of these weights: delete it (or choose another `out_dir`) to "
+                "quantize again."
+            )
         raise ModelDirectoryError(
             f"`out_dir` must be new or empty (or an earlier {weights} copy of these weights). "
             f"Received: {out_dir}"
@@ -218,6 +226,21 @@ def _earlier_copy(path: str, weights: str, config: RunConfig) -> bool:
         and digest is not None
         and earlier.get("weights") == digest
     )
+
+
+def _undigested_copy(path: str, weights: str, config: RunConfig, onnx_dir: str) -> str | None:
+    """Where `path` holds a `weights` copy whose weights cannot be compared with those of
+    the export `onnx_dir` (`config`), the one of the two that records no digest
+    (`export.weights`, written since 5c6b869, 2026-12-04); else None."""
+    try:
+        earlier = load_run_config(path).export
+    except (RunError, OSError):
+        return None
+    if earlier.get("onnx", {}).get("quantization") != weights:
+        return None
+    if earlier.get("weights") is None:
+        return "the copy"
+    return onnx_dir if config.export.get("weights") is None else None
 
 
 def require_task(config: RunConfig):

@@ -13,6 +13,7 @@ other files).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -32,6 +33,8 @@ from transformer_zoo.run_directory import (
 )
 from transformer_zoo.run_state import copy_source, run_differences, run_identity
 from transformer_zoo.text.files import check_tokenizer_files
+
+log = logging.getLogger("transformer_zoo.export")
 
 
 def weights_digest(model) -> str:
@@ -125,11 +128,32 @@ class StagedExport:
                     if name == key == "onnx" and same and kind == entry.get("graph_kind"):
                         files -= set(WEIGHT_TYPES)  # copies of these very graphs
                     self.stale |= files
+            if "weights" not in previous.export:
+                self._say_undigested_dropped()
             if previous.export.get("tokenizer"):
                 self.stale |= set(previous.tokenizer_files)
         export[key] = entry
         self.config.export = export
         save_run_config(self.staging, self.config)
+
+    def _say_undigested_dropped(self) -> None:
+        """Warns of what the move-in removes from an export that records no weights digest
+        (written before 5c6b869, 2026-12-04): whether it was of these weights cannot be
+        told, so its other format and quantized copies go, as another model's would."""
+        dropped = [
+            f"{name}/" if os.path.isdir(os.path.join(self.out_dir, name)) else name
+            for name in sorted(self.stale)
+            if os.path.lexists(os.path.join(self.out_dir, name))
+            and not os.path.lexists(self.path(name))
+        ]
+        if dropped:
+            log.warning(
+                "%s holds an export written before 2026-12-04, which records no digest of "
+                "its weights, so its %s cannot be known to be of this model and are removed; "
+                "export or quantize them again where this command does not",
+                self.out_dir,
+                ", ".join(dropped),
+            )
 
 
 def _previous_config(out_dir: str) -> RunConfig | None:

@@ -15,6 +15,7 @@ stop strings in `text_batches`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -395,15 +396,19 @@ class ServedModel:
                 )
         return embeddings, [len(ids) for ids, _ in encoded]
 
-    @property
+    @functools.cached_property
     def reads_pairs(self) -> bool | None:
         """Whether `classify` reads text pairs: True or False as a classifier trained here
-        records it (`extra.text_pairs`), None where its config does not say (an imported
-        checkpoint: a cross-encoder reads pairs, a sentence classifier single texts, and
-        either is taken); False for any other model."""
+        records it (`extra.text_pairs`) or, trained before it was recorded (69b2c7e,
+        2026-12-04), as its `extra.train` tells it (its three `columns`, else its data);
+        None where nothing says (an imported checkpoint: a cross-encoder reads pairs, a
+        sentence classifier single texts, and either is taken; an older run whose data is
+        gone or changed); False for any other model."""
         if self.family != "encoder-only" or self.config.task != "classification":
             return False
-        return self.config.extra.get("text_pairs")
+        if "text_pairs" in self.config.extra:
+            return self.config.extra["text_pairs"]
+        return _trained_on_pairs(self.config)
 
     def check_encoder_texts(
         self, what: str, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None
@@ -518,3 +523,22 @@ class ServedModel:
         if self.tokenizer is None:
             raise InputError("This model was exported without a tokenizer: pass token ids.")
         return self.tokenizer
+
+
+def _trained_on_pairs(config: RunConfig) -> bool | None:
+    """Whether a classifier trained here before runs recorded `extra.text_pairs` read text
+    pairs, as training tells it (`Task.pairs`, what `text_pairs` records): `--columns`
+    names `text,text2,label` or `text,label`; without them, the run's data says (read
+    again, if it is there and unchanged). None for a run not trained here."""
+    settings = config.extra.get("train")
+    if settings is None:  # an imported checkpoint
+        return None
+    columns = settings.get("columns")
+    if columns:
+        return len(columns) == 3
+    from transformer_zoo.data.run_task import run_task
+
+    try:
+        return run_task(config).pairs
+    except (ValueError, OSError):  # the data gone or changed since (RunError, DataError)
+        return None

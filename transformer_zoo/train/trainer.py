@@ -28,6 +28,7 @@ import numpy as np
 
 from transformer_zoo import run_directory as rd
 from transformer_zoo.files import read_json, remove_stale_staging
+from transformer_zoo.models.saving import load_run_model
 from transformer_zoo.progress import say
 from transformer_zoo.run_directory import MODEL_FILE, load_run_config, save_run_config
 from transformer_zoo.run_state import trim_history
@@ -91,7 +92,7 @@ def _train(config, callbacks, verbose) -> TrainResult:
     if prepared.state == TRAINED:
         say(f"{out} holds this run, trained; evaluating its {MODEL_FILE} again.")
         remove_backup(os.path.join(out, rd.BACKUP_DIR))  # killed before it was removed
-        model = keras.saving.load_model(os.path.join(out, MODEL_FILE), compile=False)
+        model = load_run_model(out)
         return evaluate_run(prepared, model, read_json(os.path.join(out, rd.METRICS_FILE)), None)
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2

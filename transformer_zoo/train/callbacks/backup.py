@@ -11,6 +11,7 @@ import time
 import keras
 import numpy as np
 
+from transformer_zoo.errors import RunError
 from transformer_zoo.files import (
     atomic_path,
     check_free_space,
@@ -19,6 +20,7 @@ from transformer_zoo.files import (
     variables_bytes,
     write_json,
 )
+from transformer_zoo.models.saving import weights_predate_this_version
 from transformer_zoo.run_directory import BACKUP_METADATA_FILE as METADATA_FILE
 from transformer_zoo.run_directory import BACKUP_WEIGHTS_FILE as WEIGHTS_FILE
 from transformer_zoo.train.callbacks.averaged_weights import AveragedWeights
@@ -168,13 +170,28 @@ def backup_seconds(backup_dir: str | os.PathLike) -> float:
 
 def restore_backup(backup_dir: str | os.PathLike, model: keras.Model) -> int | None:
     """Loads the backed-up weights and optimizer state into `model` (compiled, built);
-    returns the epoch to pass to `fit` as `initial_epoch`, or None without a backup."""
+    returns the epoch to pass to `fit` as `initial_epoch`, or None without a backup.
+
+    Raises:
+        RunError: the backup was written by an older version whose weights this one
+            cannot load (`weights_predate_this_version`); the backup is left as it is.
+    """
     epoch = backup_epoch(backup_dir)
     if epoch is None:
         return None
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)  # its variables receive the state
-    model.load_weights(os.path.join(backup_dir, WEIGHTS_FILE))
+    try:
+        model.load_weights(os.path.join(backup_dir, WEIGHTS_FILE))
+    except ValueError as error:
+        why = weights_predate_this_version(error)
+        if why is None:
+            raise
+        raise RunError(
+            f"Cannot resume from the backup in {os.fspath(backup_dir)}: {why}; start the "
+            "run again under another --out (this backup is left as it is), or resume it "
+            "with the version that made it."
+        ) from None
     saved = read_json(os.path.join(backup_dir, METADATA_FILE)).get("seed_states")
     if saved is not None:  # None: a backup made before they were kept
         for state, value in zip(seed_states(model), saved, strict=True):
