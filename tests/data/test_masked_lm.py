@@ -4,8 +4,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from transformer_zoo.data.masked_lm import masked_lm_dataset
+from transformer_zoo.data.masked_lm import mask_tokens, masked_lm_dataset
 from transformer_zoo.text.formats import pair_ids
 
 SPECIALS = (0, 2, 3, 4)
@@ -43,6 +44,26 @@ def test_masking_corrupts_about_15_percent_of_ordinary_tokens_as_bert_does(texts
     assert abs(picked / ordinary - 0.15) < 0.01
     assert abs(to_mask / picked - 0.8) < 0.03
     assert abs(kept / picked - 0.1) < 0.03  # (a random replacement may also hit the original)
+
+
+def test_random_replacements_are_ordinary_ids_above_the_mask_id():
+    """BERT's 10% random replacements are drawn from the ids above `mask_id` (the
+    docstring's contract), never padding, the begin/end ids, unknown or `<mask>` itself;
+    a token not picked is left as it was. Checked with numpy on one large batch."""
+    mask_id, size = 4, 50
+    ids = np.random.default_rng(0).integers(mask_id + 1, size, size=(64, 128))
+    corrupted, labels = mask_tokens(
+        tf.constant(ids, tf.int32), tf.constant([1, 2], tf.int64), mask_id, size,
+        mask_rate=0.5, special_ids=[0, 1, 2, 3],
+    )  # fmt: skip
+    corrupted, labels = corrupted.numpy(), labels.numpy()
+    picked = labels != 0
+    np.testing.assert_array_equal(labels[picked], ids[picked])
+    np.testing.assert_array_equal(corrupted[~picked], ids[~picked])
+    replaced = corrupted[picked & (corrupted != mask_id) & (corrupted != ids)]
+    assert len(replaced) > 0.05 * picked.sum()  # about 10%, less those equal to the original
+    assert replaced.min() > mask_id and replaced.max() < size  # no special id, no <mask>
+    assert set(replaced.tolist()) == set(range(mask_id + 1, size))  # every ordinary id
 
 
 def test_masks_are_drawn_anew_every_epoch_and_repeat_for_a_seed(texts, shared_tokenizer):

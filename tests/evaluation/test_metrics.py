@@ -164,6 +164,31 @@ def test_exact_match_bleu_and_chrf_take_several_references():
     assert bleu(["the cat sat"], [["the cat sat on the mat"] * 2], tokenize="13a") == once
 
 
+def test_rows_with_fewer_references_score_as_their_first_one_repeated():
+    """Rows may hold different numbers of references: sacreBLEU takes streams of equal
+    length, so a row with fewer fills the others with its first reference (which scores
+    as given once), never with an empty one: an empty reference is the closest length to
+    a short prediction and lifts BLEU's brevity penalty (the bug scored 100 here)."""
+    from transformer_zoo.evaluation.metrics import chrf
+
+    predictions = ["the cat sat on the mat", "a dog", "two birds"]
+    references = [
+        ["the cat sat on the mat", "a cat sat on the mat"],
+        "a dog ran in the park today",
+        ["two birds sang", "birds", "a bird"],
+    ]
+    streams = [  # written out by hand: stream k holds each row's k-th, else its first
+        ["the cat sat on the mat", "a dog ran in the park today", "two birds sang"],
+        ["a cat sat on the mat", "a dog ran in the park today", "birds"],
+        ["the cat sat on the mat", "a dog ran in the park today", "a bird"],
+    ]
+    expected = sacrebleu.corpus_bleu(predictions, streams, tokenize="13a").score
+    assert bleu(predictions, references, tokenize="13a") == pytest.approx(expected, rel=1e-12)
+    assert expected < 99  # "a dog" is short of its one reference
+    expected = sacrebleu.corpus_chrf(predictions, streams).score
+    assert chrf(predictions, references) == pytest.approx(expected, rel=1e-12)
+
+
 # --- arguments a newcomer plausibly passes -----------------------------------------------
 SENTENCE = "the cat sat on the mat"
 

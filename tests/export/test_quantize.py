@@ -186,6 +186,24 @@ def test_a_drop_past_the_limit_writes_nothing(family_artifacts, tmp_path, monkey
     assert os.listdir(tmp_path) == []  # neither the directory nor a staging folder
 
 
+@pytest.mark.parametrize("drop", [0.0, 0.05])
+def test_a_drop_equal_to_the_limit_is_accepted(family_artifacts, tmp_path, monkeypatch, drop):
+    """`max_accuracy_drop` is "the largest accepted fall": a score that falls by exactly
+    that much (no fall at all with `max_accuracy_drop=0`) writes the copy, and its report."""
+    art = family_artifacts("encoder-decoder")
+    scores = {"examples": 3, "metric": "exact_match", "float32": 0.9, "int8": 0.9 - drop}
+    scores["drop"] = drop  # 0.9 - 0.85 is not exactly 0.05 in floats
+    monkeypatch.setattr(
+        "transformer_zoo.export.quantize.compare_on_task", lambda *args: dict(scores)
+    )
+    task = types.SimpleNamespace(test=[])
+    report = quantize_onnx(art.export_dir, tmp_path / "q", task=task, max_accuracy_drop=drop)
+    assert report["drop"] == report["max_accuracy_drop"] == drop
+    with open(tmp_path / "q" / "quantization.json") as file:
+        assert json.load(file)["drop"] == drop
+    assert load_run_config(tmp_path / "q").export["onnx"]["quantization"] == "int8"
+
+
 def test_bad_requests_are_refused(family_artifacts, wordpiece_artifacts, tmp_path):
     art = family_artifacts("encoder-only")
     with pytest.raises(ModelDirectoryError, match="names no task.*--max-accuracy-drop none"):

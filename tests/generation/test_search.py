@@ -428,7 +428,10 @@ def test_greedy_with_forced_eos_steps_where_the_engine_decodes_greedily_in_one_c
 def test_never_stopping_early_finds_the_best_hypothesis_when_beams_see_them_all(length_penalty):
     # 3 tokens, EOS = 0, 3 new tokens: at most 2 + 4 live prefixes and 12 last-step
     # extensions, so 16 beams keep every hypothesis, and "never" stops a row only when
-    # no running beam can win (transformers' canonical beam search).
+    # no running beam can win (transformers' canonical beam search). No row collects K
+    # hypotheses here, so the three early_stopping meanings return the same: this checks
+    # the search; test_the_three_early_stopping_meanings_stop_at_three_different_steps
+    # checks when a row stops.
     config = BeamSearch(16, length_penalty, early_stopping="never")
     for seed in range(6):
         engine = random_engine(vocab=3, seed=seed, scale=2.0)
@@ -462,3 +465,75 @@ def test_early_stopping_true_stops_at_k_hypotheses_and_false_runs_on_while_one_m
     assert tokens == {True: [0], False: [1, 1, 1], "never": [1, 1, 1]}
     assert BeamSearch().early_stopping is True  # ours; transformers' default is False
     assert BeamSearch(early_stopping=np.bool_(False)).early_stopping is False
+
+
+def three_meanings_engine():
+    """EOS = 0, A = 1, B = 2, C = 3, the prompt 0. After the prompt: EOS 0.5, A 0.45; after
+    A: B 0.58, EOS 0.4; after B: EOS 0.5, C 0.4; after C: EOS 0.97. With 2 beams, length
+    penalty 1 and 4 new tokens:
+    step 1 finishes [EOS] at log 0.5 = -0.69;
+    step 2 finishes [A, EOS] at log 0.18 / 2 = -0.86, the K-th: True stops there; [A, B]
+    runs at log 0.261 / 2 = -0.67, better than -0.86, so False and "never" go on;
+    step 3 finishes [A, B, EOS] at log 0.1305 / 3 = -0.68, which leaves [EOS] (-0.69) the
+    worst of K; [A, B, C] runs at log 0.1044 = -2.26: at its length, -2.26 / 3 = -0.75 is
+    no better than -0.69, so False stops; at the 4 tokens it can reach, -2.26 / 4 = -0.56
+    is better, so "never" goes on;
+    step 4, the limit, finishes [A, B, C, EOS] at log 0.1013 / 4 = -0.57, the best."""
+    probs = np.array(
+        [
+            [0.5, 0.45, 0.03, 0.02],
+            [0.4, 0.01, 0.58, 0.01],
+            [0.5, 0.05, 0.05, 0.4],
+            [0.97, 0.01, 0.01, 0.01],
+        ]
+    )
+    return TableEngine(np.log(probs))
+
+
+def test_the_three_early_stopping_meanings_stop_at_three_different_steps():
+    """True stops at K finished hypotheses, False once the best running beam scored at its
+    own length cannot beat them, "never" once it cannot at the longest length it can reach
+    (transformers' `_check_early_stop_heuristic`): on this table each returns another
+    hypothesis (hand-computed in `three_meanings_engine`), and only "never" finds the best
+    of all (`exhaustive_best`)."""
+    prompt = {"token_ids": np.array([[0]])}
+    expected = {
+        True: ([0], np.log(0.5)),
+        False: ([1, 2, 0], np.log(0.45 * 0.58 * 0.5) / 3),
+        "never": ([1, 2, 3, 0], np.log(0.45 * 0.58 * 0.4 * 0.97) / 4),
+    }
+    for early_stopping, (tokens, score) in expected.items():
+        config = BeamSearch(2, 1.0, early_stopping)
+        result = beam_search(three_meanings_engine(), prompt, 4, config, 0, 0)
+        assert result.tokens[0, : len(tokens)].tolist() == tokens, early_stopping
+        assert not result.tokens[0, len(tokens) :].any()
+        assert result.scores[0] == pytest.approx(score, rel=1e-9), early_stopping
+    best = exhaustive_best(three_meanings_engine(), [0], 4, 0, 1.0)
+    assert best == (pytest.approx(expected["never"][1], rel=1e-9), expected["never"][0])
+
+
+def test_only_an_eos_among_the_k_best_candidates_finishes_a_hypothesis():
+    """Of the 2K extensions ranked each step, an EOS among the first K finishes a
+    hypothesis and one ranked K..2K-1 is dropped (transformers' `_beam_search`: only the
+    top `num_beams` candidates may finish). EOS = 0, A = 1, B = 2, C = 3, D = 4, prompt 0;
+    K = 2, length penalty 1, 4 new tokens. Step 1 runs A (0.5) and B (0.45). Step 2 ranks
+    [A, EOS] 0.25, [A, C] 0.2, [B, EOS] 0.189, [B, D] 0.135: [A, EOS] finishes (log 0.25 / 2
+    = -0.69), [B, EOS] ranks third and must not. Step 3 finishes [A, C, EOS] (log 0.192 / 3
+    = -0.55) and [B, D, EOS] (-0.68): two, so the row stops with [A, C, EOS], the best of
+    all. Had [B, EOS] (-0.83) finished, step 2 would have held K hypotheses, and True would
+    have stopped there with [A, EOS]."""
+    probs = np.array(
+        [
+            [0.01, 0.5, 0.45, 0.02, 0.02],
+            [0.5, 0.04, 0.03, 0.4, 0.03],
+            [0.42, 0.1, 0.1, 0.08, 0.3],
+            [0.96, 0.01, 0.01, 0.01, 0.01],
+            [0.96, 0.01, 0.01, 0.01, 0.01],
+        ]
+    )
+    engine = TableEngine(np.log(probs))
+    result = beam_search(engine, {"token_ids": np.array([[0]])}, 4, BeamSearch(2, 1.0), 0, 0)
+    assert result.tokens[0, :3].tolist() == [1, 3, 0] and not result.tokens[0, 3:].any()
+    assert result.scores[0] == pytest.approx(np.log(0.5 * 0.4 * 0.96) / 3, rel=1e-9)
+    score, tokens = exhaustive_best(engine, [0], 4, 0, 1.0)
+    assert tokens == [1, 3, 0] and score == pytest.approx(result.scores[0], rel=1e-9)

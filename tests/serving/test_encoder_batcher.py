@@ -35,6 +35,14 @@ class FakeEncoder:
         vectors = np.array([[len(t), 1.0] for t in texts], np.float32)
         return vectors, [len(t.split()) for t in texts]
 
+    def classify(self, texts, text_pairs=None, batch_size=32):
+        """Per text, what it was classified with: `(text, its pair or None)`; refuses
+        pairs that are not one per text, as `ServedModel.classify`."""
+        self.batches.append(list(texts))
+        if text_pairs is not None and len(text_pairs) != len(texts):
+            raise ValueError(f"{len(text_pairs)} pairs for {len(texts)} texts")
+        return list(zip(texts, text_pairs or [None] * len(texts), strict=True))
+
 
 @pytest.mark.parametrize("workers, concurrent", [(2, True), (1, False)])
 def test_two_workers_run_two_batches_at_once(workers, concurrent):
@@ -96,6 +104,27 @@ def test_requests_arriving_while_a_batch_runs_share_the_next_one():
     first.result(timeout=10)
     assert late.result(timeout=10)[0][0, 0] == 1.0  # ran once the model fell idle
     assert model.batches[-1] == ["e"]
+    batcher.close(10)
+
+
+@pytest.mark.parametrize("pair_first", [False, True])
+def test_single_texts_and_pairs_in_one_batch_are_each_classified_as_alone(pair_first):
+    """A classify request of single texts and one of text pairs that wait together (the
+    one worker is busy) share a batch, but run as two model calls: each gets what it gets
+    classified alone (`classify(texts, pairs)`), not the other's pairs or None."""
+    model = FakeEncoder(hold="first")
+    batcher = EncoderBatcher(model, max_batch_size=8, max_wait_ms=0, workers=1)
+    first = batcher.submit("embed", ["first"])
+    while not model.batches:
+        pass
+    requests = [(["a", "b"], None), (["c"], ["d"])]
+    if pair_first:
+        requests.reverse()
+    futures = [batcher.submit("classify", texts, pairs=pairs) for texts, pairs in requests]
+    model.release.set()
+    first.result(timeout=10)
+    for (texts, pairs), future in zip(requests, futures, strict=True):
+        assert future.result(timeout=10) == FakeEncoder().classify(texts, pairs)
     batcher.close(10)
 
 

@@ -6,6 +6,7 @@ runs."""
 from __future__ import annotations
 
 import dataclasses
+import queue
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from tests.artifacts import SENTENCES
 from transformer_zoo.cli import main
 from transformer_zoo.generation import DEFAULT_NEW_TOKENS, Greedy
 from transformer_zoo.serving import InputError, load_onnx
+from transformer_zoo.serving.http.generation_row import Finished, GenerationRow, Token
+from transformer_zoo.serving.http.generation_scheduler import GenerationScheduler
 
 TEXTS = sorted({s for s in SENTENCES if len(s) < 25}, key=lambda s: (len(s) * 7919) % 13)[:7]
 
@@ -102,6 +105,46 @@ def test_each_completion_says_whether_it_ended_or_was_cut(family_artifacts, forc
     stop = text.strip()[1:3]
     (stopped,) = served.generate_completions([TEXTS[cut]], 6, stop=stop)
     assert stopped == (text[: text.index(stop)], "stop")
+
+
+def test_the_servers_scheduler_ends_each_row_as_generate_completions_does(family_artifacts):
+    """The HTTP server's `GenerationScheduler` gives a row that reaches EOS the
+    finish_reason "stop" and one cut at `max_new_tokens` "length" (OpenAI's meanings), as
+    `generate_completions` does for the same rows, with the tokens before the EOS. The EOS
+    is made a token greedy search reaches, as in the test above."""
+    directory = family_artifacts("decoder-only").export_dir
+    plain = load_onnx(directory)
+    rows = plain.prompt_ids(TEXTS)
+    tokens = plain.generate_ids(rows, 6).tokens  # no EOS among them: the reference
+    eos = int(tokens[0, 2])
+    served = load_onnx(directory)
+    served.config = dataclasses.replace(
+        plain.config, special_ids={**plain.config.special_ids, "eos": eos}
+    )
+    expected = [c.finish_reason for c in served.generate_completions(TEXTS, 6)]
+    assert "stop" in expected and "length" in expected
+    events = [queue.Queue() for _ in rows]
+    scheduler = GenerationScheduler(served)
+    try:
+        scheduler.submit(
+            [
+                GenerationRow(list(ids), 6, Greedy(), row_events.put)
+                for ids, row_events in zip(rows, events, strict=True)
+            ]
+        )
+        reasons, emitted = [], []
+        for row_events in events:
+            ids = []
+            while not isinstance(event := row_events.get(timeout=60), Finished):
+                assert isinstance(event, Token), event  # not `Failed`
+                ids.append(event.token_id)
+            reasons.append(event.reason)
+            emitted.append(ids)
+    finally:
+        scheduler.close(10)
+    assert reasons == expected
+    for ids, row in zip(emitted, tokens.tolist(), strict=True):
+        assert ids == (row[: row.index(eos)] if eos in row else row)
 
 
 def test_without_max_new_tokens_each_prompt_decodes_up_to_its_room(family_artifacts, capsys):
