@@ -158,7 +158,10 @@ def test_an_old_pair_run_reads_pairs_as_its_columns_say():
 def test_an_old_run_without_columns_reads_pairs_as_its_data_holds_them(tmp_path, pairs):
     """Without --columns, the training file's rows (label, text[, text2]) tell it."""
     data = _classification_tsv(tmp_path / "train.tsv", pairs)
-    served = _served(_with_train(None, data))
+    config = _with_train(None, data)
+    config["extra"]["train"]["test"] = str(tmp_path / "gone-test.tsv")  # the data alone tells
+    served = _served(config)
+    os.remove(data)  # worked out when the model loaded, not when a request asks
     assert served.reads_pairs is pairs
 
 

@@ -1,6 +1,7 @@
 """The task a run trained on, as its `config.json` names it (`run_task`: what `evaluate`
-and `export --quantize` score), and the fingerprints of the run's data files
-(`data_digests`, recorded when it trains; `check_data_files`)."""
+and `export --quantize` score; `trained_on_pairs`: whether a classifier read text pairs),
+and the fingerprints of the run's data files (`data_digests`, recorded when it trains;
+`check_data_files`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 
 from transformer_zoo.data.task import Task
 from transformer_zoo.data.tasks import limit_task, load_task, read_split
+from transformer_zoo.data.user_files import classification_file_holds_pairs
 from transformer_zoo.errors import RunError
 
 # A run's data files are fingerprinted when it trains (`extra.data_digests`): its splits
@@ -109,3 +111,23 @@ def run_task(config, test: str | None = None) -> Task:
         stream=stream,
     )
     return limit_task(task, settings.get("max_examples"))
+
+
+def trained_on_pairs(config) -> bool | None:
+    """Whether a classifier trained here read text pairs: as its config records it
+    (`extra.text_pairs`) or, trained before that was recorded (69b2c7e, 2026-12-04), as its
+    `--columns` (three: a pair) or else its training data says; None where nothing says:
+    a model not trained here (an imported checkpoint), or an older run whose data is gone."""
+    if "text_pairs" in config.extra:
+        return config.extra["text_pairs"]
+    settings = config.extra.get("train")
+    if settings is None:
+        return None
+    if settings.get("columns"):
+        return len(settings["columns"]) == 3
+    try:
+        if str(config.data).startswith("builtin:"):
+            return run_task(config).pairs
+        return classification_file_holds_pairs(config.data)
+    except (ValueError, OSError):  # DataError, RunError
+        return None

@@ -326,6 +326,18 @@ def read_classification_tsv(
     return examples
 
 
+def classification_file_holds_pairs(path: str | os.PathLike) -> bool:
+    """Whether a `label<TAB>text[<TAB>text2]` file (no header) holds text pairs, as its
+    first row says: `read_classification_tsv` refuses a file that holds both kinds.
+
+    Raises:
+        DataError: the file cannot be read or holds no rows.
+    """
+    for _, line in _lines(path):
+        return len(line.split("\t")) == 3
+    raise DataError(path, "the file holds no examples (it is empty or blank)")
+
+
 def _nfc(label: str) -> str:
     return unicodedata.normalize("NFC", label)
 

@@ -15,7 +15,6 @@ stop strings in `text_batches`.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -83,6 +82,7 @@ class ServedModel:
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer or tokenizer
         self.max_length = min(config.max_length or dims.max_length, dims.max_length)
+        self.reads_pairs = self._reads_pairs()
 
     # --- generation -----------------------------------------------------------------
     def generate_ids(
@@ -396,19 +396,18 @@ class ServedModel:
                 )
         return embeddings, [len(ids) for ids, _ in encoded]
 
-    @functools.cached_property
-    def reads_pairs(self) -> bool | None:
-        """Whether `classify` reads text pairs: True or False as a classifier trained here
-        records it (`extra.text_pairs`) or, trained before it was recorded (69b2c7e,
-        2026-12-04), as its `extra.train` tells it (its three `columns`, else its data);
-        None where nothing says (an imported checkpoint: a cross-encoder reads pairs, a
-        sentence classifier single texts, and either is taken; an older run whose data is
-        gone or changed); False for any other model."""
+    def _reads_pairs(self) -> bool | None:
+        """`reads_pairs`: whether `classify` reads text pairs, worked out once, at load.
+        True or False as a classifier trained here read them (`run_task.trained_on_pairs`:
+        as the run records it or, for a run from before that was recorded, as its
+        `--columns` or data say); None where nothing says (an imported checkpoint: a
+        cross-encoder reads pairs, a sentence classifier single texts, and either is taken;
+        an older run whose data is gone); False for any other model."""
         if self.family != "encoder-only" or self.config.task != "classification":
             return False
-        if "text_pairs" in self.config.extra:
-            return self.config.extra["text_pairs"]
-        return _trained_on_pairs(self.config)
+        from transformer_zoo.data.run_task import trained_on_pairs
+
+        return trained_on_pairs(self.config)
 
     def check_encoder_texts(
         self, what: str, texts: str | Sequence[str], text_pairs: Sequence[str] | None = None
@@ -523,22 +522,3 @@ class ServedModel:
         if self.tokenizer is None:
             raise InputError("This model was exported without a tokenizer: pass token ids.")
         return self.tokenizer
-
-
-def _trained_on_pairs(config: RunConfig) -> bool | None:
-    """Whether a classifier trained here before runs recorded `extra.text_pairs` read text
-    pairs, as training tells it (`Task.pairs`, what `text_pairs` records): `--columns`
-    names `text,text2,label` or `text,label`; without them, the run's data says (read
-    again, if it is there and unchanged). None for a run not trained here."""
-    settings = config.extra.get("train")
-    if settings is None:  # an imported checkpoint
-        return None
-    columns = settings.get("columns")
-    if columns:
-        return len(columns) == 3
-    from transformer_zoo.data.run_task import run_task
-
-    try:
-        return run_task(config).pairs
-    except (ValueError, OSError):  # the data gone or changed since (RunError, DataError)
-        return None

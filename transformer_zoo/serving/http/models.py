@@ -78,9 +78,10 @@ class ModelEntry:
 
     @property
     def reads_pairs(self) -> bool | None:
-        """`ServedModel.reads_pairs`: True for a classifier trained on text pairs
-        (`label<TAB>text<TAB>text2`), None for one whose config does not say (it takes
-        both), False otherwise."""
+        """`ServedModel.reads_pairs` (worked out when the model loaded): True for a
+        classifier trained on text pairs (`label<TAB>text<TAB>text2`), None where nothing
+        says (an imported checkpoint, an older run whose data is gone: it takes both),
+        False otherwise."""
         return self.served.reads_pairs
 
 
