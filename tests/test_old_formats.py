@@ -95,22 +95,6 @@ def test_train_prints_the_refused_resume_in_one_line(tmp_path, capsys, monkeypat
     assert line == f"transformer-zoo train: error: {message}"
 
 
-def test_a_keras_error_whose_first_line_ends_in_a_colon_keeps_its_cause():
-    """Keras' "... could not be loaded. Example error message for object <X>:" is followed
-    by the cause on a line of its own."""
-    error = ValueError(
-        "A total of 1 objects could not be loaded. Example error message for object "
-        "<Dense name=d, built=True>:\n\nLayer 'd' expected 2 variables, but received 1 "
-        "variables during loading. Expected: ['kernel', 'bias']\n\nList of objects that "
-        "could not be loaded:\n[<Dense name=d, built=True>]"
-    )
-    assert first_line(error) == (
-        "A total of 1 objects could not be loaded. Example error message for object "
-        "<Dense name=d, built=True>: Layer 'd' expected 2 variables, but received 1 "
-        "variables during loading. Expected: ['kernel', 'bias']"
-    )
-
-
 # --- a classifier trained before runs recorded `extra.text_pairs` (69b2c7e, 2026-12-04) --
 # pair_classifier_config.json: bf22a90's run on `s1<TAB>s2<TAB>label` (--columns s1,s2,label).
 # A run of today's with the same command records the same config but for `text_pairs: true`,

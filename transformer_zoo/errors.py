@@ -47,26 +47,33 @@ def with_article(noun: str) -> str:
 # arguments the call received.
 _KERAS_WRAPPER = "Exception encountered when calling "
 _KERAS_ARGUMENTS = "Arguments received by "
+# Keras' load of a file whose weights do not fit: "A total of N objects could not be loaded.
+# Example error message for object <X>:", a blank line, then the cause.
+_KERAS_LOAD_EXAMPLE = re.compile(r"Example error message for object .*:$")
+# TensorFlow's error from inside a traced function: "in user code:", the frames, and the
+# error itself ("ValueError: ...") on the last line.
+_TF_USER_CODE = "in user code:"
 _ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of `error`'s message, or its type's name when it has none; for an
-    error Keras wrapped on its way out of a layer's call, the first line of the message
-    it wraps (without Keras' ANSI bold), which is what the command line should print.
-    A first line that ends in a colon introduces the cause on the next (Keras' "A total of
-    1 objects could not be loaded. Example error message for object <Dense ...>:"), which
-    is joined to it."""
-    lines = _ANSI_CODE.sub("", str(error)).strip().splitlines()
-    if lines and lines[0].startswith(_KERAS_WRAPPER):
-        inner = next((line.strip() for line in lines[1:] if line.strip()), "")
-        if inner and not inner.startswith(_KERAS_ARGUMENTS):
-            return inner
-    if not lines:
+    """The first line of `error`'s message, or its type's name when it has none: what the
+    command line should print. Where that line only introduces the cause, the cause: for
+    an error Keras wrapped on its way out of a layer's call, the first line of the message
+    it wraps (without Keras' ANSI bold); for Keras' "... could not be loaded. Example error
+    message for object <X>:", that line and the cause after it; for TensorFlow's "in user
+    code:", the error on its last line."""
+    lines = [line.strip() for line in _ANSI_CODE.sub("", str(error)).strip().splitlines()]
+    text = [line for line in lines if line]
+    if not text:
         return type(error).__name__
-    cause = next((line.strip() for line in lines[1:] if line.strip()), "")
-    if lines[0].rstrip().endswith(":") and cause:
-        return f"{lines[0].rstrip()} {cause}"
+    if text[0].startswith(_KERAS_WRAPPER) and len(text) > 1:
+        if not text[1].startswith(_KERAS_ARGUMENTS):
+            return text[1]
+    if _KERAS_LOAD_EXAMPLE.search(text[0]) and len(text) > 1:
+        return f"{text[0]} {text[1]}"
+    if text[0] == _TF_USER_CODE and len(text) > 1:
+        return text[-1]
     return lines[0]
 
 
