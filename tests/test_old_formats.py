@@ -47,7 +47,7 @@ def test_an_untied_head_saved_before_its_projection_sublayer_is_refused_in_one_l
     assert "\n" not in message and first_line(refused.value) == message
     assert "saved before 2026-12-05 (commit 121f1b1)" in message
     assert 'untied output layer (tie_weights="none")' in message
-    assert "train the run again, or export it with the version that made it" in message
+    assert "train the run again under another --out, or export it with the version" in message
 
 
 # The backup's optimizer (adamw-cosine) holds one variable fewer than a plain AdamW.
@@ -201,20 +201,34 @@ def test_exporting_into_an_undigested_export_says_what_it_drops(tmp_path, caplog
     assert not any((export / name).exists() for name in ("int4", "int8", "saved_model"))
     [warning] = [r.getMessage() for r in caplog.records if r.name == "transformer_zoo.export"]
     assert warning == (
-        f"{export} holds an export written before 2026-12-04, which records no digest of "
-        "its weights, so its int4/, int8/, saved_model/ cannot be known to be of this model "
-        "and are removed; export or quantize them again where this command does not"
+        f"{export} holds an export written before 5c6b869 (2026-12-04), which records no "
+        "digest of its weights, so its int4/, int8/, saved_model/ cannot be known to be of "
+        "this model: they are removed, and only those that this command writes come back"
     )
 
 
 def test_quantizing_over_an_undigested_copy_says_why_it_is_refused(tmp_path):
+    """The export records no digest (the old export and its copy): the export is named, and
+    a copy made from it today would record none either; an export of today's with a copy
+    from before: the copy is named."""
     from transformer_zoo.export.quantize import quantize_onnx
 
     export = _old_export(tmp_path)
     with pytest.raises(ModelDirectoryError) as refused:
         quantize_onnx(export, export / "int8", weights="int8", max_accuracy_drop=None)
     assert str(refused.value) == (
-        f"{export / 'int8'} holds an earlier int8 copy, but the copy was written before "
-        "2026-12-04 and records no digest of its weights, so the copy cannot be known to be "
-        "of these weights: delete it (or choose another `out_dir`) to quantize again."
+        f"{export / 'int8'} holds an earlier int8 copy, but {export} records no digest of its "
+        "weights (an export written before 5c6b869), so the copy cannot be known to be of "
+        "these weights: export the run again, or delete the copy (or choose another "
+        "`out_dir`) to quantize again."
+    )
+    config = json.loads((export / "config.json").read_text())
+    config["export"]["weights"] = "a digest"  # exported again by this version
+    (export / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelDirectoryError) as refused:
+        quantize_onnx(export, export / "int8", weights="int8", max_accuracy_drop=None)
+    assert str(refused.value) == (
+        f"{export / 'int8'} holds an earlier int8 copy, but the copy records no digest of its "
+        "weights (written before 5c6b869), so it cannot be known to be of these weights: "
+        "delete it (or choose another `out_dir`) to quantize again."
     )

@@ -131,19 +131,10 @@ def quantize_onnx(
         raise ModelDirectoryError(f"{onnx_dir!r} holds no ONNX export to quantize.")
     if entry.get("quantization"):
         raise ModelDirectoryError(f"{onnx_dir!r} is already quantized ({entry['quantization']}).")
-    if _occupied(out_dir) and not _earlier_copy(out_dir, weights, config):
-        undigested = _undigested_copy(out_dir, weights, config, onnx_dir)
-        if undigested is not None:
-            raise ModelDirectoryError(
-                f"{out_dir} holds an earlier {weights} copy, but {undigested} was written "
-                "before 2026-12-04 and records no digest of its weights, so the copy cannot "
-                "be known to be of these weights: delete it (or choose another `out_dir`) to "
-                "quantize again."
-            )
-        raise ModelDirectoryError(
-            f"`out_dir` must be new or empty (or an earlier {weights} copy of these weights). "
-            f"Received: {out_dir}"
-        )
+    if _occupied(out_dir):
+        refusal = _why_not_replaced(out_dir, weights, config, onnx_dir)
+        if refusal is not None:
+            raise ModelDirectoryError(refusal)
     check_graph_kind(entry, weights)
     if max_accuracy_drop is not None and (
         isinstance(max_accuracy_drop, bool)
@@ -213,34 +204,36 @@ def _occupied(path: str) -> bool:
     return os.path.exists(path) and (not os.path.isdir(path) or bool(os.listdir(path)))
 
 
-def _earlier_copy(path: str, weights: str, config: RunConfig) -> bool:
-    """Whether `path` holds a `weights` copy that `quantize_onnx` wrote from an export of
-    the same weights as `config`'s (`export.weights`, a digest)."""
+def _why_not_replaced(path: str, weights: str, config: RunConfig, onnx_dir: str) -> str | None:
+    """None where the occupied `path` holds a `weights` copy that `quantize_onnx` wrote
+    from an export of the same weights as `config`'s (`export.weights`, a digest), which a
+    new copy replaces; else why `path` is refused."""
     try:
         earlier = load_run_config(path).export
     except (RunError, OSError):
-        return False
-    digest = config.export.get("weights")
+        earlier = {}
+    if earlier.get("onnx", {}).get("quantization") == weights:
+        digest = config.export.get("weights")
+        if digest is not None and earlier.get("weights") == digest:
+            return None
+        # Exports record the digest since 5c6b869 (2026-12-04), and a copy has its export's.
+        if digest is None:
+            return (
+                f"{path} holds an earlier {weights} copy, but {onnx_dir} records "
+                "no digest of its weights (an export written before 5c6b869), so the copy "
+                "cannot be known to be of these weights: export the run again, or delete the "
+                "copy (or choose another `out_dir`) to quantize again."
+            )
+        if earlier.get("weights") is None:
+            return (
+                f"{path} holds an earlier {weights} copy, but the copy records no "
+                "digest of its weights (written before 5c6b869), so it cannot be known to be "
+                "of these weights: delete it (or choose another `out_dir`) to quantize again."
+            )
     return (
-        earlier.get("onnx", {}).get("quantization") == weights
-        and digest is not None
-        and earlier.get("weights") == digest
+        f"`out_dir` must be new or empty (or an earlier {weights} copy of these weights). "
+        f"Received: {path}"
     )
-
-
-def _undigested_copy(path: str, weights: str, config: RunConfig, onnx_dir: str) -> str | None:
-    """Where `path` holds a `weights` copy whose weights cannot be compared with those of
-    the export `onnx_dir` (`config`), the one of the two that records no digest
-    (`export.weights`, written since 5c6b869, 2026-12-04); else None."""
-    try:
-        earlier = load_run_config(path).export
-    except (RunError, OSError):
-        return None
-    if earlier.get("onnx", {}).get("quantization") != weights:
-        return None
-    if earlier.get("weights") is None:
-        return "the copy"
-    return onnx_dir if config.export.get("weights") is None else None
 
 
 def require_task(config: RunConfig):

@@ -148,9 +148,9 @@ class StagedExport:
         ]
         if dropped:
             log.warning(
-                "%s holds an export written before 2026-12-04, which records no digest of "
-                "its weights, so its %s cannot be known to be of this model and are removed; "
-                "export or quantize them again where this command does not",
+                "%s holds an export written before 5c6b869 (2026-12-04), which records no "
+                "digest of its weights, so its %s cannot be known to be of this model: they "
+                "are removed, and only those that this command writes come back",
                 self.out_dir,
                 ", ".join(dropped),
             )

@@ -36,9 +36,9 @@ def load_run_model(directory: str | os.PathLike, compile: bool = False):
         why = weights_predate_this_version(error)
         if why is not None:
             raise ModelDirectoryError(
-                f"Cannot load {path}: {why}; train the run again, or export it with the "
-                "version that made it (`transformer-zoo export RUN --format onnx`), which "
-                "this version serves."
+                f"Cannot load {path}: {why}; train the run again under another --out, or "
+                "export it with the version that made it (`transformer-zoo export RUN "
+                "--format onnx`), which this version serves."
             ) from None
         raise ModelDirectoryError(f"Cannot load {path}: {first_line(error)}") from None
 
