@@ -5,6 +5,7 @@ UTF-8, the wrong directory for the engine, and the help text."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -14,7 +15,13 @@ import pytest
 
 from tests.helpers import cli_error
 from transformer_zoo.cli import main
-from transformer_zoo.cli.parsing import UsageError
+from transformer_zoo.cli.parsing import (
+    SEARCH_FLAGS,
+    UsageError,
+    add_search_arguments,
+    search_from_arguments,
+)
+from transformer_zoo.generation import BeamSearch, Greedy, Sampling
 from transformer_zoo.serving import load_onnx
 from transformer_zoo.serving.served_model import ServedModel
 
@@ -158,3 +165,35 @@ def test_input_lines_end_where_the_training_files_lines_end(tmp_path, content, l
     path.write_bytes(b"fine\r\xff broken\n")
     with pytest.raises(UsageError, match=rf"^{path}:2: the line is not valid UTF-8$"):
         read_inputs(argparse.Namespace(texts=[], input=str(path)))
+
+
+SEARCH_CASES = [
+    (["--strategy", "beam", "--num-beams", "3"], BeamSearch(num_beams=3)),
+    (["--strategy", "beam", "--length-penalty", "0.5"], BeamSearch(length_penalty=0.5)),
+    (["--strategy", "beam", "--early-stopping", "true"], BeamSearch(early_stopping=True)),
+    (["--strategy", "beam", "--early-stopping", "False"], BeamSearch(early_stopping=False)),
+    (["--strategy", "beam", "--early-stopping", "never"], BeamSearch(early_stopping="never")),
+    (["--strategy", "sample", "--temperature", "0.7"], Sampling(temperature=0.7)),
+    (["--strategy", "sample", "--top-k", "5"], Sampling(top_k=5)),
+    (["--strategy", "sample", "--top-p", "0.9"], Sampling(top_p=0.9)),
+    (["--strategy", "sample", "--seed", "7"], Sampling(seed=7)),
+    (["--forced-eos"], Greedy(forced_eos=True)),
+    ([], Greedy()),
+]
+
+
+@pytest.mark.parametrize("argv, expected", SEARCH_CASES)
+def test_each_search_flag_gives_the_strategy_built_directly(argv, expected):
+    """`--flag value` is the strategy dataclass with that field set to the value, typed as
+    the field is (`--top-p 0.9` a float, `--early-stopping false` False, not True)."""
+    parser = argparse.ArgumentParser()
+    add_search_arguments(parser)
+    got = search_from_arguments(parser.parse_args(argv))
+    assert got == expected
+    assert [type(v) for v in vars(got).values()] == [type(v) for v in vars(expected).values()]
+
+
+def test_the_search_cases_cover_every_search_flag():
+    """Every flag of `SEARCH_FLAGS` is checked above."""
+    flags = {a[2:].replace("-", "_") for argv, _ in SEARCH_CASES for a in argv if a[:2] == "--"}
+    assert flags - {"strategy"} == set(SEARCH_FLAGS)

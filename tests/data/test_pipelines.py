@@ -138,6 +138,28 @@ def test_truncation_respects_the_maximum_and_drops_the_cut_eos(
     assert labels.shape == (1, 5) and 3 not in labels and labels[0, -1] != 0
 
 
+def test_cut_rows_are_teacher_forced_like_the_uncut_ones(dates, source_tokenizer, target_tokenizer):
+    """With T = max_target_length, every row, cut or not, is decoder = ([bos] + target)[:T]
+    and labels = (target + [eos])[:T], so decoder[1:] == labels[:-1] (the encoder:
+    (source[:S - 1] + [eos]))."""
+    pairs = dates.pairs("valid")
+    got = Counter()
+    for inputs, labels, _ in _batches(
+        translation_dataset(pairs, source_tokenizer, target_tokenizer, 16, 6, 5)
+    ):
+        for enc, dec, lab in zip(
+            inputs["encoder_token_ids"], inputs["decoder_token_ids"], labels, strict=True
+        ):
+            got[_unpad(enc), _unpad(dec), _unpad(lab)] += 1
+    expected, cut = Counter(), 0
+    for pair in pairs:
+        target = target_tokenizer.encode(pair.target)
+        source = source_tokenizer.encode(pair.source)
+        cut += len(target) >= 5
+        expected[(*source[:5], 3), (2, *target)[:5], (*target, 3)[:5]] += 1
+    assert cut > 0 and got == expected
+
+
 def test_shuffling_is_deterministic_for_a_seed_and_changes_every_epoch(
     dates, source_tokenizer, target_tokenizer
 ):
@@ -413,6 +435,21 @@ def _keras_fails(model, data, loss) -> bool:
     except tf.errors.InvalidArgumentError:
         return True
     return False
+
+
+def test_random_windows_start_anywhere_the_stream_holds_a_whole_window():
+    """`windows="random"` draws starts uniformly from every start a window of L tokens
+    fits at, 0 to len - L (nanoGPT's `get_batch`), the last one included: over many passes
+    on a stream of 8 and L = 4, each of the 5 starts is drawn."""
+    ids = np.arange(1, 9, dtype=np.int32)  # the token at position s is s + 1
+    data = stream_dataset(ids, 2, 4, windows="random", seed=0)
+    starts = set()
+    for _ in range(40):  # a pass holds 8 // 4 = 2 windows, new ones every pass
+        for _, labels, _ in data.as_numpy_iterator():
+            for row in labels:
+                np.testing.assert_array_equal(row, ids[row[0] - 1 : row[0] + 3])
+                starts.add(int(row[0]) - 1)
+    assert starts == set(range(len(ids) - 4 + 1))
 
 
 def _largest_id(data) -> int:

@@ -125,6 +125,23 @@ def test_phone_error_rate_splits_every_string_as_its_corpus_does():
     assert phone_error_rate(["2021 年"], ["2021年"]) == pytest.approx(1 / 5)
 
 
+def test_character_error_rates_drop_the_whitespace_around_each_string():
+    """Counted in characters (no reference holds inner whitespace), each string is first
+    stripped: rapidfuzz's Levenshtein distance between the stripped texts, over the
+    stripped references' length; a trailing space or newline is no error."""
+    from rapidfuzz.distance import Levenshtein
+
+    from transformer_zoo.evaluation.metrics import phone_error_rate
+
+    predictions, references = ["ab ", "\txyz\n", "abd "], ["ab", "xyz", " abc"]
+    edits = sum(
+        Levenshtein.distance(p.strip(), r.strip())
+        for p, r in zip(predictions, references, strict=True)
+    )
+    expected = edits / sum(len(r.strip()) for r in references)
+    assert phone_error_rate(predictions, references) == pytest.approx(expected) == 1 / 8
+
+
 def test_a_category_of_one_phone_words_counts_phones_as_its_corpus_does(monkeypatch):
     """evaluate scores PER per category with the whole test set's choice of symbols: a
     category whose references are all one phone long still counts phones, not characters

@@ -239,3 +239,27 @@ def test_export_command_writes_the_quantized_copies(family_artifacts, tmp_path, 
     for bad in (["--max-accuracy-drop", "2"], ["--quantize-examples", "0"]):
         with pytest.raises(SystemExit):  # argparse: exit code 2 before anything is exported
             main([str(a) for a in argv] + ["--quantize", "int8", *bad])
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_per_channel_gives_each_output_column_its_own_weight_scale(
+    family_artifacts, tmp_path, per_channel
+):
+    """int8 `per_channel` is onnxruntime's `quantize_dynamic(per_channel=True)`: each
+    quantized (K, N) MatMul weight has N scales and zero points, one per output column;
+    without it, one of each for the whole matrix."""
+    art = family_artifacts("encoder-only")
+    out = tmp_path / "q"
+    quantize_onnx(
+        art.export_dir, out, max_accuracy_drop=None, weights="int8", per_channel=per_channel
+    )
+    graph = onnx.load(out / "model.onnx").graph
+    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
+    matmuls = [n for n in graph.node if n.op_type == "MatMulInteger"]
+    assert matmuls
+    for node in matmuls:
+        weight, weight_zero_point = node.input[1], node.input[3]
+        _, columns = shapes[weight]
+        expected = (columns,) if per_channel else ()
+        scale = weight.removesuffix("_quantized") + "_scale"
+        assert (shapes[scale], shapes[weight_zero_point]) == (expected, expected), node.name

@@ -18,6 +18,7 @@ from tests.serving.live_server import LiveServer
 from tests.serving.references import completions
 from transformer_zoo.generation import Sampling
 from transformer_zoo.serving.http import ServerSettings, model_names
+from transformer_zoo.serving.http.inference_protocol import binary_outputs, parse_request
 
 PROMPTS = ["the cat", "a quick brown fox", "dogs", "on the fifth of March"]
 SOURCES = ["March 5, 2021", "the cat sat on the mat", "dogs and cats"]
@@ -524,3 +525,28 @@ def test_a_decoder_only_default_is_cut_to_the_room_the_prompt_leaves(server, loc
 
 def _json_texts(answer) -> list[str]:
     return next(o["data"] for o in answer["outputs"] if o["name"] == "text")
+
+
+@pytest.mark.parametrize("dtype, datatype", [("<i8", "INT64"), ("<f4", "FP32"), ("<i4", "INT32")])
+def test_a_binary_numeric_input_reads_as_tritonclient_wrote_it(dtype, datatype):
+    """Binary numeric tensors are little-endian, as tritonclient's `set_data_from_numpy`
+    writes them (numpy's `tobytes()` of the array): the parsed array is the one sent."""
+    sent = np.array([[5, 9, 300], [-2, 0, 2**20]], dtype)
+    tensor = triton.InferInput("x", list(sent.shape), datatype)
+    tensor.set_data_from_numpy(sent, binary_data=True)
+    body, header_length = triton.InferenceServerClient.generate_request_body([tensor])
+    _, tensors = parse_request(body, str(header_length))
+    np.testing.assert_array_equal(tensors["x"], sent)
+    assert tensors["x"].dtype == sent.dtype
+
+
+def test_binary_data_output_covers_named_outputs_that_do_not_say():
+    """The binary extension: the request's `binary_data_output` is the default of every
+    output, named ones included; an output's own `binary_data` overrides it."""
+    names = ["label", "probabilities"]
+    request = {"parameters": {"binary_data_output": True}, "outputs": [{"name": "label"}]}
+    assert binary_outputs(request, names) == (["label"], {"label"})
+    request["outputs"] = [{"name": "label"}, {"name": "probabilities",
+                                              "parameters": {"binary_data": False}}]  # fmt: skip
+    assert binary_outputs(request, names) == (names, {"label"})
+    assert binary_outputs({"outputs": [{"name": "label"}]}, names) == (["label"], set())

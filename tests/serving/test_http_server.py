@@ -72,6 +72,20 @@ def test_streamed_text_equals_the_whole_answer_and_ends_with_usage(client):
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 10
 
 
+@pytest.mark.parametrize("options", [{"include_usage": False}, None])
+def test_a_stream_sends_usage_only_when_include_usage_is_true(client, options):
+    """OpenAI's `stream_options.include_usage`: the usage chunk (no choices) is sent only
+    when true; false or no `stream_options` sends none, and no chunk carries usage."""
+    extra = {} if options is None else {"stream_options": options}
+    chunks = list(
+        client.completions.create(
+            model="gpt", prompt="the cat", max_tokens=3, temperature=0, stream=True, **extra
+        )
+    )
+    assert chunks and all(c.choices for c in chunks)
+    assert all(c.usage is None for c in chunks)
+
+
 def test_seeded_samples_repeat_whoever_shares_the_batch(client, local):
     def sample(seed):
         answer = client.completions.create(

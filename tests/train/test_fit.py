@@ -111,6 +111,14 @@ def test_an_out_directory_holding_a_different_run_is_refused(runs):
         train(TrainConfig("encoder-decoder", out=run_dir, **{**SMALL, "epochs": 3}))
 
 
+def test_a_rerun_with_another_seed_is_a_different_run(runs):
+    """A run is its settings, its seed included: another --seed draws other weights and
+    batches, so it is refused, not resumed (nor reported finished) as the seed-0 run."""
+    run_dir = runs["encoder-decoder"].run_dir
+    with pytest.raises(RunError, match=r"holds a different run \(seed=0 there, 2 now\)"):
+        train(TrainConfig("encoder-decoder", out=run_dir, **{**SMALL, "seed": 2}))
+
+
 class _PoisonInSecondEpoch(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
