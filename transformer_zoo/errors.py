@@ -63,8 +63,8 @@ def first_line(error: BaseException) -> str:
     it wraps (without Keras' ANSI bold); for Keras' "... could not be loaded. Example error
     message for object <X>:", that line and the cause after it; for TensorFlow's "in user
     code:", the error on its last line."""
-    lines = [line.strip() for line in _ANSI_CODE.sub("", str(error)).strip().splitlines()]
-    text = [line for line in lines if line]
+    lines = _ANSI_CODE.sub("", str(error)).splitlines()
+    text = [line.strip() for line in lines if line.strip()]  # the non-blank lines
     if not text:
         return type(error).__name__
     if text[0].startswith(_KERAS_WRAPPER) and len(text) > 1:
@@ -74,7 +74,7 @@ def first_line(error: BaseException) -> str:
         return f"{text[0]} {text[1]}"
     if text[0] == _TF_USER_CODE and len(text) > 1:
         return text[-1]
-    return lines[0]
+    return text[0]
 
 
 def is_integer(value) -> bool:

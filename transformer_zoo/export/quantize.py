@@ -212,27 +212,30 @@ def _why_not_replaced(path: str, weights: str, config: RunConfig, onnx_dir: str)
         earlier = load_run_config(path).export
     except (RunError, OSError):
         earlier = {}
-    if earlier.get("onnx", {}).get("quantization") == weights:
-        digest = config.export.get("weights")
-        if digest is not None and earlier.get("weights") == digest:
-            return None
-        # Exports record the digest since 5c6b869 (2026-12-04), and a copy has its export's.
-        if digest is None:
-            return (
-                f"{path} holds an earlier {weights} copy, but {onnx_dir} records "
-                "no digest of its weights (an export written before 5c6b869), so the copy "
-                "cannot be known to be of these weights: export the run again, or delete the "
-                "copy (or choose another `out_dir`) to quantize again."
-            )
-        if earlier.get("weights") is None:
-            return (
-                f"{path} holds an earlier {weights} copy, but the copy records no "
-                "digest of its weights (written before 5c6b869), so it cannot be known to be "
-                "of these weights: delete it (or choose another `out_dir`) to quantize again."
-            )
+    copy = earlier.get("onnx", {}).get("quantization") == weights
+    digest = config.export.get("weights")
+    # Exports record the digest since 5c6b869 (2026-12-04), and a copy has its export's.
+    if copy and digest is not None and earlier.get("weights") == digest:
+        return None
+    if copy and digest is None:
+        why = (
+            f"{onnx_dir} records no digest of its weights (an export written before 5c6b869), "
+            "so the copy cannot be known to be of these weights: export the run again, or "
+            "delete the copy"
+        )
+    elif copy and earlier.get("weights") is None:
+        why = (
+            "the copy records no digest of its weights (written before 5c6b869), so it cannot "
+            "be known to be of these weights: delete it"
+        )
+    else:
+        return (
+            f"`out_dir` must be new or empty (or an earlier {weights} copy of these weights). "
+            f"Received: {path}"
+        )
     return (
-        f"`out_dir` must be new or empty (or an earlier {weights} copy of these weights). "
-        f"Received: {path}"
+        f"{path} holds an earlier {weights} copy, but {why} (or choose another `out_dir`) "
+        "to quantize again."
     )
 
 
