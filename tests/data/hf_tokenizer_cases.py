@@ -1,6 +1,7 @@
-"""The tokenizer directories of `hf_tokenizer_reference.json`, made from the committed
-checkpoints: what `make_hf_references.py tokenizers` ran transformers on and what the
-tests run ours on (standard library only, so that both import it).
+"""The tokenizer directories of `hf_tokenizer_reference.json` and
+`hf_tokenizer_defaults_reference.json`, made from the committed checkpoints: what
+`make_hf_references.py tokenizers` and `make_hf_tokenizer_defaults.py` ran transformers on
+and what the tests run ours on (standard library only, so that all import it).
 
 A case names a base checkpoint directory and what to change in a copy of it:
 
@@ -17,6 +18,8 @@ import shutil
 
 DATA_DIR = pathlib.Path(__file__).resolve().parent
 REFERENCE = DATA_DIR / "hf_tokenizer_reference.json"
+# The same for options' keys, or tokenizer_config.json, missing (make_hf_tokenizer_defaults.py).
+DEFAULTS_REFERENCE = DATA_DIR / "hf_tokenizer_defaults_reference.json"
 # The checkpoint files a case copies (the weights only where a test asks for them).
 TOKENIZER_FILES = (
     "config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
@@ -24,8 +27,8 @@ TOKENIZER_FILES = (
 )  # fmt: skip
 
 
-def reference() -> dict:
-    return json.loads(REFERENCE.read_text(encoding="utf-8"))
+def reference(path: pathlib.Path = REFERENCE) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def make_case(base: pathlib.Path, case: dict, out: pathlib.Path) -> pathlib.Path:

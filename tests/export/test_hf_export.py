@@ -13,6 +13,7 @@ import pytest
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
+from tests.artifacts import LABELS, SMALL
 from tests.data.hf_sentencepiece_cases import (
     CASES,
     FAMILIES,
@@ -25,13 +26,16 @@ from tests.data.hf_sentencepiece_cases import (
     write_export,
 )
 from tests.helpers import cli_error
-from tests.models.test_hf_bert_import import CONFIG, LABELS, classifier_checkpoint, write_checkpoint
+from tests.models.test_hf_bert_import import CONFIG, classifier_checkpoint, write_checkpoint
+from tests.models.test_hf_bert_import import LABELS as BERT_LABELS
 from tests.models.test_hf_checkpoints import CHECKPOINTS
 from transformer_zoo import cli
 from transformer_zoo.export.run_export import export_run
+from transformer_zoo.models import EncoderOnlyClassifier, from_preset
 from transformer_zoo.models.hf.bert import import_hf_bert
 from transformer_zoo.models.hf.gpt2 import import_hf_gpt2
 from transformer_zoo.models.hf.run import import_hf_run
+from transformer_zoo.run_directory import RunConfig, save_run_config
 from transformer_zoo.text import load_tokenizers, pair_ids, prompt_ids
 
 
@@ -62,7 +66,7 @@ def test_gpt2_checkpoint_comes_back_tensor_for_tensor(tmp_path):
 
 def test_bert_classifier_checkpoint_comes_back_tensor_for_tensor(tmp_path):
     checkpoint = write_checkpoint(
-        tmp_path / "ckpt", classifier_checkpoint(), {**CONFIG, "id2label": LABELS}
+        tmp_path / "ckpt", classifier_checkpoint(), {**CONFIG, "id2label": BERT_LABELS}
     )
     import_hf_run(checkpoint, tmp_path / "run")
     report = export_run(tmp_path / "run", tmp_path / "hf", formats=("hf",))["hf"]
@@ -73,7 +77,7 @@ def test_bert_classifier_checkpoint_comes_back_tensor_for_tensor(tmp_path):
         buffers=["bert.embeddings.position_ids"],  # transformers makes it; not a weight
     )
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert config["id2label"] == LABELS and config["hidden_act"] == "gelu"
+    assert config["id2label"] == BERT_LABELS and config["hidden_act"] == "gelu"
 
 
 @pytest.mark.parametrize("family", ["decoder-only", "encoder-only"])
@@ -218,6 +222,33 @@ def test_transformers_reads_an_exported_sentencepiece_tokenizer_with_our_ids(
     ):
         assert our_ids(tokenizer, family, a, b) == (ids, types)
         assert (exported.encode(a, b).ids, exported.encode(a, b).type_ids) == (ids, types)
+
+
+@pytest.mark.parametrize("segments", [0, 1])
+def test_a_one_segment_encoders_tokenizer_reads_a_pair_in_segment_0(tokenizer, segments, tmp_path):
+    """An encoder of fewer than two segment rows exports `type_vocab_size` 1, and a
+    tokenizer.json that puts a pair's second text in segment 0, as `pair_ids` does for it
+    (BERT's post-processor would write segment 1, a row the checkpoint does not have)."""
+    backbone = from_preset(
+        "tiny", family="encoder-only", vocabulary_size=tokenizer.vocabulary_size,
+        max_length=32, type_vocabulary_size=segments, **SMALL,
+    )  # fmt: skip
+    model = EncoderOnlyClassifier(backbone, num_classes=len(LABELS), dropout=0.0)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    model.save(run_dir / "model.keras")
+    tokenizer.save(run_dir / "tokenizer.model")
+    config = RunConfig(
+        family="encoder-only", preset="tiny", task="classification", label_names=LABELS, seed=0
+    )
+    save_run_config(run_dir, config)
+    export_run(run_dir, tmp_path / "hf", formats=("hf",))
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["type_vocab_size"] == 1
+    exported = Tokenizer.from_file(str(tmp_path / "hf" / "tokenizer.json"))
+    for a, b in PAIRS:
+        encoding = exported.encode(a, b)
+        ids, segment_ids = pair_ids(tokenizer, a, b, None, segments)
+        assert (encoding.ids, encoding.type_ids) == (ids, segment_ids) and not any(segment_ids)
 
 
 @pytest.mark.parametrize(("name", "ours"), [("relu", "relu"), ("silu", "swish")])

@@ -120,6 +120,31 @@ def test_a_tied_head_over_an_int4_table_matches_keras_reversible_embedding(block
     assert not np.allclose(expected, h @ table.T, atol=1e-3)  # quantization did happen
 
 
+@pytest.mark.parametrize("tied_to", ["ours", "keras"])
+def test_a_head_tied_to_an_int8_table_with_lora_projects_with_the_adapted_table(tied_to):
+    """Keras' `Embedding.enable_lora` on an int8 table looks an id up as
+    Q_v / s_v + (alpha / r) A_v B: the tied head must project with that matrix, adapters
+    included (the integers' shortcut, `(x Qᵀ) / s`, would leave them out)."""
+    if tied_to == "ours":
+        emb, head, _ = _tied_head_and_float_table()
+        table = emb.token_embedding
+    else:
+        table = keras.layers.Embedding(30, 16)
+        table.build()
+        head = LMHead(30, embedding=table)
+    table.quantize("int8")
+    integers = np.asarray(table.embeddings, "float32")  # (V, D); with LoRA, the sum
+    dequantized = integers / np.asarray(table.embeddings_scale)[:, None]
+    table.enable_lora(2)
+    a, b = rng.normal(size=(30, 2)), rng.normal(size=(2, 16))
+    table.lora_embeddings_a.assign(a.astype("float32"))
+    table.lora_embeddings_b.assign(b.astype("float32"))
+    adapted = dequantized + table.lora_alpha / table.lora_rank * a @ b
+    h = rng.normal(size=(2, 4, 16)).astype("float32")
+    np.testing.assert_allclose(np.asarray(head(h)), h @ adapted.T, rtol=1e-5, atol=1e-4)
+    assert not np.allclose(h @ adapted.T, h @ dequantized.T, atol=1e-2)  # the adapters count
+
+
 def test_a_head_tied_to_a_quantized_keras_embedding_dequantizes_it():
     emb = keras.layers.Embedding(30, 16)
     emb.build()

@@ -69,6 +69,29 @@ def test_marian_logits_match_transformers():
         np.testing.assert_allclose(got, logits[f"logits_{i}"], atol=1e-4)
 
 
+@pytest.mark.parametrize("scale", [False, None], ids=["false", "missing"])
+def test_marian_scales_its_embeddings_only_where_scale_embedding_says(scale, tmp_path):
+    """transformers' Marian multiplies the shared embeddings by √d_model only with
+    `scale_embedding` true (MarianConfig's default is false): the encoder's and the
+    decoder's inputs are then E[ids] + the sinusoid table, E the checkpoint's own."""
+    checkpoint = _copy("marian", tmp_path)
+    config = json.loads((checkpoint / "config.json").read_text())
+    if scale is None:
+        del config["scale_embedding"]
+    else:
+        config["scale_embedding"] = scale
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    model = import_hf_marian(checkpoint)
+    table = load_file(checkpoint / "model.safetensors")["model.shared.weight"]  # (V, D)
+    ids = np.array([[5, 0, 17, 279, 3]])
+    expected = table[ids] + sinusoid_halves(ids.shape[1], table.shape[1])
+    for embedding in (model.encoder_embeddings, model.decoder_embeddings):
+        np.testing.assert_allclose(np.asarray(embedding(ids)), expected, atol=1e-6)
+    scaled = import_hf_marian(CHECKPOINTS["marian"]).encoder_embeddings(ids)  # true
+    expected = table[ids] * np.sqrt(table.shape[1]) + sinusoid_halves(ids.shape[1], table.shape[1])
+    np.testing.assert_allclose(np.asarray(scaled), expected, atol=1e-5)
+
+
 def test_tokenizers_give_the_ids_transformers_gave():
     ref, _ = reference("gpt2")
     bpe = ByteLevelBPETokenizer.from_directory(CHECKPOINTS["gpt2"])

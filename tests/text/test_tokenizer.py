@@ -243,6 +243,45 @@ def test_characters_found_only_in_very_long_lines_are_learnt(normalization):
         assert tokenizer.decode(ids) == "naïve épée"
 
 
+def _fed_to_sentencepiece(monkeypatch, text: str) -> tuple[list[str], Tokenizer]:
+    """The sentences SentencePiece's trainer read while `train_tokenizer([text])` ran."""
+    fed, train = [], spm.SentencePieceTrainer.train
+
+    def recording(sentence_iterator, **kwargs):
+        fed.extend(sentence_iterator)
+        return train(sentence_iterator=iter(fed), **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(spm.SentencePieceTrainer, "train", recording)
+        return fed, train_tokenizer([text], 40)
+
+
+def test_a_long_text_is_read_whole_in_pieces_cut_before_a_space(monkeypatch):
+    """SentencePiece reads a long text in pieces of at most 4,096 characters (its limit is
+    in bytes): each as long as it can be without cutting a word, cut before the last
+    space of its second half, else (no space there) at 4,096 characters. The pieces put
+    back together are the text, so a character that only the last piece holds is learnt."""
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdefgh"), rng.integers(1, 10))) for _ in range(2000)]
+    text = " ".join(words) + " ж"
+    fed, tokenizer = _fed_to_sentencepiece(monkeypatch, text)
+    assert "".join(fed) == text and len(fed) >= 3
+    start = 0
+    for piece in fed[:-1]:
+        end = start + len(piece)
+        assert 4096 // 2 <= len(piece) <= 4096 and text[end] == " "
+        assert " " not in text[end + 1 : start + 4096]  # the last space that fits
+        start = end
+    assert len(fed[-1]) <= 4096 and tokenizer.unk_id not in tokenizer.encode("ж")
+    # No space: cut at 4,096 characters; spaces only in the first half: the same.
+    for text in ("abcdefgh" * 1300 + "ж", "ab " * 600 + "x" * 7000):
+        fed, _ = _fed_to_sentencepiece(monkeypatch, text)
+        assert "".join(fed) == text
+        assert [len(piece) for piece in fed] == [4096, 4096, len(text) - 2 * 4096]
+    fed, _ = _fed_to_sentencepiece(monkeypatch, "ab " * 1365 + "a")  # 4,096 characters
+    assert fed == ["ab " * 1365 + "a"]
+
+
 def test_a_sentencepiece_failure_is_a_one_line_value_error(monkeypatch):
     def fail(**kwargs):
         raise RuntimeError("Internal: src/trainer_interface.cc(661) [!sentences_.empty()]\nmore")

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from tokenizers import AddedToken, Tokenizer
 
-from tests.data.hf_tokenizer_cases import make_case
+from tests.data.hf_tokenizer_cases import DEFAULTS_REFERENCE, make_case
 from tests.data.hf_tokenizer_cases import reference as hf_reference
 from tests.helpers import DATA_DIR, minilm_dir, minilm_reference
 from tests.helpers import WORDPIECE_EDGE_CASES as EDGE_CASES
 from transformer_zoo.text.wordpiece import WordPieceTokenizer
 
 BERT_CASES = {case["name"]: case for case in hf_reference()["bert"]["cases"]}
+BERT_DEFAULTS = hf_reference(DEFAULTS_REFERENCE)["bert"]
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +137,23 @@ def test_options_and_added_tokens_give_the_ids_transformers_gave(name, tmp_path)
     tokenizer = WordPieceTokenizer.from_directory(bert_case(name, tmp_path))
     assert tokenizer.vocabulary_size == case["vocabulary_size"]
     ids = tokenizer.encode_ids(case["texts"])
+    assert ids == case["ids"]
+    assert [tokenizer.decode(row) for row in ids] == case["decoded"]
+    keep = [tokenizer.decode(row, skip_special_tokens=False) for row in ids]
+    assert keep == case["decoded_keep_special"]
+
+
+@pytest.mark.parametrize("case", BERT_DEFAULTS["cases"], ids=lambda case: case["name"])
+def test_options_missing_take_the_defaults_transformers_takes(case, tmp_path):
+    """Without `tokenize_chinese_chars` in tokenizer_config.json, or without the file,
+    transformers 5.25 still puts spaces around each ideograph (`"the中cat"` is three
+    words), lowercases, and (no file) does not clean up the decoded spaces
+    (tests/data/make_hf_tokenizer_defaults.py)."""
+    directory = make_case(DATA_DIR / BERT_DEFAULTS["base"], case, tmp_path / case["name"])
+    tokenizer = WordPieceTokenizer.from_directory(directory)
+    assert tokenizer.tokenize_chinese_chars
+    assert tokenizer.vocabulary_size == case["vocabulary_size"]
+    ids = tokenizer.encode_ids(BERT_DEFAULTS["texts"])
     assert ids == case["ids"]
     assert [tokenizer.decode(row) for row in ids] == case["decoded"]
     keep = [tokenizer.decode(row, skip_special_tokens=False) for row in ids]
