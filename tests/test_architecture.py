@@ -51,6 +51,7 @@ TENSORFLOW_FREE_MODULES = (
     "generation/onnx_greedy.py",
     "generation/runners.py",
     "train/config.py",
+    "train/config_checks.py",
     "data/examples.py",
     "data/task.py",
     "data/tasks.py",
