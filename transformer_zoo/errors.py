@@ -100,6 +100,17 @@ def check_flag(name: str, value) -> bool:
     return bool(value)
 
 
+def check_size(name: str, value, minimum: int = 1) -> int:
+    """`value` as an int if it is an integer (numpy's too, not a bool) ≥ `minimum`, else
+    ValueError naming `name`: `True` would otherwise build one layer, `2.0` a float width."""
+    if not is_integer(value) or value < minimum:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            minimum, f"an integer ≥ {minimum}"
+        )
+        raise ValueError(f"`{name}` must be {kind}. Received: {name}={value!r}")
+    return int(value)
+
+
 def is_number(value) -> bool:
     """A finite real number, numpy's too (`np.float32(1e-3)`, `np.int64(2)`), and not a
     bool: what an argument that measures something (a rate, a duration) takes."""

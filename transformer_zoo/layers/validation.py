@@ -20,18 +20,8 @@ import keras
 import numpy as np
 
 from transformer_zoo.errors import check_flag as check_flag  # the layers' one flag check
-from transformer_zoo.errors import is_integer, is_number
-
-
-def check_size(name: str, value, minimum: int = 1) -> int:
-    """`value` as an int if it is an integer (numpy's too, not a bool) ≥ `minimum`, else
-    ValueError naming `name`: `True` would otherwise build one layer, `2.0` a float width."""
-    if not is_integer(value) or value < minimum:
-        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
-            minimum, f"an integer ≥ {minimum}"
-        )
-        raise ValueError(f"`{name}` must be {kind}. Received: {name}={value!r}")
-    return int(value)
+from transformer_zoo.errors import check_size as check_size  # the CLI's settings use it too
+from transformer_zoo.errors import is_number
 
 
 def check_sizes(**sizes) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from transformer_zoo.errors import check_flag, is_integer, is_number, with_article
+from transformer_zoo.errors import check_flag, check_size, is_number, with_article
 from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.text.tokenizer_training import MODEL_TYPES
 
@@ -38,7 +38,7 @@ def _choice(name: str, value, choices) -> None:
         raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
 
 
-# The settings' checks. Each takes numpy's numbers as Python's (`errors.is_integer`,
+# The settings' checks. Each takes numpy's numbers as Python's (`errors.check_size`,
 # `errors.is_number`) but never a bool, and keeps the setting as a plain Python value,
 # which config.json and the run's identity hold.
 
@@ -48,10 +48,7 @@ def _integer(cfg, name: str, minimum: int = 1, optional: bool = True) -> None:
     value = getattr(cfg, name)
     if value is None and optional:
         return
-    if not is_integer(value) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else "a non-negative integer"
-        raise ValueError(f"`{name}` must be {kind}. Received: {name}={value!r}")
-    setattr(cfg, name, int(value))
+    setattr(cfg, name, check_size(name, value, minimum))
 
 
 def _number(cfg, name: str, expected: str, within) -> None:
