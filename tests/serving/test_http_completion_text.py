@@ -283,3 +283,48 @@ def test_logprobs_of_gpt2_and_marian_tokenizers(hf_client, hf_exports):
     for ids, choice in zip(gpt2.prompt_ids(prompts), _in_order(echoed), strict=True):
         _check_tokens_index_the_text(choice.text, choice.logprobs)
         assert choice.text.startswith(decode(gpt2, ids))
+
+
+def test_echoed_ids_that_end_mid_character_show_its_u_fffd_in_the_last_token(hf_client, hf_exports):
+    """A GPT-2 prompt of ids whose last id is the byte E2 alone (the first of "€"'s
+    three): the text is transformers' decoding of all the ids, U+FFFD where the
+    character never completes, and the `logprobs` tokens account for all of it, as a
+    generated row's last token does. With `max_tokens` 0 the U+FFFD was in the text but
+    in no token (whole answers), and a stream ended with a 500 error event."""
+    from transformer_zoo.serving import load_onnx
+
+    gpt2 = load_onnx(hf_exports["gpt2"])
+    tokenizer = gpt2.target_tokenizer
+    lead = next(i for i in range(tokenizer.vocabulary_size) if tokenizer.token_bytes(i) == b"\xe2")
+    prompt = [*gpt2.prompt_ids("Hello world")[0], lead]
+    scores = decoder_log_probs(gpt2, prompt)[np.arange(len(prompt) - 1), prompt[1:]]
+    for max_tokens in (0, 1, 4):
+        tokens = (
+            generated(gpt2, gpt2.generate_ids([prompt], max_tokens).tokens[0]) if max_tokens else []
+        )
+        expected = decode(gpt2, prompt + tokens)
+        if not max_tokens:
+            assert expected == b"Hello world\xe2".decode("utf-8", "replace")
+        options = dict(model="gpt2", prompt=prompt, max_tokens=max_tokens, temperature=0,
+                       echo=True, logprobs=1, n=2)  # fmt: skip
+        answer = hf_client.completions.create(**options)
+        for choice in answer.choices:
+            text, logprobs = choice.text, choice.logprobs
+            assert text == expected
+            assert logprobs.tokens == token_texts(gpt2, [], prompt + tokens)
+            assert (
+                len(logprobs.tokens) == len(logprobs.token_logprobs) == len(logprobs.text_offset)
+                == len(prompt) + len(tokens)
+            )  # fmt: skip
+            _check_tokens_index_the_text(text, logprobs)
+            np.testing.assert_allclose(logprobs.token_logprobs[1 : len(prompt)], scores, atol=1e-4)
+            last = logprobs.tokens[len(prompt) - 1]  # the prompt's: "\ufffd" when it ended
+            assert last in logprobs.top_logprobs[len(prompt) - 1]
+        chunks = [c.choices[0] for c in hf_client.completions.create(**options, stream=True)]
+        for index, choice in enumerate(_in_order(answer)):
+            mine = [c for c in chunks if c.index == index and c.logprobs]
+            assert "".join(c.text for c in chunks if c.index == index) == expected
+            assert [t for c in mine for t in c.logprobs.tokens] == choice.logprobs.tokens
+            assert [o for c in mine for o in c.logprobs.text_offset] == (
+                choice.logprobs.text_offset
+            )

@@ -103,6 +103,10 @@ class StopText:
             complete.
         sequence: `context`, then the generated ids (up to and including the token that
             completed a stop string).
+        context_end: what `finish` added when no token had been generated (U+FFFD: a
+            character the context left incomplete), else "": it counts as the text of
+            the context's last token, as it counts as the last generated token's where
+            there is one (an echoed prompt shows it: `logprobs.Echo.ended`).
         stopped: a stop string is complete: the row should end.
         finished: `finish` has ended the row.
     """
@@ -114,6 +118,7 @@ class StopText:
         self.sequence = list(self.context)
         self.texts: list[str] = []
         self.text = ""
+        self.context_end = ""
         self.stopped = False
         self.finished = False
         self._held_from = 0  # where the end last held back began (`held_back`'s `start`)
@@ -132,21 +137,24 @@ class StopText:
     @property
     def pending(self) -> bool:
         """Whether the row runs with a character still incomplete at its end: `finish`
-        would add it to the last token's text (a stream logs that token only after)."""
+        would add it to the last token's text, the context's last before any token was
+        generated (a stream logs that token only after)."""
         return not (self.finished or self.stopped) and holds_back(self.tokenizer, self.sequence)
 
     def finish(self) -> None:
         """Ends a row that no stop string ended (at EOS, at its token budget): a
         character still incomplete at its end, whose bytes never all came, is added as
         decoding the whole sequence shows it (U+FFFD, `end_text`), so that `text` is
-        what that decoding adds; it counts as the last token's text. Later calls do
-        nothing."""
+        what that decoding adds; it counts as the last token's text (the context's
+        last, `context_end`, when none was generated). Later calls do nothing."""
         if self.finished or self.stopped:
             return
         self.finished = True
         piece = end_text(self.tokenizer, self.sequence)
-        if piece and self.texts:
+        if self.texts:
             self.texts[-1] += piece
+        else:
+            self.context_end = piece
         self._extend(piece)
 
     def _extend(self, piece: str) -> bool:

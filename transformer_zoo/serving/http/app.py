@@ -116,9 +116,11 @@ def create_app(
 
 class Gate:
     """Counts responses by route and status (a stream's by how it ended: 499 when its
-    client left, 504 when it timed out), refuses `/v1` and `/v2` requests without
-    the API key (when there is one), and answers an unexpected failure with a logged 500
-    in the protocol's error shape; plain ASGI, so responses pass untouched.
+    client left, 504 when it timed out) and the requests in flight by route (from
+    arrival until the response has ended, whatever ended it), refuses `/v1` and `/v2`
+    requests without the API key (when there is one), and answers an unexpected failure
+    with a logged 500 in the protocol's error shape; plain ASGI, so responses pass
+    untouched.
 
     The failure is answered here rather than by an `Exception` handler, which Starlette
     calls from its outermost middleware and then raises again, so that uvicorn closed
@@ -132,16 +134,9 @@ class Gate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope["path"]
-        key = self.settings.api_key
-        protected = path.startswith(("/v1", "/v2")) and not path.startswith("/v2/health")
-        if key and protected:
-            # `Bearer` in any case (RFC 9110 §11.1), then one space or more (§11.4)
-            scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
-            given = given.lstrip(b" ") if scheme.lower() == b"bearer" else b""
-            if not hmac.compare_digest(given, key.encode()):  # in constant time
-                self.metrics.requests.labels(_route_format(scope), "401").inc()
-                error = RequestError(401, "A valid API key is needed.")
-                return await _error(path, error)(scope, receive, send)
+        # `/v2/models/{name}/infer`, its `{name:model}` written as `{name}`: known on
+        # arrival, so that a request is in flight under the label it is counted by
+        route = _route_format(scope)
         status = []
 
         async def send_and_count(message):
@@ -149,7 +144,14 @@ class Gate:
                 status.append(message["status"])
             await send(message)
 
+        in_flight = self.metrics.in_flight.labels(route)
+        in_flight.inc()
         try:
+            key = self.settings.api_key
+            protected = path.startswith(("/v1", "/v2")) and not path.startswith("/v2/health")
+            if key and protected and not _has_key(scope, key):
+                error = RequestError(401, "A valid API key is needed.")
+                return await _error(path, error)(scope, receive, send_and_count)
             await self.app(scope, receive, send_and_count)
         except Exception as error:
             log.exception("request failed")
@@ -158,22 +160,32 @@ class Gate:
             error = RequestError(500, f"Internal error: {error}")
             await _error(path, error)(scope, receive, send_and_count)
         finally:
-            # `/v2/models/{name}/infer`, its `{name:model}` written as `{name}`
-            route = getattr(scope.get("route"), "path_format", "other")
+            in_flight.dec()
             # a stream opens with 200 and says how it ended (`handling.record_outcome`)
             outcome = scope.get("state", {}).get("outcome") or (status[0] if status else 500)
             self.metrics.requests.labels(route, str(outcome)).inc()
 
 
+def _has_key(scope, key: str) -> bool:
+    """Whether the request carries `Authorization: Bearer KEY`: `Bearer` in any case
+    (RFC 9110 §11.1), then one space or more (§11.4), the key compared in constant time."""
+    scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+    given = given.lstrip(b" ") if scheme.lower() == b"bearer" else b""
+    return hmac.compare_digest(given, key.encode())
+
+
 def _route_format(scope) -> str:
     """The route a request's path matches, as the router will find it
-    (`/v2/models/{name}/infer`), for a request refused before routing (no key): counted
-    by route as every other one; "other" where none matches."""
+    (`/v2/models/{name}/infer`): the first that matches fully, else the first that
+    matches the path with another method (a 405's); "other" where none matches."""
+    partial = None
     for route in scope["app"].router.routes:
         match, _ = route.matches(scope)
-        if match != Match.NONE:  # PARTIAL: the path, with another method
+        if match == Match.FULL:
             return route.path_format
-    return "other"
+        if match == Match.PARTIAL and partial is None:
+            partial = route.path_format
+    return partial or "other"
 
 
 def _error(path: str, error: RequestError) -> JSONResponse:

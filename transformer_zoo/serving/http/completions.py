@@ -244,24 +244,37 @@ class Choice:
         piece, self.sent = self.text[self.sent : end], end
         return piece
 
-    def logprobs(
-        self, top: int | None, start: int = 0, with_prompt: bool = True, end: int | None = None
-    ) -> dict | None:
-        """OpenAI's completion `logprobs` object for tokens[start:end], after the echoed
-        prompt's tokens when the request scores them (`Echo.entries`, and
-        `with_prompt`). Each token is the text it adds, so the tokens join to the
+    def logprobs(self, top: int | None, start: int = 0, end: int | None = None) -> dict | None:
+        """OpenAI's completion `logprobs` object for its entries[start:end]: the echoed
+        prompt's tokens first when the request scores them (`Echo.entries`), then the
+        generated ones. Each token is the text it adds, so the tokens join to the
         returned text and `text_offset` indexes it (the prompt's from 0, the
-        completion's from the end of the echoed text). `top_logprobs` holds the `top`
-        likeliest tokens and the token itself (up to top + 1, as OpenAI's)."""
+        completion's from the end of the echoed text); a character still incomplete
+        when the row ended (U+FFFD) is in its last token's text, the echoed prompt's
+        last where none was generated (`StopText.context_end`). `top_logprobs` holds the
+        `top` likeliest tokens and the token itself (up to top + 1, as OpenAI's)."""
         if top is None:
             return None
-        at = self.offsets[start] if start < len(self.offsets) else 0
+        prompt = None if self.echo is None else self.echo.ended(self.row.context_end)
+        shown = 0 if prompt is None else len(prompt.tokens)
+        end = shown + len(self.tokens) if end is None else end
+        first, last = max(start - shown, 0), max(end - shown, 0)  # the generated tokens'
+        at = self.offsets[first] if first < len(self.offsets) else 0
         own = Logprobs(len(self.prefix) + at)
-        tokenizer, before = self.row.tokenizer, self.sequence[: len(self.context) + start]
-        for token, text in zip(self.tokens[start:end], self.texts[start:end], strict=True):
+        tokenizer, before = self.row.tokenizer, self.sequence[: len(self.context) + first]
+        for token, text in zip(self.tokens[first:last], self.texts[first:last], strict=True):
             own.add(text, token.logprob, alternatives(tokenizer, before, token, text))
             before.append(token.token_id)
-        return own.after(self.echo.entries if self.echo is not None and with_prompt else None)
+        return own.after(prompt, min(start, shown), min(end, shown))
+
+    def loggable(self) -> int:
+        """How many of its `logprobs` entries (`logprobs`) a stream can send now: all but
+        a last token whose character is still incomplete (`StopText.pending`; the echoed
+        prompt's last before any token was generated), logged once the row goes on or
+        ends: an ended row's U+FFFD is that token's text."""
+        echoed = self.echo is not None and self.echo.entries is not None
+        shown = len(self.echo.entries.tokens) if echoed else 0
+        return max(shown + len(self.tokens) - self.row.pending, 0)
 
 
 class Generation:

@@ -9,6 +9,8 @@ import time
 from transformer_zoo.serving.detokenize import token_text
 from transformer_zoo.serving.http.generation_row import Prompt, Token
 
+FIELDS = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+
 
 class Logprobs:
     """OpenAI's completion `logprobs` object as its tokens are added: each token is the
@@ -28,12 +30,18 @@ class Logprobs:
         self.text_offset.append(self.at)
         self.at += len(text)
 
-    def after(self, first: Logprobs | None) -> dict:
-        """The object, `first`'s tokens (an echoed prompt's) before these."""
-        fields = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+    def after(self, first: Logprobs | None, start: int = 0, end: int | None = None) -> dict:
+        """The object, `first`'s tokens[start:end] (an echoed prompt's) before these."""
         if first is None:
-            return {name: getattr(self, name) for name in fields}
-        return {name: getattr(first, name) + getattr(self, name) for name in fields}
+            return {name: getattr(self, name) for name in FIELDS}
+        return {name: getattr(first, name)[start:end] + getattr(self, name) for name in FIELDS}
+
+    def but_last(self) -> Logprobs:
+        """A copy without the last token, which is added next (`add`) where it began."""
+        copy = Logprobs(self.text_offset[-1])
+        for name in FIELDS:
+            setattr(copy, name, getattr(self, name)[:-1])
+        return copy
 
 
 def alternatives(tokenizer, before: list[int], token: Token, text: str) -> dict[str, float]:
@@ -85,10 +93,29 @@ class Echo:
                 raise TimeoutError("The request timed out.")
             text = token_text(self.tokenizer, before, self.ids[j])
             texts.append(text)
-            if entries is not None and j == 0:
-                entries.add(text, None, None)
-            elif entries is not None:
-                token = self.scores.tokens[j - 1]
-                entries.add(text, token.logprob, alternatives(self.tokenizer, before, token, text))
+            if entries is not None:
+                self._enter(entries, j, before, text)
             before.append(self.ids[j])
         self.prefix, self.entries, self.done = "".join(texts), entries, True
+
+    def ended(self, context_end: str) -> Logprobs | None:
+        """The entries as a row that ended with `context_end` (`StopText.context_end`:
+        U+FFFD, a character the prompt left incomplete and no generated token
+        completed) shows them: in the last token's text, as a generated row's last
+        token holds it (`StopText.finish`), so that the tokens join to the text. The
+        shared `entries` themselves where it is "" (most rows)."""
+        entries = self.entries
+        if not context_end or entries is None or not entries.tokens:
+            return entries
+        ended, last = entries.but_last(), len(self.ids) - 1
+        self._enter(ended, last, self.ids[:last], entries.tokens[-1] + context_end)
+        return ended
+
+    def _enter(self, entries: Logprobs, j: int, before: list[int], text: str) -> None:
+        """Adds the prompt's id `j`, which adds `text` after the ids `before` it, with its
+        score (`Prompt`; the first id has none)."""
+        if j == 0:
+            entries.add(text, None, None)
+            return
+        token = self.scores.tokens[j - 1]
+        entries.add(text, token.logprob, alternatives(self.tokenizer, before, token, text))

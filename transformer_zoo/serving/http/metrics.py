@@ -15,8 +15,9 @@ SLOT = 0.1  # seconds of tokens counted together for it
 
 
 class Metrics:
-    """Requests by endpoint and status, queue depth, batch size, time to first token,
-    generated tokens and the decode rate, labelled by model where they apply.
+    """Requests by endpoint and status, requests in flight by endpoint, queue depth,
+    batch size, time to first token, generated tokens and the decode rate, labelled by
+    model where they apply.
 
     Args:
         clock: the time in seconds, `time.monotonic` (a test gives its own).
@@ -29,6 +30,12 @@ class Metrics:
         self.requests = Counter(
             prefix + "requests", "Requests answered", ["endpoint", "status"],
             registry=self.registry,
+        )  # fmt: skip
+        # Counted where `requests` is (`app.Gate`): from arrival until the response has
+        # ended (a stream's last event, its client gone, or a refusal's answer).
+        self.in_flight = Gauge(
+            prefix + "requests_in_flight", "Requests received whose response has not ended",
+            ["endpoint"], registry=self.registry,
         )  # fmt: skip
         self.queue_depth = Gauge(
             prefix + "queue_depth", "Sequences (texts) waiting to run", ["model"],

@@ -207,7 +207,7 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
         return event({**meta, "choices": [choice], **({"usage": None} if include_usage else {})})
 
     async def events(ttft):
-        logged = [0] * len(choices)  # tokens whose logprobs were sent, per choice
+        logged = [0] * len(choices)  # `logprobs` entries sent, per choice
         started = [False] * len(choices)  # its first chunk (the echoed prompt) was sent
         try:
             while generation.open:
@@ -241,10 +241,9 @@ def _stream(request, generation: Generation, choices, meta, body, usage_prompt, 
                     if first and choice.echo is not None and not choice.echo.done:
                         await asyncio.to_thread(choice.echo.work_out, generation.deadline)
                     text = (choice.prefix if first else "") + choice.delta()
-                    # A last token whose character is still incomplete is logged once the
-                    # row goes on or ends: an ended row's U+FFFD is that token's text.
-                    upto = len(choice.tokens) - (body.logprobs is not None and choice.row.pending)
-                    logprobs = choice.logprobs(body.logprobs, logged[k], first, upto)
+                    # entries (the echoed prompt's, then the generated tokens') logged
+                    upto = choice.loggable() if body.logprobs is not None else 0
+                    logprobs = choice.logprobs(body.logprobs, logged[k], upto)
                     if text or (logprobs and logprobs["tokens"]):
                         started[k] = True
                         logged[k] = upto
