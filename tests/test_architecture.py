@@ -273,8 +273,8 @@ def test_the_standard_library_only_modules_import_no_third_party_module(name):
 
 def test_the_code_needs_no_python_newer_than_the_package_declares():
     """vermin's table of when each construct and library name arrived, held to
-    `requires-python` (Python 3.10 had no `asyncio.timeout`: every POST to the server
-    failed there)."""
+    `requires-python` (a construct newer than it would fail on the oldest Python that pip
+    installs the package on)."""
     declared = metadata("transformer_zoo")["Requires-Python"]
     oldest = re.fullmatch(r">=\s*(3\.\d+)", declared)
     assert oldest, f"requires-python {declared!r} is not of the form '>=3.N'"
@@ -282,6 +282,24 @@ def test_the_code_needs_no_python_newer_than_the_package_declares():
         [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", "--no-tips",
          "--violations", "--eval-annotations", f"-t={oldest[1]}-",
          "transformer_zoo", "tests", "benchmarks"],
+        cwd=PACKAGE.parent,
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_the_dependencies_install_on_the_oldest_python_the_package_declares():
+    """pip resolves the package and its test extras for the oldest `requires-python`
+    (wheels only, as pip would for that interpreter): vermin checks the code, this the
+    dependencies (keras 3.13 and keras-hub 0.26 dropped Python 3.10, which the package
+    declared until then). Needs PyPI, as `make test`'s install does."""
+    oldest = re.fullmatch(r">=\s*(3\.\d+)", metadata("transformer_zoo")["Requires-Python"])
+    assert oldest
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
+         "--only-binary=:all:", "--python-version", oldest[1], ".[test]"],
         cwd=PACKAGE.parent,
         capture_output=True,
         text=True,

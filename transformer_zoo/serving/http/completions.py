@@ -329,7 +329,7 @@ class Generation:
         is the sum of the usages' `completion_tokens`."""
         try:
             index, event = await asyncio.wait_for(self.queue.get(), wait)
-        except asyncio.TimeoutError:  # the builtin TimeoutError from Python 3.11 on, not on 3.10
+        except TimeoutError:
             return None
         choice = choices[index]
         if isinstance(event, Prompt):

@@ -93,7 +93,7 @@ async def read_body(request: Request, settings: ServerSettings) -> bytes:
 
     try:
         chunks = await asyncio.wait_for(read(), time_left(request, settings))
-    except asyncio.TimeoutError:  # the builtin TimeoutError from Python 3.11 on, not on 3.10
+    except TimeoutError:
         raise RequestError(
             408,
             f"The body did not arrive within the server's timeout of "
