@@ -86,3 +86,50 @@ def slow_down(entry, seconds: float):
             runner.run = run
 
     return undo
+
+
+class Hold:
+    """Holds the engine runs of `entry` (on the encoder batcher's second session too)
+    until `release()`, after letting `passes` of them through: a request stays in
+    flight, however slow or busy the machine, until the test lets it go (where sleeps
+    in the engine left a busy machine's requests done before the test looked). `undo`
+    releases the runs and puts the engine back. A run waits at most `WAIT` seconds, so
+    that a failed test cannot hang the server.
+
+    Attributes:
+        waiting: how many runs are held now.
+        runs: how many runs have gone through.
+    """
+
+    WAIT = 300.0
+
+    def __init__(self, entry, passes: int = 0):
+        models = [entry.served, getattr(entry.worker, "concurrent_served", entry.served)]
+        self._runners = list({id(m.runner): m.runner for m in models}.values())
+        self._runs = [runner.run for runner in self._runners]
+        self._condition = threading.Condition()
+        self.passes, self.released, self.waiting, self.runs = passes, False, 0, 0
+        for runner, run in zip(self._runners, self._runs, strict=True):
+            runner.run = self._held(run)
+
+    def _held(self, run):
+        def held(*args, **kwargs):
+            with self._condition:
+                self.waiting += 1
+                self._condition.wait_for(lambda: self.released or self.passes > 0, self.WAIT)
+                self.waiting -= 1
+                self.passes = max(self.passes - 1, 0)
+                self.runs += 1
+            return run(*args, **kwargs)
+
+        return held
+
+    def release(self) -> None:
+        with self._condition:
+            self.released = True
+            self._condition.notify_all()
+
+    def undo(self) -> None:
+        self.release()
+        for runner, run in zip(self._runners, self._runs, strict=True):
+            runner.run = run

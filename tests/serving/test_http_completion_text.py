@@ -221,10 +221,15 @@ def test_an_empty_prompt_is_continued_from_the_begin_token(client, local):
 
 
 @pytest.fixture(scope="module")
-def hf_client(hf_exports):
+def hf_live(hf_exports):
     live = LiveServer(hf_exports).start()
-    yield openai.OpenAI(base_url=live.url + "/v1", api_key="unused", max_retries=0)
+    yield live
     live.stop()
+
+
+@pytest.fixture(scope="module")
+def hf_client(hf_live):
+    return openai.OpenAI(base_url=hf_live.url + "/v1", api_key="unused", max_retries=0)
 
 
 def test_token_id_prompts_may_hold_id_0(hf_client, hf_exports):
@@ -328,3 +333,62 @@ def test_echoed_ids_that_end_mid_character_show_its_u_fffd_in_the_last_token(hf_
             assert [o for c in mine for o in c.logprobs.text_offset] == (
                 choice.logprobs.text_offset
             )
+
+
+def _mid_character_prompt(gpt2) -> list[int]:
+    """GPT-2 ids of "Hello world", then the byte E2 alone (the first of "€"'s three)."""
+    tokenizer = gpt2.target_tokenizer
+    lead = next(i for i in range(tokenizer.vocabulary_size) if tokenizer.token_bytes(i) == b"\xe2")
+    return [*gpt2.prompt_ids("Hello world")[0], lead]
+
+
+def test_a_row_that_generates_no_token_has_no_text_without_echo(hf_live, hf_client, hf_exports):
+    """A prompt of ids ending mid-character whose first drawn token is EOS (made so:
+    the scheduler's EOS is set to greedy search's first token) generates nothing: its
+    text is transformers' decoding of the generated ids, "", whole and streamed (it was
+    the prompt's U+FFFD, in no `logprobs` token). With `echo` the U+FFFD stays the
+    echoed prompt's, as decoding all the ids shows it."""
+    from transformer_zoo.serving import load_onnx
+
+    gpt2 = load_onnx(hf_exports["gpt2"])
+    prompt = _mid_character_prompt(gpt2)
+    (first,) = generated(gpt2, gpt2.generate_ids([prompt], 1).tokens[0])
+    worker = hf_live.entry("gpt2").worker
+    eos, worker.eos_id = worker.eos_id, first
+    try:
+        options = dict(model="gpt2", prompt=prompt, max_tokens=4, temperature=0, logprobs=1)
+        answer = hf_client.completions.create(**options)
+        (choice,) = answer.choices
+        assert (choice.text, choice.finish_reason) == (decode(gpt2, []), "stop") == ("", "stop")
+        assert choice.logprobs.tokens == []
+        assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (len(prompt), 0)
+        chunks = list(hf_client.completions.create(**options, stream=True))
+        assert "".join(c.choices[0].text for c in chunks if c.choices) == ""
+        assert chunks[-1].choices[0].finish_reason == "stop"
+        echoed = hf_client.completions.create(**options, echo=True)
+        assert echoed.choices[0].text == decode(gpt2, prompt)
+        assert echoed.choices[0].text.endswith("\ufffd")
+        assert "".join(echoed.choices[0].logprobs.tokens) == echoed.choices[0].text
+    finally:
+        worker.eos_id = eos
+
+
+def test_a_stop_string_the_ended_rows_u_fffd_completes_is_a_stop(hf_client, hf_exports):
+    """`stop` ["\ufffd"] with `echo` and `max_tokens` 0 of a prompt ending mid-character:
+    the U+FFFD that ending the row adds completes the stop string, so the text ends
+    before it and the row ended at a stop string ("stop", as `generate_completions`
+    says of a text its stop string cut), whole and streamed; it said "length"."""
+    from transformer_zoo.serving import load_onnx
+
+    gpt2 = load_onnx(hf_exports["gpt2"])
+    prompt = _mid_character_prompt(gpt2)
+    options = dict(model="gpt2", prompt=prompt, max_tokens=0, echo=True, stop=["\ufffd"])
+    expected = decode(gpt2, prompt).removesuffix("\ufffd")
+    (choice,) = hf_client.completions.create(**options).choices
+    assert (choice.text, choice.finish_reason) == (expected, "stop")
+    chunks = [c.choices[0] for c in hf_client.completions.create(**options, stream=True)]
+    assert "".join(c.text for c in chunks) == expected
+    assert chunks[-1].finish_reason == "stop"
+    # Without the stop string the same row was cut by its budget.
+    del options["stop"]
+    assert hf_client.completions.create(**options).choices[0].finish_reason == "length"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.serving.live_server import LiveServer, slow_down
+from tests.serving.live_server import Hold, LiveServer
 from transformer_zoo.serving.http import ServerSettings
 
 ROUTE = "/v1/completions"
@@ -45,7 +45,10 @@ def _every_in_flight(live) -> dict[str, float]:
     }
 
 
-def _until(condition, seconds: float, step: float = 0.01) -> None:
+WAIT = 60  # seconds a condition may take to hold (the engine is held, not slowed)
+
+
+def _until(condition, seconds: float = WAIT, step: float = 0.01) -> None:
     """Polls `condition` until it holds or `seconds` have passed (the caller asserts)."""
     deadline = time.monotonic() + seconds
     while not condition() and time.monotonic() < deadline:
@@ -64,99 +67,139 @@ def _open(live, body: dict) -> socket.socket:
 
 
 def test_a_request_is_in_flight_until_its_answer_has_ended(live):
-    undo = slow_down(live.entry("gpt"), 0.02)  # 20 tokens take 0.4 s or more
+    hold = Hold(live.entry("gpt"))  # its prompt's run waits until released
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             answer = pool.submit(live.request, "POST", ROUTE, {**BODY, "max_tokens": 20})
-            _until(lambda: _in_flight(live) == 1, 5)
-            assert _in_flight(live) == 1 and not answer.done()
+            _until(lambda: _in_flight(live) == 1 and hold.waiting == 1)
+            assert _in_flight(live) == 1 and hold.waiting == 1 and not answer.done()
+            hold.release()
             assert answer.result()[0] == 200
-        _until(lambda: _in_flight(live) == 0, 5)
+        _until(lambda: _in_flight(live) == 0)
         assert _in_flight(live) == 0
-        # A stream, scraped from /metrics while it is open (the scrape is in flight too).
-        connection = _open(live, {**BODY, "max_tokens": 20, "stream": True})
+    finally:
+        hold.undo()
+    # A stream, scraped from /metrics while it is open (the scrape is in flight too): its
+    # first token is sent (a chunk with its `logprobs` entry), the next run held.
+    hold = Hold(live.entry("gpt"), passes=1)
+    try:
+        connection = _open(live, {**BODY, "max_tokens": 20, "stream": True, "logprobs": 0})
         received = b""
         while b"data: " not in received:  # the headers, then the first chunk
             received += connection.recv(4096)
+        _until(lambda: hold.waiting == 1)
         _, _, text = live.request("GET", "/metrics")
         lines = text.decode().splitlines()
         assert f'transformer_zoo_requests_in_flight{{endpoint="{ROUTE}"}} 1.0' in lines
         assert 'transformer_zoo_requests_in_flight{endpoint="/metrics"} 1.0' in lines
+        assert b"data: [DONE]" not in received
+        hold.release()
         while b"data: [DONE]\n\n" not in received:  # (in chunked encoding)
             received += connection.recv(4096)
         connection.close()
-        _until(lambda: _in_flight(live) == 0, 5)
+        _until(lambda: _in_flight(live) == 0)
         assert _in_flight(live) == 0
     finally:
-        undo()
+        hold.undo()
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_request_whose_client_left_is_in_flight_no_longer(live, stream):
+    """Its client leaves while its row is held after its first token: the request ends
+    with its row still running (the row is cancelled, and leaves at the next step)."""
     scheduler = live.entry("gpt").worker
-    _until(lambda: not scheduler.running, 5)  # a row that left with its client is gone
-    undo = slow_down(live.entry("gpt"), 0.03)  # 40 tokens take 1.2 s or more
+    _until(lambda: not scheduler.running)  # a row that left with its client is gone
+    hold = Hold(live.entry("gpt"), passes=1)  # the prompt's run, then none
     try:
         connection = _open(live, {**BODY, "max_tokens": 40, "stream": stream})
-        _until(lambda: scheduler.running == 1, 5)
-        assert scheduler.running == 1 and _in_flight(live) == 1
+        _until(lambda: scheduler.running == 1 and hold.waiting == 1)
+        assert scheduler.running == 1 and hold.waiting == 1 and _in_flight(live) == 1
         connection.close()
-        _until(lambda: _in_flight(live) == 0, 5)
-        assert _in_flight(live) == 0
+        _until(lambda: _in_flight(live) == 0)
+        assert _in_flight(live) == 0 and hold.runs == 1  # before its row ran on
     finally:
-        undo()
+        hold.undo()
+    _until(lambda: not scheduler.running)
+    assert not scheduler.running
 
 
 def test_refused_requests_are_in_flight_no_longer(live):
     """A full queue's 429s (and the requests that ran meanwhile), an unknown model's 404,
-    a malformed body's 422 and a wrong method's 405 all leave nothing in flight."""
-    undo = slow_down(live.entry("gpt"), 0.01)
+    a malformed body's 422 and a wrong method's 405 all leave nothing in flight. The
+    first request's run is held, so one row runs and one waits (`max_batch_size` and
+    `max_queue` 1): at least 6 of the 8 are refused before any ends."""
+    hold = Hold(live.entry("gpt"))
     try:
         body = {**BODY, "max_tokens": 10}
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            answers = list(pool.map(lambda _: live.request("POST", ROUTE, body), range(8)))
-        assert 429 in {status for status, _, _ in answers}
+            answers = [pool.submit(live.request, "POST", ROUTE, body) for _ in range(8)]
+            _until(lambda: sum(a.done() for a in answers) >= 6)
+            done = [a.result()[0] for a in answers if a.done()]
+            assert len(done) >= 6 and set(done) == {429}
+            hold.release()
+            statuses = [a.result()[0] for a in answers]
+        assert set(statuses) == {200, 429} and statuses.count(429) >= 6
         assert live.request("POST", ROUTE, {**body, "model": "none"})[0] == 404
         assert live.request("POST", ROUTE, {**body, "max_tokens": "3"})[0] == 422
         assert live.request("GET", ROUTE)[0] == 405
     finally:
-        undo()
-    _until(lambda: not any(_every_in_flight(live).values()), 5)
+        hold.undo()
+    _until(lambda: not any(_every_in_flight(live).values()))
     assert set(_every_in_flight(live).values()) == {0.0}
 
 
 def test_a_request_that_timed_out_is_in_flight_no_longer(gpt):
-    live = LiveServer({"gpt": gpt}, ServerSettings(request_timeout=1.0)).start()
-    undo = slow_down(live.entry("gpt"), 0.05)  # 40 tokens take 2 s or more
+    """The request's run is held past its `request_timeout`, then let go: the server
+    answers 504 (a stream: its error event), and the request is in flight no longer."""
+    timeout = 1.0
+    live = LiveServer({"gpt": gpt}, ServerSettings(request_timeout=timeout)).start()
     try:
         for stream in (False, True):
-            body = {**BODY, "max_tokens": 40, "stream": stream}
-            with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                answer = pool.submit(live.request, "POST", ROUTE, body)
-                _until(lambda: _in_flight(live) == 1, 5)
-                assert _in_flight(live) == 1
-                status, _, data = answer.result()
+            status, data = _held_past(live, {**BODY, "max_tokens": 40, "stream": stream}, timeout)
             assert status == (200 if stream else 504)
             if stream:  # an error event, then [DONE]
                 assert b'"code":504' in data and data.endswith(b"data: [DONE]\n\n")
-            _until(lambda: _in_flight(live) == 0, 5)
+            _until(lambda: _in_flight(live) == 0)
             assert _in_flight(live) == 0
     finally:
-        undo()
         live.stop()
 
 
+def _held_past(live, body: dict, timeout: float) -> tuple[int, bytes]:
+    """The status and body of a request whose engine run is held until `timeout`
+    seconds after it was seen in flight (past its deadline), then let go."""
+    hold = Hold(live.entry("gpt"))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(live.request, "POST", ROUTE, body)
+            _until(lambda: _in_flight(live) == 1 and hold.waiting == 1)
+            assert _in_flight(live) == 1 and hold.waiting == 1
+            held = time.monotonic()  # after its arrival
+            _until(lambda: time.monotonic() > held + timeout)
+            hold.release()
+            status, _, data = answer.result()
+    finally:
+        hold.undo()
+    return status, data
+
+
 def test_a_shutdown_drains_the_requests_in_flight_to_none(gpt):
+    """Three requests held in flight when the shutdown begins (uvicorn has closed the
+    listening socket) all end with their answers, and nothing is in flight after."""
     live = LiveServer({"gpt": gpt}).start()
-    undo = slow_down(live.entry("gpt"), 0.01)
+    hold = Hold(live.entry("gpt"))
     body = {**BODY, "max_tokens": 30}
     try:
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
             flying = [pool.submit(live.request, "POST", ROUTE, body) for _ in range(3)]
-            _until(lambda: _in_flight(live) == 3, 5)
-            assert _in_flight(live) == 3
-            live.stop()  # what SIGTERM does
+            _until(lambda: _in_flight(live) == 3 and hold.waiting == 1)
+            assert _in_flight(live) == 3 and not any(f.done() for f in flying)
+            live.server.should_exit = True  # what SIGTERM does (`LiveServer.stop`)
+            _until(lambda: live.socket.fileno() == -1)  # no longer accepting
+            assert live.socket.fileno() == -1 and _in_flight(live) == 3
+            hold.release()
+            live.stop()
             assert [f.result()[0] for f in flying] == [200] * 3
     finally:
-        undo()
+        hold.undo()
     assert not live.thread.is_alive() and _in_flight(live) == 0

@@ -5,6 +5,7 @@ no server)."""
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import http.client
 import json
 import logging
@@ -15,7 +16,7 @@ import numpy as np
 import openai
 import pytest
 
-from tests.serving.live_server import LiveServer, slow_down
+from tests.serving.live_server import Hold, LiveServer, slow_down
 from tests.serving.references import completions
 from transformer_zoo.generation import Sampling
 from transformer_zoo.serving.http import ServerSettings
@@ -715,14 +716,24 @@ def test_a_stream_counts_as_it_ended_not_as_it_began(exports):
 
 def test_shutdown_finishes_the_requests_in_flight(exports):
     live = LiveServer({"gpt": exports["gpt"]}).start()
-    undo = slow_down(live.entry("gpt"), 0.01)
+    hold = Hold(live.entry("gpt"))  # the requests run once the shutdown has begun
     body = {"model": "gpt", "prompt": "the cat", "max_tokens": 30, "temperature": 0}
-    with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        flying = [pool.submit(live.request, "POST", "/v1/completions", body) for _ in range(3)]
-        time.sleep(0.15)  # the requests are running
-        live.stop()  # what SIGTERM does
-        answers = [f.result() for f in flying]
-    undo()
+
+    def in_flight() -> float:
+        return _metric(live, "transformer_zoo_requests_in_flight", endpoint="/v1/completions")
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            flying = [pool.submit(live.request, "POST", "/v1/completions", body) for _ in range(3)]
+            _until(lambda: in_flight() == 3 and hold.waiting == 1, 60)
+            assert in_flight() == 3 and not any(f.done() for f in flying)
+            live.server.should_exit = True  # what SIGTERM does (`LiveServer.stop`)
+            _until(lambda: live.socket.fileno() == -1, 60)  # no longer accepting
+            hold.release()
+            live.stop()
+            answers = [f.result() for f in flying]
+    finally:
+        hold.undo()
     assert [status for status, _, _ in answers] == [200] * 3
     assert all(a["usage"]["completion_tokens"] == 30 for _, _, a in answers)
     assert not live.thread.is_alive()
@@ -758,14 +769,29 @@ def test_api_key_and_cors(exports):
     try:
         status, _, answer = live.request("GET", "/v1/models")
         assert status == 401 and answer["error"]["type"] == "authentication_error"
-        assert live.request("POST", "/v2/models/gpt/infer", {})[0] == 401
-        # Counted by route, as every other request (they were all endpoint="auth").
-        counted = live.app.state.metrics.registry.get_sample_value
-        for route in ("/v1/models", "/v2/models/{name}/infer"):
-            assert counted("transformer_zoo_requests_total", {"endpoint": route, "status": "401"})
+        for _ in range(2):
+            assert live.request("POST", "/v2/models/gpt/infer", {})[0] == 401
         wrong = openai.OpenAI(base_url=live.url + "/v1", api_key="guess", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             wrong.models.list()
+        # Counted by route, as every other request (they were all endpoint="auth"), once
+        # each, and in flight no longer (both once the response has gone: polled).
+        registry = live.app.state.metrics.registry
+
+        def samples(name: str, **labels) -> dict[str, float]:
+            return {
+                sample.labels["endpoint"]: sample.value
+                for metric in registry.collect()
+                for sample in metric.samples
+                if sample.name == name and labels.items() <= sample.labels.items()
+            }
+
+        expected = {"/v1/models": 2.0, "/v2/models/{name}/infer": 2.0}
+        refused = functools.partial(samples, "transformer_zoo_requests_total", status="401")
+        in_flight = functools.partial(samples, "transformer_zoo_requests_in_flight")
+        _until(lambda: refused() == expected and not any(in_flight().values()), 30)
+        assert refused() == expected
+        assert set(expected) <= set(in_flight()) and set(in_flight().values()) == {0.0}
         right = openai.OpenAI(base_url=live.url + "/v1", api_key="sesame", max_retries=0)
         assert [m.id for m in right.models.list()] == ["gpt"]
         assert live.request("GET", "/health")[0] == 200  # probes need no key

@@ -345,3 +345,43 @@ def test_greedy_with_stopping_steps_even_where_the_engine_decodes_in_one_call(gp
     np.testing.assert_array_equal(never.tokens, whole.tokens)
     first = generate(gpt.engine, inputs, 8, None, eos, pad, lambda t, live: live)
     np.testing.assert_array_equal(first.tokens, whole.tokens[:, :1])
+
+
+def test_a_stop_string_completed_by_the_u_fffd_a_budget_end_adds_is_met_alike():
+    """A GPT-2 row whose budget ends on the byte E2 alone (the first of "€"'s three):
+    ending it adds U+FFFD, which completes the stop string "\ufffd". The HTTP server's
+    `Generation` (its scheduler's events forced here: a row's tokens cannot be chosen)
+    cuts the text there and says "stop", as `completions_in_batches` (what
+    `ServedModel.generate_completions` runs) says of the same tokens; it said "length"."""
+    import asyncio
+    import types
+
+    from transformer_zoo.generation.search_common import SearchResult
+    from transformer_zoo.serving.http.completions import Choice, Generation
+    from transformer_zoo.serving.http.generation_row import Finished, Token
+    from transformer_zoo.serving.text_batches import Completion, completions_in_batches
+    from transformer_zoo.text.byte_level_bpe import ByteLevelBPETokenizer
+
+    tokenizer = ByteLevelBPETokenizer.from_directory("tests/data/hf_gpt2")
+    lead = next(i for i in range(tokenizer.vocabulary_size) if tokenizer.token_bytes(i) == b"\xe2")
+    prompt, stops = tokenizer.encode(["Hello world"])[0], ["\ufffd"]
+    tokens = [*tokenizer.encode([" a"])[0], lead]
+    assert len(tokens) == 2 and tokenizer.decode(tokens[:1]) == " a"
+    served = types.SimpleNamespace(family="decoder-only", target_tokenizer=tokenizer)
+
+    async def served_row() -> Choice:
+        scheduler = types.SimpleNamespace(observe=lambda *args: None)
+        generation = Generation(scheduler, [prompt], [2], lambda j: Greedy(), 1, stops, None, 60)
+        choices = [Choice(served, stops, prompt)]
+        for event in (*(Token(t, -1.0) for t in tokens), Finished("length")):
+            generation.queue.put_nowait((0, event))
+        while generation.open:
+            await generation.next(choices, 10)
+        return choices[0]
+
+    choice = asyncio.run(served_row())
+    (completion,) = completions_in_batches(
+        [prompt], [2], 1, lambda *args: SearchResult(np.array([tokens]), None), tokenizer,
+        True, None, stops=stops,
+    )  # fmt: skip
+    assert (choice.text, choice.finish_reason) == completion == Completion(" a", "stop")

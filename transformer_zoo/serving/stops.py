@@ -94,13 +94,18 @@ class StopText:
         context: the ids the generated text follows (a decoder-only model's prompt; none
             for a translation).
         stops: the stop strings (`stop_strings`).
+        context_shown: the answer shows the context before `text` (an echoed prompt).
+            Without it, a row that generated no token has no text: a character the
+            context left incomplete is the context's (`context_end`), not `text`'s, as
+            decoding the generated ids alone gives "" (transformers, vLLM).
 
     Attributes:
         texts: what each token added (the text of the token that completed a stop
             string whole, so that they still join to what was generated; the last one's
             with what `finish` added).
         text: the generated text, ended before the first stop string once one is
-            complete.
+            complete (with `context_shown`, `context_end` first when no token was
+            generated, so that a stop string may end there too).
         sequence: `context`, then the generated ids (up to and including the token that
             completed a stop string).
         context_end: what `finish` added when no token had been generated (U+FFFD: a
@@ -111,8 +116,11 @@ class StopText:
         finished: `finish` has ended the row.
     """
 
-    def __init__(self, tokenizer, context: Sequence[int], stops: Sequence[str]):
+    def __init__(
+        self, tokenizer, context: Sequence[int], stops: Sequence[str], context_shown: bool = False
+    ):
         self.tokenizer = tokenizer
+        self.context_shown = context_shown
         self.context = [int(i) for i in context]
         self.stops = list(stops)
         self.sequence = list(self.context)
@@ -146,7 +154,9 @@ class StopText:
         character still incomplete at its end, whose bytes never all came, is added as
         decoding the whole sequence shows it (U+FFFD, `end_text`), so that `text` is
         what that decoding adds; it counts as the last token's text (the context's
-        last, `context_end`, when none was generated). Later calls do nothing."""
+        last, `context_end`, when none was generated: in `text` only where the context
+        is shown). A stop string it completes ends the row as one a token completes
+        (`stopped`). Later calls do nothing."""
         if self.finished or self.stopped:
             return
         self.finished = True
@@ -155,6 +165,8 @@ class StopText:
             self.texts[-1] += piece
         else:
             self.context_end = piece
+            if not self.context_shown:
+                return
         self._extend(piece)
 
     def _extend(self, piece: str) -> bool:

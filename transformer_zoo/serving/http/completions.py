@@ -202,7 +202,8 @@ class Choice:
     def __post_init__(self):
         continues = self.served.family == "decoder-only"
         context = list(self.prompt_ids) if continues else []  # the ids `text` follows
-        self.row = StopText(self.served.target_tokenizer, context, self.stops)
+        tokenizer, shown = self.served.target_tokenizer, self.echo is not None
+        self.row = StopText(tokenizer, context, self.stops, context_shown=shown)
         self.context = self.row.context
 
     @property
@@ -354,8 +355,8 @@ class Generation:
                         else None
                     )
                     choice.finish_reason = "cancelled" if event.reason == "cancelled" else "timeout"
-                else:
-                    choice.finish_reason = event.reason
+                else:  # a stop string that `finish`'s U+FFFD completed is one met
+                    choice.finish_reason = "stop" if choice.row.stopped else event.reason
         elif isinstance(event, Failed):
             self.open -= 1
             choice.error = event.error
