@@ -25,7 +25,7 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow -n 2 --dist loadfile
 
 # The default suite on the lowest versions pyproject.toml allows (uv's lowest-direct
-# resolution) in its own venv, so that the lower bounds stay true; about 10 minutes.
+# resolution) in its own venv, so that the lower bounds stay true; about 5-6 minutes.
 LOWEST := .venv-lowest
 test-lowest:
 	rm -rf $(LOWEST)
