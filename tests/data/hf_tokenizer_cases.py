@@ -54,3 +54,23 @@ def make_case(base: pathlib.Path, case: dict, out: pathlib.Path) -> pathlib.Path
     for name in case.get("remove", []):
         (out / name).unlink()
     return out
+
+
+# What transformers' tokenizer gives for `texts`, as the reference files record it (the
+# recording scripts pass a transformers tokenizer; this module imports none).
+def bert_record(tokenizer, texts: list[str]) -> dict:
+    ids = [tokenizer(text)["input_ids"] for text in texts]
+    return {
+        "vocabulary_size": len(tokenizer),
+        "ids": ids,
+        "decoded": [tokenizer.decode(row, skip_special_tokens=True) for row in ids],
+        "decoded_keep_special": [tokenizer.decode(row) for row in ids],
+    }
+
+
+def gpt2_record(tokenizer, texts: list[str]) -> dict:
+    ids = [tokenizer(text)["input_ids"] for text in texts]
+    return {
+        "ids": ids,
+        "decoded": [tokenizer.decode(row, skip_special_tokens=True) for row in ids],
+    }

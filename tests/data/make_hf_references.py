@@ -592,7 +592,7 @@ def make_tokenizers(path: pathlib.Path) -> None:
     in the text; and the text-classification pipeline's scores of `hf_bert_classifier`
     with its embeddings resized for the added tokens (the new rows recorded)."""
     import sacremoses  # installed so as to show that MarianTokenizer(text) does not use it
-    from hf_tokenizer_cases import make_case  # beside this script
+    from hf_tokenizer_cases import bert_record, gpt2_record, make_case  # beside this script
 
     bert_dir, gpt2_dir, marian_dir = (
         HERE / "hf_bert_classifier",
@@ -663,22 +663,6 @@ def make_tokenizers(path: pathlib.Path) -> None:
                 )
                 out.append({**case, "texts": texts, **record(tokenizer, texts)})
         return out
-
-    def bert_record(tokenizer, texts):
-        ids = [tokenizer(text)["input_ids"] for text in texts]
-        return {
-            "vocabulary_size": len(tokenizer),
-            "ids": ids,
-            "decoded": [tokenizer.decode(row, skip_special_tokens=True) for row in ids],
-            "decoded_keep_special": [tokenizer.decode(row) for row in ids],
-        }
-
-    def gpt2_record(tokenizer, texts):
-        ids = [tokenizer(text)["input_ids"] for text in texts]
-        return {
-            "ids": ids,
-            "decoded": [tokenizer.decode(row, skip_special_tokens=True) for row in ids],
-        }
 
     bert = run(bert_dir, bert_cases, BERT_TOKENIZER_TEXTS, bert_record)
     gpt2 = run(gpt2_dir, gpt2_cases, GPT2_TOKENIZER_TEXTS, gpt2_record)

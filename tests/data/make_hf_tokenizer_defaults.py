@@ -23,7 +23,7 @@ import tempfile
 
 import tokenizers
 import transformers
-from hf_tokenizer_cases import make_case  # beside this script
+from hf_tokenizer_cases import bert_record, gpt2_record, make_case  # beside this script
 
 HERE = pathlib.Path(__file__).resolve().parent
 OUT = HERE / "hf_tokenizer_defaults_reference.json"
@@ -68,22 +68,6 @@ def main() -> None:
                 tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
                 out.append({**case, "class": type(tokenizer).__name__, **record(tokenizer, texts)})
         return out
-
-    def bert_record(tokenizer, texts):
-        ids = [tokenizer(text)["input_ids"] for text in texts]
-        return {
-            "vocabulary_size": len(tokenizer),
-            "ids": ids,
-            "decoded": [tokenizer.decode(row, skip_special_tokens=True) for row in ids],
-            "decoded_keep_special": [tokenizer.decode(row) for row in ids],
-        }
-
-    def gpt2_record(tokenizer, texts):
-        ids = [tokenizer(text)["input_ids"] for text in texts]
-        return {
-            "ids": ids,
-            "decoded": [tokenizer.decode(row, skip_special_tokens=True) for row in ids],
-        }
 
     reference = {
         "bert": {
