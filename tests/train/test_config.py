@@ -154,3 +154,22 @@ def test_a_floor_above_the_peak_rate_is_refused_naming_both():
     ):
         TrainConfig(family="encoder-decoder", min_learning_rate=5e-3)
     assert TrainConfig(family="encoder-decoder", min_learning_rate=2e-3).min_learning_rate == 2e-3
+
+
+def test_an_init_run_on_built_in_data_takes_the_settings_given_then_inits_then_the_datas():
+    """On `builtin:` data the data's defaults (1,500 masked-LM steps, 3e-4, dropout 0)
+    replaced `init`'s (README: AdamW at 1e-4, the encoder's own dropout, no pretraining):
+    the run pretrained an encoder pretrained already, and its recorded settings, holding
+    `pretrain_steps` beside `init`, made no config again."""
+    config = TrainConfig("encoder-only", init="runs/minilm")
+    assert (config.optimizer, config.learning_rate) == ("adamw-cosine", 1e-4)
+    assert config.dropout is None and config.pretrain_steps is None  # the model's own; none
+    assert (config.epochs, config.warmup_steps) == (4, 100)  # the data's, as README says
+    recorded = json.loads(json.dumps(config.identity()))  # as config.json holds it
+    assert TrainConfig(**recorded).identity() == config.identity()
+    given = TrainConfig(
+        "encoder-only", init="runs/minilm", learning_rate=5e-4, dropout=0.2, epochs=1
+    )
+    assert (given.learning_rate, given.dropout, given.epochs) == (5e-4, 0.2, 1)
+    on_files = TrainConfig("encoder-only", data="pairs.tsv", init="runs/minilm")
+    assert (on_files.learning_rate, on_files.dropout, on_files.epochs) == (1e-4, None, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import keras
@@ -214,6 +215,35 @@ def test_init_keeps_an_imported_encoders_max_length_and_dropout(tmp_path):
     assert classifier.backbone.dropout == classifier.dropout == dropout
     inputs, _ = next(iter(setup.dataset("train", classifier, batch_size=4)))
     assert inputs["token_ids"].shape == (4, length)  # 90 words, cut to the run's length
+
+
+@pytest.mark.parametrize("given", [None, 0.2], ids=["checkpoints", "dropout-given"])
+def test_init_from_a_classifier_gives_the_new_head_its_classifier_dropout(tmp_path, given):
+    """Transformers' `BertForSequenceClassification` drops out before its head at the
+    config's `classifier_dropout` (the hidden dropout where it is None), and a classifier
+    checkpoint loaded for another task keeps that rate for its new head; `--init` gave the
+    new head the encoder's dropout. `--dropout` sets both."""
+    from transformer_zoo.models.hf.run import import_hf_run
+    from transformer_zoo.train.family_setup import FamilySetup
+
+    checkpoint = tmp_path / "hf"
+    shutil.copytree(DATA / "hf_bert_classifier", checkpoint)
+    hf_config = json.loads((checkpoint / "config.json").read_text())
+    hf_config["classifier_dropout"] = 0.3  # the slice's is None: its hidden dropout, 0.1
+    (checkpoint / "config.json").write_text(json.dumps(hf_config), encoding="utf-8")
+    import_hf_run(checkpoint, tmp_path / "classifier")
+    setup = FamilySetup.create(
+        load_task(str(SST2 / "train.tsv"), "encoder-only", columns=["sentence", "label"]),
+        "tiny",
+        init=str(tmp_path / "classifier"),
+    )
+    classifier = setup.build_model(given)
+    assert classifier.num_classes == 2  # a fresh head, for the new labels
+    if given is None:
+        assert classifier.backbone.dropout == hf_config["hidden_dropout_prob"] == 0.1
+        assert classifier.dropout == hf_config["classifier_dropout"]
+    else:
+        assert classifier.backbone.dropout == classifier.dropout == given
 
 
 def test_init_trains_and_evaluate_scores_a_file_with_keras_and_onnx(

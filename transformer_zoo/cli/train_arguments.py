@@ -148,7 +148,7 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         type=float,
         help="replace the preset's dropout; "
         + _default_help("dropout")
-        + " (with --init: the encoder's own); also --set dropout=...",
+        + " (with --init: the initial model's own); also --set dropout=...",
     )
     train.add_argument(
         "--weight-decay", type=non_negative_float, help="AdamW's weight decay (default 0.01)"
@@ -224,7 +224,8 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--pretrain-steps",
         type=int,
-        help="encoder-only: masked-LM steps before the classifier (builtin data: 1500)",
+        help="encoder-only: masked-LM steps before the classifier (builtin data: 1500; "
+        "none with --init)",
     )
     train.add_argument(
         "--pretrain-data",
@@ -301,8 +302,9 @@ def _default_help(name: str, files=None) -> str:
     for family, defaults in BUILTIN_FAMILY_DEFAULTS.items():
         if name in defaults:
             text += f"; {family} on builtin data: {defaults[name]}"
-    if INIT_DEFAULTS.get(name, user) != user:
-        text += f"; with --init: {INIT_DEFAULTS[name]}"
+    init = INIT_DEFAULTS.get(name, user)
+    if init is not None and init != user:  # None: the initial model's, said by the caller
+        text += f"; with --init: {init}"
     return text.replace("%", "%%")  # argparse formats help with %
 
 

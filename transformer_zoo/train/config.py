@@ -59,8 +59,14 @@ BUILTIN_FAMILY_DEFAULTS = {"encoder-only": {"learning_rate": 3e-4, "pretrain_ste
 # planned steps. (The paper's schedule with a fixed warmup of 400 steps never left its
 # warmup on a 3,000-line file: 63% exact match, against 100% with this recipe.)
 USER_DEFAULTS = dict(RECIPE)
-# Fine-tuning a pretrained encoder (`init`): a small rate, and the encoder's own dropout.
-INIT_DEFAULTS = {"optimizer": "adamw-cosine", "learning_rate": 1e-4}
+# Fine-tuning a pretrained model (`init`), over the data's defaults above: a small rate, the
+# model's own dropout and no pretraining (None: left unset, whatever the data's defaults say).
+INIT_DEFAULTS = {
+    "optimizer": "adamw-cosine",
+    "learning_rate": 1e-4,
+    "dropout": None,
+    "pretrain_steps": None,
+}
 # paper-adam's `learning_rate` is a factor on the paper's schedule (D^-0.5 · min(step^-0.5,
 # step · warmup^-1.5)), not a rate: the tables' rates above are AdamW's peaks.
 PAPER_ADAM_FACTOR = 1.0
@@ -97,8 +103,9 @@ class TrainConfig:
         dropout: replaces the preset's dropout, if given.
 
     Settings left None take `BUILTIN_DEFAULTS` (and `BUILTIN_FAMILY_DEFAULTS`) on
-    `builtin:` data, the quality-bar recipe, `USER_DEFAULTS` on user files, and
-    `INIT_DEFAULTS` when fine-tuning from `init` (dropout stays the encoder's).
+    `builtin:` data, the quality-bar recipe, `USER_DEFAULTS` on user files, and when
+    fine-tuning from `init`, `INIT_DEFAULTS` over either (the model's own dropout, no
+    pretraining; the data's epochs and warmup).
         seed: seeds the data, the initial weights, the shuffles and dropout.
         steps_per_execution: train steps per `tf.function` call (1 over several replicas
             or under `multiworker`, see `distribution.steps_per_execution`).
@@ -211,9 +218,11 @@ class TrainConfig:
         for name in ("valid", "test", "init", "pretrain_data"):
             if getattr(self, name) is not None:
                 setattr(self, name, os.path.abspath(getattr(self, name)))
-        defaults = INIT_DEFAULTS if self.init is not None else USER_DEFAULTS
+        defaults = USER_DEFAULTS
         if builtin:
             defaults = {**BUILTIN_DEFAULTS, **BUILTIN_FAMILY_DEFAULTS.get(self.family, {})}
+        if self.init is not None:  # the settings given, then init's, then the data's
+            defaults = {**defaults, **INIT_DEFAULTS}
         if self.optimizer == "paper-adam":
             defaults = {**defaults, "learning_rate": PAPER_ADAM_FACTOR}
         if self.steps is not None:  # they say how long to train: the default epochs do not

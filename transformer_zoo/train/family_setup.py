@@ -121,8 +121,9 @@ class FamilySetup:
         target_tokenizer: the target tokenizer (the same object when shared).
         overrides: constructor arguments replacing the preset's.
         windows: how a token stream is cut (`"random"` or `"epoch"`), for stream tasks.
-        init: the model the run starts from (`FamilySetup.create`'s `init`): the encoder
-            of a classifier, or a language model to fine-tune.
+        init: the model the run starts from (`FamilySetup.create`'s `init`): an encoder,
+            a classifier (whose encoder the new classifier copies, and whose head dropout
+            its fresh head takes), or a language model to fine-tune.
         init_max_length: the `max_length` of `init`'s run (its `config.json`: what
             `import-hf --max-length` or sentence-transformers' `max_seq_length` set),
             which the run keeps; None: the model's positions.
@@ -198,7 +199,7 @@ class FamilySetup:
         (the constructor's default where the preset has none), the context of the model
         `build_model` builds."""
         if self.init is not None:
-            positions = self.init.max_length
+            positions = self.backbone(self.init).max_length
             return min(self.init_max_length or positions, positions)
         _, _, config = preset_config(self.preset, self.family, **self.overrides)
         if "max_length" in config:
@@ -223,22 +224,30 @@ class FamilySetup:
     def build_model(self, dropout: float | None = None) -> keras.Model:
         """The preset's model with the `overrides`, sized to the tokenizers (under the
         current dtype policy); a copy of the `init` model when the run starts from one (a
-        classifier over a copy of its encoder)."""
+        classifier over a copy of its encoder).
+
+        A classifier's fresh head drops out at `dropout`, else at the `init` classifier's
+        head rate (transformers' `BertForSequenceClassification` reads the checkpoint's
+        `classifier_dropout` for a new head too), else at the encoder's."""
         overrides = {**self.overrides, "vocabulary_size": self.tokenizer.vocabulary_size}
         if self.family == "encoder-decoder" and self.separate_target:
             overrides["target_vocabulary_size"] = self.target_tokenizer.vocabulary_size
         if dropout is not None:
             overrides["dropout"] = float(dropout)
         if self.init is not None:
-            config = {**self.init.get_config(), **overrides}
+            start = self.backbone(self.init)
+            config = {**start.get_config(), **overrides}
             config.pop("dtype", None)  # the current policy's
-            model = type(self.init).from_config(config)
-            model.set_weights(self.init.get_weights())
+            model = type(start).from_config(config)
+            model.set_weights(start.get_weights())
         else:
             _, _, config = preset_config(self.preset, self.family, **overrides)
             model = MODEL_CLASSES[self.family](**config)
         if self.family == "encoder-only":
-            head_dropout = config.get("dropout", 0.1) if dropout is None else float(dropout)
+            head_dropout = dropout
+            if head_dropout is None:  # the `init` classifier's head's, else the encoder's
+                from_head = isinstance(self.init, EncoderOnlyClassifier)
+                head_dropout = self.init.dropout if from_head else config.get("dropout", 0.1)
             model = EncoderOnlyClassifier(
                 model, num_classes=len(self.task.label_names), dropout=head_dropout
             )
@@ -344,8 +353,8 @@ class FamilySetup:
 
 def _load_init(directory: str, family: str) -> tuple[keras.Model, int, tuple]:
     """The model a run of `family` starts from, its run's `max_length` and its
-    tokenizers: the encoder of an encoder-only run directory (an embedding model's, or a
-    classifier's backbone), or the language model of a decoder-only one.
+    tokenizers: the model of an encoder-only run directory (an embedding model, or a
+    classifier), or the language model of a decoder-only one.
 
     Raises:
         ValueError: not a run directory, or not one of `family`.
@@ -364,6 +373,4 @@ def _load_init(directory: str, family: str) -> tuple[keras.Model, int, tuple]:
             f"--init {directory} holds {with_article(config.family)} model; {start} "
             "(trained, or imported with import-hf)."
         )
-    model = load_run_model(directory)
-    start = model.backbone if isinstance(model, EncoderOnlyClassifier) else model
-    return start, config.max_length, load_tokenizers(directory, config)
+    return load_run_model(directory), config.max_length, load_tokenizers(directory, config)

@@ -6,16 +6,31 @@ from __future__ import annotations
 import keras
 
 
+class _EndOfResumedEpoch:
+    """The `stop_training` that `ResumedEpoch` sets: true, so Keras ends the epoch, and not
+    `True`, so that a stop another callback sets at the same step or epoch's end (the
+    budget, early stopping, a user's `model.stop_training = True`) replaces it and is kept.
+    With `True` a user's stop on that step was taken for the epoch's end and cleared."""
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "<the end of the resumed epoch>"
+
+
+END_OF_RESUMED_EPOCH = _EndOfResumedEpoch()
+
+
 class ResumedEpoch(keras.callbacks.Callback):
     """Ends the first epoch of a run resumed from a mid-epoch backup (`Backup(save_freq=N)`)
     at the step where the uninterrupted run ends it.
 
     `fit(initial_epoch=...)` trains whole epochs of `steps_per_epoch` steps; the resumed
-    one has fewer left. At `end_step` this sets `stop_training`, so Keras stops the epoch,
-    validates and runs the epoch's callbacks, then clears it at the epoch's end (unless a
-    callback before it, the time or step budget, stopped the run at the same step) so that
-    the next epochs run. Put it right after the budget and before early stopping, whose
-    stop at the same epoch's end is kept.
+    one has fewer left. At `end_step` this sets `stop_training` (to
+    `END_OF_RESUMED_EPOCH`, unless a callback stopped the run already), so Keras stops the
+    epoch, validates and runs the epoch's callbacks; at the epoch's end it clears that
+    stop, and only that one (a callback's `True` is kept), so that the next epochs run.
 
     Keras starts an epoch's running means (the training loss and metrics) afresh and
     builds them only in the first step, so the resumed epoch's means cover the steps
@@ -28,15 +43,14 @@ class ResumedEpoch(keras.callbacks.Callback):
     def __init__(self, end_step: int):
         super().__init__()
         self.end_step = end_step
-        self._cut = False
 
     def on_train_batch_end(self, batch, logs=None):
         if self.end_step is None or int(self.model.optimizer.iterations.numpy()) < self.end_step:
             return
         self.end_step = None  # once
         if not self.model.stop_training:
-            self.model.stop_training = self._cut = True
+            self.model.stop_training = END_OF_RESUMED_EPOCH
 
     def on_epoch_end(self, epoch, logs=None):
-        if self._cut:
-            self.model.stop_training = self._cut = False
+        if self.model.stop_training is END_OF_RESUMED_EPOCH:
+            self.model.stop_training = False
