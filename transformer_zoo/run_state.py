@@ -1,5 +1,7 @@
 """An existing run directory (`run_directory`): which run it holds (`run_identity`, the
-same for the run and its exports), the state `transformer-zoo train --out` finds it in
+same for the run and its exports wherever they are; `without_places`, what an export
+records of it), whether a file is the data file it trained on (`file_digest`,
+`holds_recorded_file`), the state `transformer-zoo train --out` finds it in
 (`inspect_run_directory`: `run_directory.FRESH`, `RESUME` or `FINISHED`), the history a
 resumed run continues (`trim_history`) and whether its model file is whole
 (`check_model_file`).
@@ -11,6 +13,9 @@ Like `run_directory`, this module imports only the standard library and the proj
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
+import hashlib
 import os
 import zipfile
 from typing import Any
@@ -31,14 +36,16 @@ from transformer_zoo.run_directory import (
 )
 
 # What tells two runs apart in their configs (an export's config.json copies its run's):
-# these fields, and `extra`'s training settings and imported checkpoint.
+# these fields, and `extra`'s training settings, imported checkpoint and data digests.
 RUN_IDENTITY = ("family", "preset", "task", "data", "seed")
-RUN_IDENTITY_EXTRA = ("train", "imported_from")
+RUN_IDENTITY_EXTRA = ("train", "imported_from", "data_digests")
 
 
 def run_identity(config: RunConfig) -> dict[str, Any]:
-    """What names the run `config` describes, the same for the run and its exports; JSON,
-    so that a Hugging Face export (whose config.json is transformers') can record it."""
+    """What names the run `config` describes, the same for the run and its exports, and
+    wherever they are: its files named by their base names (`without_places`); JSON, so
+    that a Hugging Face export (whose config.json is transformers') can record it."""
+    config = without_places(config)
     identity = {key: getattr(config, key) for key in RUN_IDENTITY}
     identity.update({key: config.extra.get(key) for key in RUN_IDENTITY_EXTRA})
     return identity
@@ -46,15 +53,65 @@ def run_identity(config: RunConfig) -> dict[str, Any]:
 
 def run_differences(identity: dict[str, Any], other: dict[str, Any]) -> list[str]:
     """What two `run_identity`s differ in, in words for a message ("seed", "training
-    settings"): nothing for a run and its exports."""
+    settings"): nothing for a run and its exports, nor for a run whose files moved. Where
+    both record their data files' SHA-256, those tell the data apart, not the files'
+    names; an identity recorded before (a Hugging Face export's, with whole paths) is
+    compared by the names."""
+    sides = [_named_files(identity), _named_files(other)]
+    if all(side.get("data_digests") for side in sides):
+        sides = [_by_contents(side) for side in sides]
+    else:
+        sides = [{**side, "data_digests": None} for side in sides]
     return [
         _IDENTITY_WORDS.get(key, key)
         for key in (*RUN_IDENTITY, *RUN_IDENTITY_EXTRA)
-        if identity.get(key) != other.get(key)
+        if sides[0].get(key) != sides[1].get(key)
     ]
 
 
 _IDENTITY_WORDS = {"train": "training settings", "imported_from": "imported checkpoint"}
+
+
+def without_places(config: RunConfig) -> RunConfig:
+    """`config` with the files and directories it names (`PATH_SETTINGS`: data files, an
+    `--init` run; an imported checkpoint) by their base names: what an export records of
+    its run, whose paths are of the machine that trained and mean nothing where the
+    export is served or shared (runs keep their paths, to read their data again)."""
+    extra = _named(config.extra, ("imported_from",))
+    if isinstance(extra.get("train"), dict):
+        extra["train"] = _named(extra["train"], PATH_SETTINGS)
+    return dataclasses.replace(config, data=_base_name(config.data), extra=extra)
+
+
+def _named_files(identity: dict[str, Any]) -> dict[str, Any]:
+    """A `run_identity` (one recorded before with whole paths too) with base names."""
+    identity = _named(identity, ("data", "imported_from"))
+    if isinstance(identity.get("train"), dict):
+        identity["train"] = _named(identity["train"], PATH_SETTINGS)
+    return identity
+
+
+def _by_contents(identity: dict[str, Any]) -> dict[str, Any]:
+    """A `run_identity` whose digested data files are named by their SHA-256."""
+    digests = identity["data_digests"]
+    identity = {**identity, "data": digests.get("data", identity.get("data")), "data_digests": None}
+    if isinstance(identity.get("train"), dict):
+        identity["train"] = {
+            **identity["train"],
+            **{k: v for k, v in digests.items() if k in identity["train"]},
+        }
+    return identity
+
+
+def _named(mapping: dict[str, Any], keys) -> dict[str, Any]:
+    return {k: _base_name(v) if k in keys else v for k, v in mapping.items()}
+
+
+def _base_name(value):
+    """A path's last component ("corpus.txt"); anything else (`builtin:NAME`, None) as is."""
+    if isinstance(value, str) and value and not value.startswith("builtin:"):
+        return os.path.basename(os.path.normpath(value))
+    return value
 
 
 # Stored absolute since 2026-12-03 (pretrain_data since it came).
@@ -79,6 +136,43 @@ def _moved(key: str, before, now) -> bool:
         and len(files) == 2
         and not os.path.exists(before)
     )
+
+
+# The data files whose SHA-256 a run records when it trains (`extra.data_digests`): its
+# splits are drawn from their contents, so a file changed since then would give other
+# splits, and a file at another path with the recorded contents is the run's file, moved.
+DIGESTED_FILES = ("data", "valid", "test")
+
+
+def file_digest(path: str) -> str:
+    """The SHA-256 of the file at `path` (hex)."""
+    stat = os.stat(path)
+    return _digest(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _digest(path: str, size: int, mtime_ns: int) -> str:  # size, mtime: the cache's key
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def setting_file(key: str) -> str:
+    """The words for the file a setting names: "data file", "--valid file", ..."""
+    return "data file" if key == "data" else f"--{key} file"
+
+
+def holds_recorded_file(config: RunConfig, key: str, path) -> bool:
+    """Whether `path` holds the data file that `config`'s run recorded as its `key`
+    ("data", "valid" or "test") wherever it trained: the file's SHA-256 is the one
+    recorded. False where the run recorded none (trained before the digests were
+    recorded, 6215e95) or `path` is no file."""
+    recorded = (config.extra.get("data_digests") or {}).get(key)
+    if recorded is None or not isinstance(path, str) or not os.path.isfile(path):
+        return False
+    return file_digest(path) == recorded
 
 
 def copy_source(directory: str, config: RunConfig) -> str:
@@ -127,7 +221,13 @@ def inspect_run_directory(out: str, identity: dict) -> str:
     previous = {k: _absolute(k, v) for k, v in previous.items()}
     if previous.get("steps") is not None:  # before 2026-12-05 a --steps run on built-in
         previous["epochs"] = None  # data recorded the data's default epochs beside it
-    changed = sorted(k for k in set(identity) | set(previous) if identity.get(k) != previous.get(k))
+    changed = sorted(
+        k
+        for k in set(identity) | set(previous)
+        if identity.get(k) != previous.get(k)
+        # The run's data file at its new place (copied to another machine, say): the same run.
+        and not (k in DIGESTED_FILES and holds_recorded_file(config, k, identity.get(k)))
+    )
     backed_up = os.path.isfile(os.path.join(out, BACKUP_DIR, BACKUP_METADATA_FILE))
     if changed and config.extra.get("status") == "training" and not backed_up:
         # A start that stopped before its first backup (a NaN loss, Ctrl-C) trained
@@ -137,7 +237,22 @@ def inspect_run_directory(out: str, identity: dict) -> str:
         details = ", ".join(
             f"{k}={previous.get(k)!r} there, {identity.get(k)!r} now" for k in changed
         )
-        if all(_moved(k, previous.get(k), identity.get(k)) for k in changed):
+        moved = all(_moved(k, previous.get(k), identity.get(k)) for k in changed)
+        digested = config.extra.get("data_digests") or {}
+        if moved and any(k in digested for k in changed):
+            wrong = "; ".join(
+                f"{identity[k]} is not there"
+                if not os.path.isfile(identity[k])
+                else f"{identity[k]} is not the {setting_file(k)} it trained on (not the "
+                "SHA-256 the run recorded)"
+                for k in changed
+                if k in digested
+            )
+            raise RunError(
+                f"--out {out!r} holds a run of files at other paths ({details}): {wrong}. "
+                "Give the files it trained on, at their new place; or choose another --out"
+            )
+        if moved:  # no digest recorded (a run before 6215e95): the files cannot be checked
             raise RunError(
                 f"--out {out!r} holds a run of files at other paths ({details}): a run "
                 "reads its data where it recorded it, so to resume it put the files back "

@@ -353,7 +353,9 @@ def test_a_stream_run_evaluates_from_another_directory_and_names_a_short_test_fi
     (tmp_path / "work" / "corpus.txt").rename(tmp_path / "corpus.txt")
     line = cli_error(capsys, ["evaluate", "work/run"])
     assert "corpus.txt (the data file this run trained on, as its config.json records" in line
-    assert "put it back at that path (to score another file: evaluate --test FILE" in line
+    assert "give its new place with --data FILE, or put it back at that path" in line
+    line = cli_error(capsys, ["evaluate", "work/run", "--data", "corpus.txt"])  # changed above
+    assert "corpus.txt is not the data file this run trained on" in line
 
 
 def test_a_tokenizer_that_cannot_be_trained_is_one_line(tmp_path, capsys, monkeypatch):

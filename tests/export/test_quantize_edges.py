@@ -83,7 +83,7 @@ def test_an_unscorable_test_split_is_refused_before_the_export(
 
     # A task read with no test examples (a data set cut too small) is named as such.
     task = Task("x", "encoder-only", [ClassificationExample("1", "the cat")], [], [])
-    monkeypatch.setattr("transformer_zoo.export.quantize.run_task", lambda config: task)
+    monkeypatch.setattr("transformer_zoo.export.quantize.run_task", lambda config, test: task)
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     assert code == 2 and "test split of" in err and "--max-accuracy-drop none" in err

@@ -69,6 +69,21 @@ def register(commands) -> None:
         help="test examples the quantized copies are scored on (default 1000; of a "
         "plain-text run: windows of its test text)",
     )
+    export.add_argument(
+        "--data",
+        metavar="FILE",
+        help="with --quantize: where the run's data file is now, if it moved from the path "
+        "config.json records (checked against the SHA-256 the run recorded)",
+    )
+    export.add_argument(
+        "--valid", metavar="FILE", help="with --quantize: where the run's --valid file is now"
+    )
+    export.add_argument(
+        "--test",
+        metavar="FILE",
+        help="with --quantize: score the copies on this file (read as the run's data was) "
+        "instead of the run's test split",
+    )
     export.set_defaults(handler=_export)
 
 
@@ -110,6 +125,12 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError(f"--plain and --opset apply to ONNX exports, not --format {args.format}.")
     if not args.quantize and (args.max_accuracy_drop is not _UNSET or args.quantize_examples):
         raise UsageError("--max-accuracy-drop and --quantize-examples apply with --quantize.")
+    files = {"data": args.data, "valid": args.valid, "test": args.test}
+    if any(files.values()) and (not args.quantize or args.max_accuracy_drop is None):
+        raise UsageError(
+            "--data, --valid and --test say what the quantized copies are scored on: they "
+            "apply with --quantize (and not with --max-accuracy-drop none)."
+        )
     options = {
         "graphs": "plain" if args.plain else "fused",
         "fuse_layer_norm": not args.no_fuse_layer_norm,
@@ -119,6 +140,7 @@ def _export(args: argparse.Namespace) -> int:
         if args.max_accuracy_drop is _UNSET
         else args.max_accuracy_drop,
         "quantize_examples": args.quantize_examples or DEFAULT_EXAMPLES,
+        **files,
     }
     if args.opset is not None:
         options["opset"] = args.opset

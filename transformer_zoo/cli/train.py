@@ -49,6 +49,15 @@ def register(commands) -> None:
     evaluate.add_argument("--split", choices=("test", "valid"), default="test")
     evaluate.add_argument("--test", metavar="FILE", help="score this file instead of a split")
     evaluate.add_argument(
+        "--data",
+        metavar="FILE",
+        help="where the run's data file is now, if it moved from the path config.json "
+        "records (checked against the SHA-256 the run recorded)",
+    )
+    evaluate.add_argument(
+        "--valid", metavar="FILE", help="where the run's --valid file is now, if it moved"
+    )
+    evaluate.add_argument(
         "--engine",
         choices=ENGINES,
         default="keras",
@@ -193,7 +202,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         ) from None
     try:
         scores = evaluate_directory(
-            args.run_dir, args.split, args.engine, test=args.test, model=args.model, search=search
+            args.run_dir,
+            args.split,
+            args.engine,
+            test=args.test,
+            model=args.model,
+            search=search,
+            data=args.data,
+            valid=args.valid,
         )
     except (ValueError, OSError) as error:  # RunError, DataError, a missing file
         raise UsageError.from_error(error) from None

@@ -1,18 +1,18 @@
 """The task a run trained on, as its `config.json` names it (`run_task`: what `evaluate`
 and `export --quantize` score; `trained_on_pairs`: whether a classifier read text pairs),
-and the fingerprints of the run's data files (`data_digests`, recorded when it trains;
-`check_data_files`)."""
+the fingerprints of the run's data files (`data_digests`, recorded when it trains;
+`check_data_files`), and where those files are now when they moved (`relocate`)."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
+import dataclasses
 import os
 
 from transformer_zoo.data.task import Task
 from transformer_zoo.data.tasks import limit_task, load_task, read_split
 from transformer_zoo.data.user_files import classification_file_holds_pairs
 from transformer_zoo.errors import RunError
+from transformer_zoo.run_state import file_digest, holds_recorded_file, setting_file
 
 # A run's data files are fingerprinted when it trains (`extra.data_digests`): its splits
 # are drawn from their contents, so a file changed since then would give other splits.
@@ -22,44 +22,81 @@ def data_digests(data: str | None, valid: str | None = None, test: str | None = 
     """`{setting: SHA-256 of the file}` for the run's data files (none for built-in data)."""
     files = {"data": data, "valid": valid, "test": test}
     return {
-        name: _file_digest(path)
+        name: file_digest(path)
         for name, path in files.items()
         if path and not str(path).startswith("builtin:") and os.path.isfile(path)
     }
 
 
-def _file_digest(path: str) -> str:
-    stat = os.stat(path)
-    return _digest(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+def relocate(config, data: str | None = None, valid: str | None = None, test: str | None = None):
+    """`config` (a `RunConfig`) with its data files read where they are now (`data`, and
+    the run's `--valid` and `--test` files): a run directory copied to another machine, or
+    whose data moved, keeps the paths it recorded where it trained. A file whose SHA-256
+    the run recorded must hold those contents (its splits are drawn from them); one the
+    run recorded no digest of (before 6215e95) is taken as given. A path the run records
+    already is left as it is.
 
-
-@functools.lru_cache(maxsize=16)
-def _digest(path: str, size: int, mtime_ns: int) -> str:  # size, mtime: the cache's key
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    Raises:
+        RunError: the run names no such file (built-in data, no `--valid` file, a model
+            not trained here), there is no file at the path, or it holds other contents.
+    """
+    settings = config.extra.get("train") or {}
+    recorded = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
+    moved = {}
+    for name, path in {"data": data, "valid": valid, "test": test}.items():
+        if path is None or os.fspath(path) == recorded[name]:
+            continue
+        path = os.path.abspath(path)
+        if not recorded[name] or recorded[name].startswith("builtin:"):
+            trained = (
+                f"trained on {recorded['data']}" if recorded["data"] else "was not trained here"
+            )
+            raise RunError(
+                f"--{name} {path} gives the new place of a file the run trained on, and this "
+                f"run {trained if name == 'data' else f'named no --{name} file'}"
+            )
+        if not os.path.isfile(path):
+            raise RunError(f"--{name} {path}: no such file")
+        if name in (config.extra.get("data_digests") or {}) and not holds_recorded_file(
+            config, name, path
+        ):
+            raise RunError(
+                f"--{name} {path} is not the {setting_file(name)} this run trained on "
+                f"({recorded[name]}, as its config.json records it): its SHA-256 is not the "
+                "one recorded"
+            )
+        moved[name] = path
+    if not moved:
+        return config
+    extra = {**config.extra, "train": {**settings, **moved}}
+    return dataclasses.replace(config, data=moved.get("data", config.data), extra=extra)
 
 
 def check_data_files(config) -> None:
     """Raises `RunError` when a data file of the run is gone from the path its config.json
-    records, or differs from the one it trained on (runs trained before the digests were
-    recorded are not checked for that)."""
+    records (or an export names it by its name only: `run_state.without_places`), or
+    differs from the one it trained on (runs trained before the digests were recorded are
+    not checked for that). `relocate` gives the files' new places."""
     recorded = config.extra.get("data_digests") or {}
     settings = config.extra.get("train") or {}
     paths = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
     for name, path in paths.items():
         if not path or str(path).startswith("builtin:"):
             continue
-        flag = "the data file" if name == "data" else f"the --{name} file"
+        flag = f"the {setting_file(name)}"
+        if config.export and not os.path.isabs(path):  # `run_state.without_places`
+            raise RunError(
+                f"This export names {flag} its run trained on by its name only, {path} (an "
+                "export carries no paths of the machine that trained): give its place with "
+                f"--{name} FILE"
+            )
         if not os.path.isfile(path):
             raise RunError(
                 f"{path} ({flag} this run trained on, as its config.json records it) is not "
-                "there: put it back at that path (to score another file: evaluate --test "
-                "FILE; to quantize an export unscored: --max-accuracy-drop none)"
+                f"there: give its new place with --{name} FILE, or put it back at that path"
+                + ("" if name == "test" else " (--test FILE scores a file of yours instead)")
             )
-        if name in recorded and _file_digest(path) != recorded[name]:
+        if name in recorded and file_digest(path) != recorded[name]:
             raise RunError(
                 f"{path} ({flag}) has changed since this run trained on it, so the splits "
                 "drawn from it would hold other examples, some of them trained on: restore "
@@ -117,7 +154,8 @@ def trained_on_pairs(config) -> bool | None:
     """Whether a classifier trained here read text pairs: as its config records it
     (`extra.text_pairs`) or, trained before that was recorded (69b2c7e, 2026-12-04), as its
     `--columns` (three: a pair) or else its training data says; None where nothing says:
-    a model not trained here (an imported checkpoint), or an older run whose data is gone."""
+    a model not trained here (an imported checkpoint), or an older run whose data is gone
+    or, in an export, named by its name only (`run_state.without_places`)."""
     if "text_pairs" in config.extra:
         return config.extra["text_pairs"]
     settings = config.extra.get("train")
@@ -125,8 +163,11 @@ def trained_on_pairs(config) -> bool | None:
         return None
     if settings.get("columns"):
         return len(settings["columns"]) == 3
+    builtin = str(config.data).startswith("builtin:")
+    if config.export and not builtin and not os.path.isabs(str(config.data)):
+        return None  # not a file of the working directory that bears the same name
     try:
-        if str(config.data).startswith("builtin:"):
+        if builtin:
             return run_task(config).pairs
         return classification_file_holds_pairs(config.data)
     except (ValueError, OSError):  # DataError, RunError

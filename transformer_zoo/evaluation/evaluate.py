@@ -229,6 +229,8 @@ def evaluate_directory(
     test: str | None = None,
     model: str | None = None,
     search: SearchConfig | None = None,
+    data: str | None = None,
+    valid: str | None = None,
 ) -> dict:
     """Recomputes the evaluation of a run (or exported) directory on the task its
     `config.json` names (data, seed, example limit), with `engine` (`"keras"` reads the
@@ -242,12 +244,14 @@ def evaluate_directory(
         model: the directory of the model to score (an export of the run); default
             `directory`.
         search: how generated outputs are decoded (default greedy; see `evaluate`).
+        data, valid: where the run's data file and `--valid` file are now, when they
+            moved from where the run recorded them (`run_task.relocate`).
 
     Raises:
         RunError / DataError / ModelDirectoryError (ValueErrors): not a trained run or
             an export of one, or its data is unreadable.
     """
-    from transformer_zoo.data.run_task import run_task
+    from transformer_zoo.data.run_task import relocate, run_task
     from transformer_zoo.run_directory import load_run_config
     from transformer_zoo.run_state import run_differences, run_identity
     from transformer_zoo.serving import load_served_model
@@ -265,7 +269,8 @@ def evaluate_directory(
             f"--model {model} is an export of another run than {directory} "
             f"({', '.join(changed)} differ): export this run, or evaluate that one."
         )
-    return evaluate(served, run_task(config, test), "test" if test else split, search=search)
+    task = run_task(relocate(config, data, valid), test)
+    return evaluate(served, task, "test" if test else split, search=search)
 
 
 HEADLINE = ("examples", "exact_match", "accuracy", "wer", "per", "bleu", "chrf")

@@ -50,7 +50,7 @@ import logging
 import os
 import shutil
 
-from transformer_zoo.data.run_task import run_task
+from transformer_zoo.data.run_task import relocate, run_task
 from transformer_zoo.errors import ModelDirectoryError, first_line
 from transformer_zoo.evaluation.evaluate import evaluate, primary_score
 from transformer_zoo.export import WEIGHT_TYPES
@@ -239,26 +239,32 @@ def _why_not_replaced(path: str, weights: str, config: RunConfig, onnx_dir: str)
     )
 
 
-def require_task(config: RunConfig):
+def require_task(
+    config: RunConfig, data: str | None = None, valid: str | None = None, test: str | None = None
+):
     """The task `config` names to measure on (`run_task`), read now so that `export
-    --quantize` fails before it exports rather than after.
+    --quantize` fails before it exports rather than after: its data and `--valid` files
+    read where they are now when they moved (`relocate`), or `test`, a file to score on
+    instead of its test split.
 
     Raises:
         ModelDirectoryError: `config` names no task, or its test split is empty.
         DataError: the task's data is unreadable.
+        RunError: a data file is not where the run recorded it, or `data` / `valid` is
+            not the run's file.
     """
-    if not config.data:
+    if not config.data and test is None:
         raise ModelDirectoryError(
             "This model names no task (config.json has no `data`), so the quantized accuracy "
-            "cannot be measured; pass a task, or max_accuracy_drop=None "
-            "(`--max-accuracy-drop none`) to quantize unmeasured."
+            "cannot be measured; pass a task (a file to score: `--test FILE`), or "
+            "max_accuracy_drop=None (`--max-accuracy-drop none`) to quantize unmeasured."
         )
-    task = run_task(config)
+    task = run_task(relocate(config, data, valid), test)
     if not task.test:
         raise ModelDirectoryError(
-            f"The test split of {config.data} is empty, so the quantized accuracy cannot be "
-            "measured; pass a task, or max_accuracy_drop=None (`--max-accuracy-drop none`) "
-            "to quantize unmeasured."
+            f"The test split of {test or config.data} is empty, so the quantized accuracy "
+            "cannot be measured; pass a task, or max_accuracy_drop=None "
+            "(`--max-accuracy-drop none`) to quantize unmeasured."
         )
     return task
 

@@ -27,6 +27,9 @@ def export_run(
     quantize: str | tuple[str, ...] | None = None,
     max_accuracy_drop: float | None = DEFAULT_MAX_ACCURACY_DROP,
     quantize_examples: int = DEFAULT_EXAMPLES,
+    data: str | None = None,
+    valid: str | None = None,
+    test: str | None = None,
     **options,
 ) -> dict:
     """Exports the run's `model.keras` in each of `formats` into `out_dir`, with its
@@ -43,6 +46,9 @@ def export_run(
         max_accuracy_drop: refuse a quantized copy if its score falls by more (None: do
             not measure).
         quantize_examples: how many test examples the measurement uses.
+        data, valid: where the run's data file and `--valid` file are now, when they
+            moved from where the run recorded them (`run_task.relocate`).
+        test: a file to measure on instead of the run's test split (read as its data was).
         **options: passed to `export_onnx` (e.g. `fuse_layer_norm`, `opset`).
 
     Returns:
@@ -82,7 +88,7 @@ def export_run(
     check_export_target(run_dir, out_dir, config)
     task = None
     if quantize and max_accuracy_drop is not None:
-        task = require_task(config)  # read before the export, not after it, and once
+        task = require_task(config, data, valid, test)  # before the export, and once
     check_run_files(run_dir, config, MODEL_FILE)
     model = load_run_model(run_dir)
     report = {}

@@ -31,7 +31,7 @@ from transformer_zoo.run_directory import (
     load_run_config,
     save_run_config,
 )
-from transformer_zoo.run_state import copy_source, run_differences, run_identity
+from transformer_zoo.run_state import copy_source, run_differences, run_identity, without_places
 from transformer_zoo.text.files import check_tokenizer_files
 
 log = logging.getLogger("transformer_zoo.export")
@@ -134,7 +134,7 @@ class StagedExport:
                 self.stale |= set(previous.tokenizer_files)
         export[key] = entry
         self.config.export = export
-        save_run_config(self.staging, self.config)
+        save_run_config(self.staging, without_places(self.config))
 
     def _say_undigested_dropped(self) -> None:
         """Warns of what the move-in removes from an export that records no weights digest

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import keras
 
 from transformer_zoo import run_directory as rd
-from transformer_zoo.data.run_task import check_data_files, data_digests
+from transformer_zoo.data.run_task import check_data_files, data_digests, relocate
 from transformer_zoo.data.tasks import limit_task, load_task
 from transformer_zoo.data.user_files import read_lines
 from transformer_zoo.progress import say
@@ -104,7 +104,9 @@ def prepare(config: TrainConfig) -> Prepared:
     tokenizers = None
     resumes = state in (rd.RESUME, TRAINED)
     if resumes:
-        check_data_files(rd.load_run_config(out))  # the splits it trained on, unchanged
+        # The splits it trained on, unchanged, where this rerun reads them (its files moved).
+        recorded = relocate(rd.load_run_config(out), config.data, config.valid, config.test)
+        check_data_files(recorded)
     if os.path.isfile(os.path.join(out, "tokenizer.model")) and (resumes or not chief):
         tokenizers = load_tokenizers(out)  # the rerun must see the ids the backup learnt
     if tokenizers is None and config.init is None:
