@@ -239,6 +239,26 @@ def wordpiece_artifacts(tmp_path_factory):
     )
 
 
+@pytest.fixture(scope="session")
+def hf_imports(tmp_path_factory):
+    """`get(name)`: the tests/data checkpoint `hf_{name}` ("gpt2", "marian") imported
+    with `import_hf_run` and exported to ONNX: `(run directory, export directory)`, for
+    the checkpoint tests and the serving tests alike (each built its own, 2-3 s)."""
+    from tests.helpers import DATA_DIR
+    from transformer_zoo.export.run_export import export_run
+    from transformer_zoo.models.hf.run import import_hf_run
+
+    def get(name: str):
+        with built_once(tmp_path_factory, f"hf-{name}") as (root, build):
+            run_dir, export_dir = root / "run", root / "export"
+            if build:
+                import_hf_run(DATA_DIR / f"hf_{name}", run_dir)
+                export_run(run_dir, export_dir, formats=("onnx",))
+        return run_dir, export_dir
+
+    return get
+
+
 SMALL_RUN = dict(max_examples=96, epochs=2, batch_size=32, steps_per_execution=2)
 # The runs of `trained_runs`: one block of d 64 (the tiny presets' 2 blocks of d 128 took
 # twice as long to trace and train; what their users read does not depend on the size).

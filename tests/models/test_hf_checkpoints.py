@@ -113,13 +113,10 @@ def test_marian_sinusoid_is_the_layers_halves_layout():
 
 
 @pytest.fixture(scope="module", params=sorted(CHECKPOINTS))
-def imported(request, tmp_path_factory):
-    """`(name, run_dir, export_dir)`: the checkpoint imported and exported to ONNX."""
-    root = tmp_path_factory.mktemp(request.param)
-    run_dir, export_dir = root / "run", root / "export"
-    import_hf_run(CHECKPOINTS[request.param], run_dir)
-    export_run(run_dir, export_dir, formats=("onnx",))
-    return request.param, run_dir, export_dir
+def imported(request, hf_imports):
+    """`(name, run_dir, export_dir)`: the checkpoint imported and exported to ONNX, as
+    the serving tests have it (`hf_imports`)."""
+    return (request.param, *hf_imports(request.param))
 
 
 @pytest.mark.parametrize("engine", ["keras", "onnx"])

@@ -8,7 +8,6 @@ import openai
 import pytest
 import tritonclient.http as triton
 
-from tests.helpers import DATA_DIR
 from tests.serving.live_server import LiveServer
 from transformer_zoo.run_directory import FAMILIES
 from transformer_zoo.serving import load_onnx
@@ -51,19 +50,11 @@ def triton_client(server):
 
 
 @pytest.fixture(scope="session")
-def hf_exports(tmp_path_factory):
+def hf_exports(hf_imports):
     """The GPT-2 (byte-level BPE) and Marian checkpoints of tests/data, imported and
-    exported to ONNX: models whose tokenizers are not this project's SentencePiece."""
-    from transformer_zoo.export.run_export import export_run
-    from transformer_zoo.models.hf.run import import_hf_run
-
-    root = tmp_path_factory.mktemp("hf-exports")
-    directories = {}
-    for name in ("gpt2", "marian"):
-        import_hf_run(DATA_DIR / f"hf_{name}", root / name / "run")
-        export_run(root / name / "run", root / name / "export", formats=("onnx",))
-        directories[name] = str(root / name / "export")
-    return directories
+    exported to ONNX (`hf_imports`): models whose tokenizers are not this project's
+    SentencePiece."""
+    return {name: str(hf_imports(name)[1]) for name in ("gpt2", "marian")}
 
 
 def text_input(texts, binary=True):
