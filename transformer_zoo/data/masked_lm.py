@@ -8,7 +8,13 @@ import keras
 import tensorflow as tf
 
 from transformer_zoo.data.bucketing import batch_by_length
-from transformer_zoo.data.pipelines.common import AUTOTUNE, check_model, packed_pairs, padding_mask
+from transformer_zoo.data.pipelines.common import (
+    AUTOTUNE,
+    check_model,
+    packed_pairs,
+    padding_mask,
+    prefetched,
+)
 from transformer_zoo.text import Tokenizer
 from transformer_zoo.text.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -133,8 +139,4 @@ def masked_lm_dataset(
             inputs["segment_ids"] = batch["segment_ids"]
         return inputs, labels, tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
 
-    return (
-        tf.data.Dataset.zip(data, seeds)
-        .map(to_keras, num_parallel_calls=AUTOTUNE)
-        .prefetch(AUTOTUNE)
-    )
+    return prefetched(tf.data.Dataset.zip(data, seeds).map(to_keras, num_parallel_calls=AUTOTUNE))

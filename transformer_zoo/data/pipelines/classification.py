@@ -15,6 +15,7 @@ from transformer_zoo.data.pipelines.common import (
     check_model,
     packed_pairs,
     padding_mask,
+    prefetched,
     sequence_length,
 )
 from transformer_zoo.text.formats import check_pair_length
@@ -74,4 +75,4 @@ def classification_dataset(
         seed=seed,
         **batching,
     )
-    return data.map(to_keras, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+    return prefetched(data.map(to_keras, num_parallel_calls=AUTOTUNE))

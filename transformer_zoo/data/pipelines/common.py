@@ -22,6 +22,25 @@ from transformer_zoo.text.tokenizer import PAD_ID
 
 AUTOTUNE = tf.data.AUTOTUNE
 
+# No autotuning model: with it, each iterator runs a thread that re-tunes the AUTOTUNE
+# values every period, doubling from 10 ms to 60 s as the iterator ages, and deleting the
+# iterator waits for that thread. TensorFlow 2.21 often loses its wake-up:
+# `CancellationManager::StartCancel` runs the callback that wakes it before it marks itself
+# cancelled, so the thread finds nothing cancelled and sleeps out the rest of its period.
+# Keras' epoch iterators are freed by the garbage collector, mid-run or at the exit: after
+# a `train` on 1M lines the exit waited 85 s for them (45 s and 38 s each at 300k lines).
+# Without the model, AUTOTUNE maps run min(16, cores) calls at a time and prefetch buffers
+# still grow on their own, as they do for a dataset outside tf.data's autotuning.
+_NO_AUTOTUNE_MODEL = tf.data.Options()
+_NO_AUTOTUNE_MODEL.autotune.enabled = False
+
+
+def prefetched(data: tf.data.Dataset) -> tf.data.Dataset:
+    """`data` with a prefetch buffer, without tf.data's autotuning model thread (see
+    `_NO_AUTOTUNE_MODEL`): every pipeline's last step. Datasets made from it (`repeat`,
+    `skip`, Keras' distribution) keep the option."""
+    return data.prefetch(AUTOTUNE).with_options(_NO_AUTOTUNE_MODEL)
+
 
 def check_arguments(examples: Sequence, max_lengths: dict[str, int], minimum: int = 2) -> None:
     """Refuses an empty `examples` and any of `max_lengths` (argument name → value) that

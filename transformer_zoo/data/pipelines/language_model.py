@@ -19,6 +19,7 @@ from transformer_zoo.data.pipelines.common import (
     check_model,
     loss_weights,
     padding_mask,
+    prefetched,
     sequence_length,
 )
 from transformer_zoo.errors import InputError
@@ -107,7 +108,7 @@ def language_model_dataset(
         seed=seed,
         **batching,
     )
-    return data.map(to_keras, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+    return prefetched(data.map(to_keras, num_parallel_calls=AUTOTUNE))
 
 
 def _with_completions(
@@ -199,4 +200,4 @@ def stream_dataset(
         return {"token_ids": inputs, "padding_mask": mask}, labels, tf.ones_like(labels, tf.float32)
 
     data = starts.map(window, num_parallel_calls=AUTOTUNE).batch(batch_size)
-    return data.prefetch(AUTOTUNE)
+    return prefetched(data)

@@ -15,6 +15,7 @@ from transformer_zoo.data.pipelines.common import (
     check_model,
     loss_weights,
     padding_mask,
+    prefetched,
     sequence_length,
 )
 from transformer_zoo.text import Tokenizer
@@ -106,4 +107,4 @@ def translation_dataset(
         seed=seed,
         **batching,
     )
-    return data.map(to_keras, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+    return prefetched(data.map(to_keras, num_parallel_calls=AUTOTUNE))
