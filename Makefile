@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# The long items (end-to-end training, the demo, large exports): about 8 minutes on 2 cores,
-# about 9 with the first install.
+# The long items (end-to-end training, the demo, large exports): about 11-12 minutes on 2
+# cores.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow -n 2 --dist loadfile
 
