@@ -94,6 +94,12 @@ def test_the_plan_line_says_what_a_short_run_and_an_init_run_do():
     line = plan_steps(fine_tune, batches=25, steps_per_execution=10).describe(fine_tune, 0.1)
     assert "dropout 0.1 (the initial model's)" in line and "None" not in line
     assert "10 steps, validating" in line  # not rounded: no note
+    # A fresh head after an `init` classifier takes its head rate; the line said only 0.1.
+    plan = plan_steps(fine_tune, batches=25, steps_per_execution=10)
+    assert "dropout 0.1 (the initial model's), the head's 0.3," in plan.describe(
+        fine_tune, 0.1, 0.3
+    )
+    assert "head" not in plan.describe(fine_tune, 0.1, 0.1)
 
 
 @pytest.mark.parametrize(

@@ -33,9 +33,13 @@ class StepPlan:
         if not self.total_steps:
             object.__setattr__(self, "total_steps", self.epochs * self.steps_per_epoch)
 
-    def describe(self, config: TrainConfig, dropout: float) -> str:
+    def describe(
+        self, config: TrainConfig, dropout: float, head_dropout: float | None = None
+    ) -> str:
         """One line: what the run will do, and which settings were chosen for the data.
-        `dropout` is the model's (with `init` and no `dropout` set, the initial model's)."""
+        `dropout` is the model's (with `init` and no `dropout` set, the initial model's);
+        `head_dropout` a classifier head's, said where it differs (a fresh head after an
+        `init` classifier takes that classifier's head rate)."""
         total = self.total_steps
         rate = config.learning_rate
         peak = f"peak {rate:g}" if config.optimizer == "adamw-cosine" else f"factor {rate or 1:g}"
@@ -56,9 +60,13 @@ class StepPlan:
         else:
             length = f"{count(self.epochs, 'epoch')} of {self.steps_per_epoch} steps ({count(total, 'step')}, batch"
         own = " (the initial model's)" if config.init is not None and config.dropout is None else ""
+        head = ""
+        if head_dropout is not None and head_dropout != dropout:
+            head = f", the head's {head_dropout:g}"
         line = (
             f"Training {length} {config.batch_size}): {config.optimizer}, {peak}, warmup "
-            f"{count(self.warmup_steps, 'step')}, dropout {dropout:g}{own}, {config.precision}."
+            f"{count(self.warmup_steps, 'step')}, dropout {dropout:g}{own}{head}, "
+            f"{config.precision}."
         )
         if config.ema_momentum:
             line = line[:-1] + f", weights averaged (EMA {config.ema_momentum:g})."

@@ -122,7 +122,8 @@ def _train(config, callbacks, verbose) -> TrainResult:
             say("Counting the training batches (one pass over the data) …")
             batches = sum(1 for _ in train_data)
         plan = plan_steps(config, batches, execution)
-        say(plan.describe(config, setup.backbone(model).dropout))
+        head = model.dropout if model is not setup.backbone(model) else None  # a classifier's
+        say(plan.describe(config, setup.backbone(model).dropout, head))
         warn_cut(setup, setup.max_length)
         if config.init is not None:
             warn_unknown(setup, config.init)
