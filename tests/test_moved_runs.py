@@ -4,6 +4,7 @@ moved, is pointed at its data's new place (`--data`, `--valid`; `--test FILE` sc
 file) and checked against those digests; an export carries no path of the machine that
 trained, and is still known as its run's."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -136,6 +137,21 @@ def test_an_export_carries_no_path_of_the_machine_that_trained(machine_a, capsys
         check_data_files(rd.load_run_config(exports["all"]))
 
 
+def test_quantize_onnx_of_an_export_says_what_to_pass_from_python(machine_a, tmp_path):
+    """`quantize_onnx(EXPORT, OUT)` of an export (its data named by its name only) was
+    told the command line's `--data FILE`, which Python has not: it names the task to
+    pass, which then quantizes."""
+    from transformer_zoo.data.run_task import run_task
+    from transformer_zoo.export.quantize import quantize_onnx
+
+    run = machine_a["home"] / "run"
+    assert main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "e")]) == 0
+    with pytest.raises(RunError, match=r"task=run_task\(load_run_config\(RUN_DIR\)\)"):
+        quantize_onnx(tmp_path / "e", tmp_path / "q")
+    report = quantize_onnx(tmp_path / "e", tmp_path / "q", task=run_task(rd.load_run_config(run)))
+    assert report["examples"] == machine_a["scores"]["examples"]
+
+
 def test_a_copied_run_resumes_with_its_data_at_its_new_place(tmp_path, monkeypatch, capsys):
     """The same `train` command with the data's new place was refused as "a run of files
     at other paths" (put the files back there); the file with the recorded SHA-256 is the
@@ -187,7 +203,6 @@ def test_an_old_run_from_another_machine_is_the_same_run_on_its_data_here(tmp_pa
     tests/data/g2p/train.tsv: given this copy (the same SHA-256), it is the same run, its
     data read from here; an export written today of it is known as its own."""
     from transformer_zoo.data.run_task import relocate
-    from transformer_zoo.run_state import without_places
 
     data = Path(__file__).parent / "data" / "g2p" / "train.tsv"
     old = rd.load_run_config(OLD / "untied_encoder_decoder")
@@ -200,11 +215,132 @@ def test_an_old_run_from_another_machine_is_the_same_run_on_its_data_here(tmp_pa
     with pytest.raises(RunError, match="give its new place with --data FILE"):
         check_data_files(old)
     check_data_files(relocate(old, data=str(data)))
-    assert run_differences(run_identity(old), run_identity(without_places(old))) == []
+    # Recorded with whole paths, the run and the run whose data moved (under another name):
+    # the same run, told by the data's SHA-256.
+    renamed = tmp_path / "g2p_train.tsv"
+    shutil.copy2(data, renamed)
+    moved = relocate(old, data=str(renamed))
+    assert moved.data == str(renamed) and moved.extra["data_digests"] == old.extra["data_digests"]
+    assert run_differences(_whole_identity(old), _whole_identity(moved)) == []
+    other = dataclasses.replace(moved, extra={**moved.extra, "data_digests": {"data": "0" * 64}})
+    assert "data" in run_differences(_whole_identity(old), _whole_identity(other))
     # What a Hugging Face export of it recorded then (whole paths): still its run's.
     recorded = {**run_identity(old), "data": old.data, "data_digests": None}
     recorded["train"] = old.extra["train"]
     assert run_differences(recorded, run_identity(old)) == []
+
+
+def _whole_identity(config) -> dict:
+    """A `run_identity` as recorded with whole paths (`run_identity` names files by base
+    names itself)."""
+    from transformer_zoo.run_state import RUN_IDENTITY, RUN_IDENTITY_EXTRA
+
+    identity = {key: getattr(config, key) for key in RUN_IDENTITY}
+    identity.update({key: config.extra.get(key) for key in RUN_IDENTITY_EXTRA})
+    return identity
+
+
+def test_an_old_run_without_digests_resumes_on_its_data_at_its_new_place(tmp_path):
+    """A run trained before its data's SHA-256 were recorded (6215e95): `evaluate --data`
+    took the file at its new place as given, the resuming `train` refused it ("put the
+    files back"). Both take it, the file recorded gone; a new place with no file there is
+    still refused."""
+    from transformer_zoo.data.run_task import relocate
+
+    data = Path(__file__).parent / "data" / "g2p" / "train.tsv"
+    old = rd.load_run_config(OLD / "untied_encoder_decoder")
+    old.extra.pop("data_digests", None)
+    assert not os.path.exists(old.data)
+    rd.save_run_config(tmp_path / "run", old)
+    (tmp_path / "run" / rd.BACKUP_DIR).mkdir()
+    (tmp_path / "run" / rd.BACKUP_DIR / rd.BACKUP_METADATA_FILE).write_text('{"epoch": 1}')
+    rerun = {**old.extra["train"], "data": str(data)}
+    assert inspect_run_directory(str(tmp_path / "run"), rerun) == rd.RESUME
+    check_data_files(relocate(old, data=str(data)))
+    gone = {**rerun, "data": str(tmp_path / "nowhere.tsv")}
+    with pytest.raises(RunError, match="holds a run of files at other paths"):
+        inspect_run_directory(str(tmp_path / "run"), gone)
+
+
+def _pair_run(directory: Path):
+    """A pair classifier's config (tests/data/old_formats) on `directory`'s train.tsv,
+    its valid split cut from it, and its --test file test.tsv, their digests recorded."""
+    from transformer_zoo.data.run_task import data_digests
+
+    config = rd.RunConfig.from_dict(json.loads((OLD / "pair_classifier_config.json").read_text()))
+    for name, rows in (("train", 80), ("test", 10)):
+        lines = ["s1\ts2\tlabel"] + [f"{name} {i} a\t{name} {i} b\t{i % 2}" for i in range(rows)]
+        (directory / f"{name}.tsv").write_text("\n".join(lines) + "\n", "utf-8")
+    data, test = str(directory / "train.tsv"), str(directory / "test.tsv")
+    config.data = data
+    config.extra["train"] = {**config.extra["train"], "data": data, "test": test}
+    config.extra["data_digests"] = data_digests(data, None, test)
+    return config
+
+
+def test_the_valid_split_is_scored_without_the_test_file(tmp_path, capsys):
+    """`evaluate --split valid` of a run whose --test file is gone demanded that file
+    ("give its new place with --test FILE", which on evaluate scores that file instead);
+    the valid split does not need it. `--split valid --test FILE` scored the test file."""
+    from transformer_zoo.data.run_task import run_task
+
+    config = _pair_run(tmp_path)
+    valid = run_task(config).valid  # the test file there
+    assert valid
+    os.remove(tmp_path / "test.tsv")
+    task = run_task(config, split="valid")
+    assert task.valid == valid and task.test == []
+    with pytest.raises(
+        RunError, match=r"test.tsv \(the --test file .* is not there: put it back .* on train,"
+    ):
+        run_task(config)
+    line = cli_error(
+        capsys, ["evaluate", tmp_path, "--split", "valid", "--test", tmp_path / "train.tsv"]
+    )
+    assert "does not go with --split valid" in line
+
+
+def test_an_export_names_its_data_file_from_where_it_is(tmp_path, monkeypatch):
+    """An export names its data file by its base name: `evaluate EXP --data train.tsv`
+    from the data's folder was taken as the recorded path, nothing relocated, and then
+    refused ("give its place with --data FILE")."""
+    from transformer_zoo.data.run_task import relocate, run_task
+    from transformer_zoo.run_state import without_places
+
+    config = _pair_run(tmp_path)
+    exported = without_places(config)
+    exported.export = {"model": {}}
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RunError, match="by its name only"):
+        check_data_files(exported)
+    here = relocate(exported, data="train.tsv", test="test.tsv")
+    assert here.data == str(tmp_path / "train.tsv")
+    check_data_files(here)
+    assert run_task(here).test == run_task(config).test
+    assert relocate(config, data=config.data) is config  # its own path: as it is
+
+
+def test_file_scoring_refusals_name_each_command(tmp_path):
+    """`export --quantize --test FILE` was told what `evaluate` does (a decoder-only run
+    on built-in data), or lost the `--max-accuracy-drop none` way out (an imported
+    embedding model, which no file can score)."""
+    import dataclasses as dc
+
+    from transformer_zoo.data.run_task import run_task
+    from transformer_zoo.errors import ModelDirectoryError
+    from transformer_zoo.export.quantize import require_task
+
+    (tmp_path / "text.txt").write_text("some text\n", "utf-8")
+    config = _pair_run(tmp_path)
+    builtin = dc.replace(
+        config, family="decoder-only", task="language-model", label_names=None,
+        data="builtin:dates-zh", extra={"train": {}},
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="evaluate and export --quantize score the built-in"):
+        run_task(builtin, str(tmp_path / "text.txt"))
+    embedding = dc.replace(config, task="embedding", label_names=None, data=None, extra={})
+    with pytest.raises(ModelDirectoryError, match="no labels .*`--max-accuracy-drop none`"):
+        require_task(embedding, test=str(tmp_path / "text.txt"))
 
 
 def test_an_export_of_an_old_pair_classifier_reads_no_file_of_the_same_name_here(

@@ -77,18 +77,18 @@ def without_places(config: RunConfig) -> RunConfig:
     `--init` run; an imported checkpoint) by their base names: what an export records of
     its run, whose paths are of the machine that trained and mean nothing where the
     export is served or shared (runs keep their paths, to read their data again)."""
-    extra = _named(config.extra, ("imported_from",))
-    if isinstance(extra.get("train"), dict):
-        extra["train"] = _named(extra["train"], PATH_SETTINGS)
-    return dataclasses.replace(config, data=_base_name(config.data), extra=extra)
+    return dataclasses.replace(
+        config, data=_base_name(config.data), extra=_named_files(config.extra)
+    )
 
 
-def _named_files(identity: dict[str, Any]) -> dict[str, Any]:
-    """A `run_identity` (one recorded before with whole paths too) with base names."""
-    identity = _named(identity, ("data", "imported_from"))
-    if isinstance(identity.get("train"), dict):
-        identity["train"] = _named(identity["train"], PATH_SETTINGS)
-    return identity
+def _named_files(mapping: dict[str, Any]) -> dict[str, Any]:
+    """A config's `extra` or a `run_identity` (one recorded before with whole paths too)
+    with base names: its `data` and `imported_from`, and its training settings' files."""
+    mapping = _named(mapping, ("data", "imported_from"))
+    if isinstance(mapping.get("train"), dict):
+        mapping["train"] = _named(mapping["train"], PATH_SETTINGS)
+    return mapping
 
 
 def _by_contents(identity: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +175,15 @@ def holds_recorded_file(config: RunConfig, key: str, path) -> bool:
     return file_digest(path) == recorded
 
 
+def _at_new_place(config: RunConfig, key: str, before, now) -> bool:
+    """Whether `now` names the run's data file `key` at a new place: the file with the
+    SHA-256 the run recorded; or, where the run recorded none (before 6215e95), a file
+    taken as given (as `run_task.relocate` takes it), the one at `before` gone."""
+    if key in (config.extra.get("data_digests") or {}):
+        return holds_recorded_file(config, key, now)
+    return _moved(key, before, now) and os.path.isfile(now)
+
+
 def copy_source(directory: str, config: RunConfig) -> str:
     """Where the quantized copy `directory` (its `config`) came from, for messages: "the
     export in PARENT" where its parent directory holds an export of the same weights (the
@@ -226,7 +235,7 @@ def inspect_run_directory(out: str, identity: dict) -> str:
         for k in set(identity) | set(previous)
         if identity.get(k) != previous.get(k)
         # The run's data file at its new place (copied to another machine, say): the same run.
-        and not (k in DIGESTED_FILES and holds_recorded_file(config, k, identity.get(k)))
+        and not (k in DIGESTED_FILES and _at_new_place(config, k, previous.get(k), identity.get(k)))
     )
     backed_up = os.path.isfile(os.path.join(out, BACKUP_DIR, BACKUP_METADATA_FILE))
     if changed and config.extra.get("status") == "training" and not backed_up:

@@ -47,7 +47,11 @@ def register(commands) -> None:
     )
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--split", choices=("test", "valid"), default="test")
-    evaluate.add_argument("--test", metavar="FILE", help="score this file instead of a split")
+    evaluate.add_argument(
+        "--test",
+        metavar="FILE",
+        help="score this file instead of the test split (not with --split valid)",
+    )
     evaluate.add_argument(
         "--data",
         metavar="FILE",

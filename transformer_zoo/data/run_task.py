@@ -34,7 +34,8 @@ def relocate(config, data: str | None = None, valid: str | None = None, test: st
     whose data moved, keeps the paths it recorded where it trained. A file whose SHA-256
     the run recorded must hold those contents (its splits are drawn from them); one the
     run recorded no digest of (before 6215e95) is taken as given. A path the run records
-    already is left as it is.
+    already (absolute, the same file) is left as it is; an export records base names, so
+    a file named by its name only is the one at that name here.
 
     Raises:
         RunError: the run names no such file (built-in data, no `--valid` file, a model
@@ -44,9 +45,11 @@ def relocate(config, data: str | None = None, valid: str | None = None, test: st
     recorded = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
     moved = {}
     for name, path in {"data": data, "valid": valid, "test": test}.items():
-        if path is None or os.fspath(path) == recorded[name]:
+        if path is None:
             continue
         path = os.path.abspath(path)
+        if recorded[name] and os.path.isabs(recorded[name]) and recorded[name] == path:
+            continue
         if not recorded[name] or recorded[name].startswith("builtin:"):
             trained = (
                 f"trained on {recorded['data']}" if recorded["data"] else "was not trained here"
@@ -72,31 +75,35 @@ def relocate(config, data: str | None = None, valid: str | None = None, test: st
     return dataclasses.replace(config, data=moved.get("data", config.data), extra=extra)
 
 
-def check_data_files(config) -> None:
+def check_data_files(config, split: str = "test") -> None:
     """Raises `RunError` when a data file of the run is gone from the path its config.json
     records (or an export names it by its name only: `run_state.without_places`), or
     differs from the one it trained on (runs trained before the digests were recorded are
-    not checked for that). `relocate` gives the files' new places."""
+    not checked for that). `relocate` gives the files' new places. With `split="valid"`,
+    the run's `--test` file is not needed, nor checked."""
     recorded = config.extra.get("data_digests") or {}
     settings = config.extra.get("train") or {}
     paths = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
     for name, path in paths.items():
-        if not path or str(path).startswith("builtin:"):
+        if not path or str(path).startswith("builtin:") or (name == "test" and split == "valid"):
             continue
         flag = f"the {setting_file(name)}"
         if config.export and not os.path.isabs(path):  # `run_state.without_places`
             raise RunError(
                 f"This export names {flag} its run trained on by its name only, {path} (an "
-                "export carries no paths of the machine that trained): give its place with "
-                f"--{name} FILE"
+                "export carries no paths of the machine that trained): "
+                + (
+                    "score it with --test FILE"
+                    if name == "test"
+                    else f"give its place with --{name} FILE"
+                )
             )
         if not os.path.isfile(path):
             raise RunError(
                 f"{path} ({flag} this run trained on, as its config.json records it) is not "
-                f"there: give its new place with --{name} FILE, or put it back at that path"
-                + ("" if name == "test" else " (--test FILE scores a file of yours instead)")
+                f"there: {_new_place(name)}"
             )
-        if name in recorded and file_digest(path) != recorded[name]:
+        if name in recorded and not holds_recorded_file(config, name, path):
             raise RunError(
                 f"{path} ({flag}) has changed since this run trained on it, so the splits "
                 "drawn from it would hold other examples, some of them trained on: restore "
@@ -105,12 +112,36 @@ def check_data_files(config) -> None:
             )
 
 
-def run_task(config, test: str | None = None) -> Task:
+def _new_place(name: str) -> str:
+    """How to read a data file that moved: `--data` and `--valid` give its new place on
+    each command; `--test FILE` does on a resuming `train`, but on `evaluate` and `export
+    --quantize` it scores a file instead of the run's test split."""
+    if name == "test":
+        return (
+            "put it back at that path; or, on train, give its new place with --test FILE "
+            "(on evaluate and export --quantize, --test FILE scores that file, yours or the "
+            "moved one, instead of the run's test split)"
+        )
+    return (
+        f"give its new place with --{name} FILE, or put it back at that path (--test FILE "
+        "scores a file of yours instead)"
+    )
+
+
+def scores_files(config) -> bool:
+    """Whether a file of the user's (`run_task`'s `test`) can score the model: not an
+    encoder without labels (an imported embedding model)."""
+    return config.family != "encoder-only" or bool(config.label_names)
+
+
+def run_task(config, test: str | None = None, split: str = "test") -> Task:
     """The task a run was trained on, as its `RunConfig` names it: data, its splits,
     columns and windows, seed and the `train` example limit; with `test`, a task of that
     file alone as its test split (read as the training data was, with the run's labels),
     so the training data need not be at hand. A decoder-only run that names no data (an
-    imported GPT-2) reads a `test` file as plain text, in windows of its context.
+    imported GPT-2) reads a `test` file as plain text, in windows of its context. With
+    `split="valid"` (to score the validation split), the run's `--test` file is not read
+    and the task's test split is empty.
 
     Raises:
         RunError: the config names no data (an imported checkpoint) and no `test` file
@@ -118,7 +149,7 @@ def run_task(config, test: str | None = None) -> Task:
         DataError: the data is unreadable.
     """
     imported_language_model = not config.data and config.family == "decoder-only"
-    scorable = config.family != "encoder-only" or bool(config.label_names)
+    scorable = scores_files(config)
     if not config.data and not (test is not None and scorable):
         raise RunError(
             "This model names no task (config.json has no `data`): it was not trained "
@@ -131,22 +162,30 @@ def run_task(config, test: str | None = None) -> Task:
         if (config.data or "").startswith("builtin:") and config.family == "decoder-only":
             raise ValueError(
                 f"A decoder-only run on {config.data} learnt its prompt => completion pairs, "
-                "which a file of yours (plain text) does not hold: evaluate scores the "
-                "built-in test split without --test."
+                "which a file of yours (plain text) does not hold: without --test, evaluate "
+                "and export --quantize score the built-in test split."
             )
         labels = tuple(config.label_names or ())
         examples = read_split(test, config.family, settings.get("columns"), labels or None, stream)
         return Task(config.data or test, config.family, [], [], examples, labels)
-    check_data_files(config)
+    if split not in ("test", "valid"):
+        raise ValueError(f"`split` must be 'test' or 'valid'. Received: split={split!r}")
+    check_data_files(config, split)
+    recorded_test = settings.get("test")
+    # For the valid split, a stand-in read instead of the --test file: a test split of a
+    # file of its own keeps the train/valid cut, which only depends on there being one.
+    skip_test = split == "valid" and recorded_test is not None
     task = load_task(
         config.data,
         config.family,
         seed=config.seed or 0,
         valid=settings.get("valid"),
-        test=settings.get("test"),
+        test=(settings.get("valid") or config.data) if skip_test else recorded_test,
         columns=settings.get("columns"),
         stream=stream,
     )
+    if skip_test:
+        task = dataclasses.replace(task, test=[])
     return limit_task(task, settings.get("max_examples"))
 
 

@@ -240,7 +240,8 @@ def evaluate_directory(
         directory: the run (or exported) directory whose task is scored.
         split: `"test"` or `"valid"`.
         engine: see above.
-        test: a file to score instead of the run's test split (read as its data was).
+        test: a file to score instead of the run's test split (read as its data was);
+            not with `split="valid"`.
         model: the directory of the model to score (an export of the run); default
             `directory`.
         search: how generated outputs are decoded (default greedy; see `evaluate`).
@@ -249,13 +250,19 @@ def evaluate_directory(
 
     Raises:
         RunError / DataError / ModelDirectoryError (ValueErrors): not a trained run or
-            an export of one, or its data is unreadable.
+            an export of one, or its data is unreadable; ValueError: `test` with
+            `split="valid"`.
     """
     from transformer_zoo.data.run_task import relocate, run_task
     from transformer_zoo.run_directory import load_run_config
     from transformer_zoo.run_state import run_differences, run_identity
     from transformer_zoo.serving import load_served_model
 
+    if test is not None and split != "test":
+        raise ValueError(
+            f"--test {test} scores that file, as the test split: it does not go with "
+            f"--split {split} (a --valid FILE gives the new place of the run's own --valid file)."
+        )
     served = load_served_model(model or directory, engine)
     config = load_run_config(directory) if model else served.config
     if config.family != served.family:
@@ -269,7 +276,7 @@ def evaluate_directory(
             f"--model {model} is an export of another run than {directory} "
             f"({', '.join(changed)} differ): export this run, or evaluate that one."
         )
-    task = run_task(relocate(config, data, valid), test)
+    task = run_task(relocate(config, data, valid), test, split)
     return evaluate(served, task, "test" if test else split, search=search)
 
 

@@ -50,7 +50,7 @@ import logging
 import os
 import shutil
 
-from transformer_zoo.data.run_task import relocate, run_task
+from transformer_zoo.data.run_task import relocate, run_task, scores_files
 from transformer_zoo.errors import ModelDirectoryError, first_line
 from transformer_zoo.evaluation.evaluate import evaluate, primary_score
 from transformer_zoo.export import WEIGHT_TYPES
@@ -147,7 +147,16 @@ def quantize_onnx(
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
         raise ValueError(f"`examples` must be a positive integer. Received: {examples!r}")
     if max_accuracy_drop is not None and task is None:
-        task = require_task(config)
+        try:
+            task = require_task(config)
+        except ModelDirectoryError:
+            raise
+        except RunError as error:  # a data file not at hand: its words are the CLI's
+            raise RunError(
+                f"{error}. From Python: pass the run's task, "
+                "task=run_task(load_run_config(RUN_DIR)) (transformer_zoo.data.run_task; "
+                "relocate() gives moved files their place), or max_accuracy_drop=None."
+            ) from None
 
     with atomic_path(out_dir) as staging:  # nothing is written unless the copy passes
         os.makedirs(staging)
@@ -253,11 +262,16 @@ def require_task(
         RunError: a data file is not where the run recorded it, or `data` / `valid` is
             not the run's file.
     """
-    if not config.data and test is None:
+    if not config.data and (test is None or not scores_files(config)):
+        ways = (
+            "pass a task (a file to score: `--test FILE`), or"
+            if scores_files(config)
+            else "it has no labels to score a file of yours (`--test FILE`) on: pass"
+        )
         raise ModelDirectoryError(
             "This model names no task (config.json has no `data`), so the quantized accuracy "
-            "cannot be measured; pass a task (a file to score: `--test FILE`), or "
-            "max_accuracy_drop=None (`--max-accuracy-drop none`) to quantize unmeasured."
+            f"cannot be measured; {ways} max_accuracy_drop=None (`--max-accuracy-drop none`) "
+            "to quantize unmeasured."
         )
     task = run_task(relocate(config, data, valid), test)
     if not task.test:
