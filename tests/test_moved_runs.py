@@ -365,3 +365,15 @@ def test_an_export_of_an_old_pair_classifier_reads_no_file_of_the_same_name_here
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.tsv").write_text("\n".join(f"{i % 2}\ttext {i}" for i in range(60)) + "\n")
     assert trained_on_pairs(exported) is None  # cannot be told: both are taken
+
+
+def test_a_rerun_on_built_in_data_names_the_data_the_run_records():
+    """A resumed `train` passes its `--data` to `relocate`: `builtin:NAME` is what the run
+    records, not a file of the working directory (made absolute, it was refused as a new
+    place of a file the run trained on)."""
+    from transformer_zoo.data.run_task import relocate
+
+    config = rd.RunConfig(
+        family="encoder-decoder", preset="tiny", task="translation", data="builtin:dates-zh"
+    )
+    assert relocate(config, data="builtin:dates-zh") is config

@@ -47,8 +47,10 @@ def relocate(config, data: str | None = None, valid: str | None = None, test: st
     for name, path in {"data": data, "valid": valid, "test": test}.items():
         if path is None:
             continue
-        path = os.path.abspath(path)
-        if recorded[name] and os.path.isabs(recorded[name]) and recorded[name] == path:
+        path = os.fspath(path)
+        if not path.startswith("builtin:"):  # an export's bare name is read from here
+            path = os.path.abspath(path)
+        if path == recorded[name]:  # absolute, or `builtin:NAME`: what the run records
             continue
         if not recorded[name] or recorded[name].startswith("builtin:"):
             trained = (
