@@ -14,7 +14,12 @@ import logging
 import os
 import sys
 
-from transformer_zoo.cli.parsing import UsageError, fraction_or_none, positive_int
+from transformer_zoo.cli.parsing import (
+    UsageError,
+    add_moved_data_arguments,
+    fraction_or_none,
+    positive_int,
+)
 from transformer_zoo.export import FORMATS, HF_FORMAT, WEIGHT_TYPES
 
 _UNSET = object()  # a flag left out (argparse would parse a string default with its type)
@@ -69,15 +74,7 @@ def register(commands) -> None:
         help="test examples the quantized copies are scored on (default 1000; of a "
         "plain-text run: windows of its test text)",
     )
-    export.add_argument(
-        "--data",
-        metavar="FILE",
-        help="with --quantize: where the run's data file is now, if it moved from the path "
-        "config.json records (checked against the SHA-256 the run recorded)",
-    )
-    export.add_argument(
-        "--valid", metavar="FILE", help="with --quantize: where the run's --valid file is now"
-    )
+    add_moved_data_arguments(export, when="with --quantize: ")
     export.add_argument(
         "--test",
         metavar="FILE",

@@ -89,6 +89,21 @@ SEARCH_FLAGS = {
 }
 
 
+def add_moved_data_arguments(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """`--data FILE` and `--valid FILE`: where a run's data files are now, when they moved
+    from the paths its config.json records (`data.run_task.relocate`); `when` prefixes
+    their help ("with --quantize: ")."""
+    parser.add_argument(
+        "--data",
+        metavar="FILE",
+        help=f"{when}where the run's data file is now, if it moved from the path config.json "
+        "records (checked against the SHA-256 the run recorded)",
+    )
+    parser.add_argument(
+        "--valid", metavar="FILE", help=f"{when}where the run's --valid file is now, if it moved"
+    )
+
+
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """`--strategy` and the options of the strategies (`generate`, `translate`,
     `evaluate`)."""

@@ -14,7 +14,12 @@ import json
 import os
 import sys
 
-from transformer_zoo.cli.parsing import UsageError, add_search_arguments, search_from_arguments
+from transformer_zoo.cli.parsing import (
+    UsageError,
+    add_moved_data_arguments,
+    add_search_arguments,
+    search_from_arguments,
+)
 from transformer_zoo.cli.train_arguments import add_train_arguments, config_from_args
 from transformer_zoo.errors import RunError, count, first_line
 from transformer_zoo.files import check_writable
@@ -52,15 +57,7 @@ def register(commands) -> None:
         metavar="FILE",
         help="score this file instead of the test split (not with --split valid)",
     )
-    evaluate.add_argument(
-        "--data",
-        metavar="FILE",
-        help="where the run's data file is now, if it moved from the path config.json "
-        "records (checked against the SHA-256 the run recorded)",
-    )
-    evaluate.add_argument(
-        "--valid", metavar="FILE", help="where the run's --valid file is now, if it moved"
-    )
+    add_moved_data_arguments(evaluate)
     evaluate.add_argument(
         "--engine",
         choices=ENGINES,
