@@ -42,7 +42,7 @@ def relocate(config, data: str | None = None, valid: str | None = None, test: st
             not trained here), there is no file at the path, or it holds other contents.
     """
     settings = config.extra.get("train") or {}
-    recorded = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
+    recorded = _recorded_files(config)
     moved = {}
     for name, path in {"data": data, "valid": valid, "test": test}.items():
         if path is None:
@@ -77,6 +77,13 @@ def relocate(config, data: str | None = None, valid: str | None = None, test: st
     return dataclasses.replace(config, data=moved.get("data", config.data), extra=extra)
 
 
+def _recorded_files(config) -> dict:
+    """`{setting: path}` of the data files `config`'s run records: its data, `--valid` and
+    `--test` files (None where it has none)."""
+    settings = config.extra.get("train") or {}
+    return {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
+
+
 def check_data_files(config, split: str = "test") -> None:
     """Raises `RunError` when a data file of the run is gone from the path its config.json
     records (or an export names it by its name only: `run_state.without_places`), or
@@ -84,8 +91,7 @@ def check_data_files(config, split: str = "test") -> None:
     not checked for that). `relocate` gives the files' new places. With `split="valid"`,
     the run's `--test` file is not needed, nor checked."""
     recorded = config.extra.get("data_digests") or {}
-    settings = config.extra.get("train") or {}
-    paths = {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
+    paths = _recorded_files(config)
     for name, path in paths.items():
         if not path or str(path).startswith("builtin:") or (name == "test" and split == "valid"):
             continue
