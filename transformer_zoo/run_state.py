@@ -1,10 +1,10 @@
 """An existing run directory (`run_directory`): which run it holds (`run_identity`, the
 same for the run and its exports wherever they are; `without_places`, what an export
-records of it), whether a file is the data file it trained on (`file_digest`,
-`holds_recorded_file`), the state `transformer-zoo train --out` finds it in
-(`inspect_run_directory`: `run_directory.FRESH`, `RESUME` or `FINISHED`), the history a
-resumed run continues (`trim_history`) and whether its model file is whole
-(`check_model_file`).
+records of it), whether a file is the data file it trained on, or a run directory the
+`--init` weights it started from (`file_digest`, `holds_recorded_file`), the state
+`transformer-zoo train --out` finds it in (`inspect_run_directory`: `run_directory.FRESH`,
+`RESUME` or `FINISHED`), the history a resumed run continues (`trim_history`) and whether
+its model file is whole (`check_model_file`).
 
 Like `run_directory`, this module imports only the standard library and the project's own
 `errors`, `files` and `run_directory`.
@@ -36,7 +36,7 @@ from transformer_zoo.run_directory import (
 )
 
 # What tells two runs apart in their configs (an export's config.json copies its run's):
-# these fields, and `extra`'s training settings, imported checkpoint and data digests.
+# these fields, and `extra`'s training settings, imported checkpoint and file digests.
 RUN_IDENTITY = ("family", "preset", "task", "data", "seed")
 RUN_IDENTITY_EXTRA = ("train", "imported_from", "data_digests")
 
@@ -54,22 +54,38 @@ def run_identity(config: RunConfig) -> dict[str, Any]:
 def run_differences(identity: dict[str, Any], other: dict[str, Any]) -> list[str]:
     """What two `run_identity`s differ in, in words for a message ("seed", "training
     settings"): nothing for a run and its exports, nor for a run whose files moved. Where
-    both record their data files' SHA-256, those tell the data apart, not the files'
-    names; an identity recorded before (a Hugging Face export's, with whole paths) is
-    compared by the names."""
+    both record a file's SHA-256 (`DIGESTED_FILES`: a data file, the weights of the
+    `--init` run), those tell the files apart, not their names; a file one side recorded
+    none of (an identity recorded before: a Hugging Face export's, with whole paths; a run
+    from `--init` before its weights were digested) is compared by its name."""
     sides = [_named_files(identity), _named_files(other)]
-    if all(side.get("data_digests") for side in sides):
-        sides = [_by_contents(side) for side in sides]
-    else:
-        sides = [{**side, "data_digests": None} for side in sides]
-    return [
-        _IDENTITY_WORDS.get(key, key)
+    digests = [side.get("data_digests") or {} for side in sides]
+    both = set(digests[0]) & set(digests[1])
+    sides = [
+        _by_contents(side, {k: v for k, v in recorded.items() if k in both})
+        for side, recorded in zip(sides, digests, strict=True)
+    ]
+    changed = [
+        key
         for key in (*RUN_IDENTITY, *RUN_IDENTITY_EXTRA)
         if sides[0].get(key) != sides[1].get(key)
     ]
+    if changed == ["train"] and _only_init_differs(*(side["train"] for side in sides)):
+        return ["--init checkpoints"]
+    return [_IDENTITY_WORDS.get(key, key) for key in changed]
 
 
 _IDENTITY_WORDS = {"train": "training settings", "imported_from": "imported checkpoint"}
+
+
+def _only_init_differs(train: Any, other: Any) -> bool:
+    """Whether two runs' training settings differ in their `--init` run only."""
+    return (
+        isinstance(train, dict)
+        and isinstance(other, dict)
+        and {k: v for k, v in train.items() if k != "init"}
+        == {k: v for k, v in other.items() if k != "init"}
+    )
 
 
 def without_places(config: RunConfig) -> RunConfig:
@@ -91,9 +107,9 @@ def _named_files(mapping: dict[str, Any]) -> dict[str, Any]:
     return mapping
 
 
-def _by_contents(identity: dict[str, Any]) -> dict[str, Any]:
-    """A `run_identity` whose digested data files are named by their SHA-256."""
-    digests = identity["data_digests"]
+def _by_contents(identity: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
+    """A `run_identity` whose files `digests` names (of its `data_digests`) are named by
+    their SHA-256, the others by their names."""
     identity = {**identity, "data": digests.get("data", identity.get("data")), "data_digests": None}
     if isinstance(identity.get("train"), dict):
         identity["train"] = {
@@ -138,10 +154,19 @@ def _moved(key: str, before, now) -> bool:
     )
 
 
-# The data files whose SHA-256 a run records when it trains (`extra.data_digests`): its
-# splits are drawn from their contents, so a file changed since then would give other
-# splits, and a file at another path with the recorded contents is the run's file, moved.
-DIGESTED_FILES = ("data", "valid", "test")
+# The files whose SHA-256 a run records when it trains (`extra.data_digests`): its data
+# files, whose contents its splits are drawn from (a file changed since then would give
+# other splits, and a file at another path with the recorded contents is the run's file,
+# moved); and the model file of the run it starts from (`init`, `digested_file`), since
+# two checkpoints in folders of one name are other runs' starts (/a/minilm, /b/minilm).
+DIGESTED_FILES = ("data", "valid", "test", "init")
+
+
+def digested_file(key: str, path: str) -> str:
+    """The file whose SHA-256 a run records for its setting `key` (`DIGESTED_FILES`): the
+    file it names; for `init`, a run directory (trained, or imported with import-hf), its
+    `model.keras`, which holds the weights the run starts from."""
+    return os.path.join(path, MODEL_FILE) if key == "init" else path
 
 
 def file_digest(path: str) -> str:
@@ -165,14 +190,16 @@ def setting_file(key: str) -> str:
 
 
 def holds_recorded_file(config: RunConfig, key: str, path) -> bool:
-    """Whether `path` holds the data file that `config`'s run recorded as its `key`
-    ("data", "valid" or "test") wherever it trained: the file's SHA-256 is the one
-    recorded. False where the run recorded none (trained before the digests were
-    recorded, 6215e95) or `path` is no file."""
+    """Whether `path` holds the file that `config`'s run recorded as its `key` wherever it
+    trained (`DIGESTED_FILES`: a data file, or the `init` run directory it started from):
+    the file's SHA-256 (`digested_file`'s) is the one recorded. False where the run
+    recorded none (trained before the digests were recorded, 6215e95; an `init`'s, before
+    2026-12-06) or there is no such file."""
     recorded = (config.extra.get("data_digests") or {}).get(key)
-    if recorded is None or not isinstance(path, str) or not os.path.isfile(path):
+    if recorded is None or not isinstance(path, str):
         return False
-    return file_digest(path) == recorded
+    path = digested_file(key, path)
+    return os.path.isfile(path) and file_digest(path) == recorded
 
 
 def _at_new_place(config: RunConfig, key: str, before, now) -> bool:
@@ -182,6 +209,17 @@ def _at_new_place(config: RunConfig, key: str, before, now) -> bool:
     if key in (config.extra.get("data_digests") or {}):
         return holds_recorded_file(config, key, now)
     return _moved(key, before, now) and os.path.isfile(now)
+
+
+def _other_weights(config: RunConfig, init: str) -> bool:
+    """Whether the run directory `init` holds other weights than the run `config` started
+    from there: its model file is there, and not the SHA-256 the run recorded (a run that
+    recorded none cannot be told)."""
+    return (
+        "init" in (config.extra.get("data_digests") or {})
+        and os.path.isfile(digested_file("init", init))
+        and not holds_recorded_file(config, "init", init)
+    )
 
 
 def copy_source(directory: str, config: RunConfig) -> str:
@@ -237,14 +275,26 @@ def inspect_run_directory(out: str, identity: dict) -> str:
         # The run's data file at its new place (copied to another machine, say): the same run.
         and not (k in DIGESTED_FILES and _at_new_place(config, k, previous.get(k), identity.get(k)))
     )
+    init = identity.get("init")
+    if init is not None and init == previous.get("init") and _other_weights(config, init):
+        changed.append("init")  # the run resumes on the tokenizer it reads there too
     backed_up = os.path.isfile(os.path.join(out, BACKUP_DIR, BACKUP_METADATA_FILE))
     if changed and config.extra.get("status") == "training" and not backed_up:
         # A start that stopped before its first backup (a NaN loss, Ctrl-C) trained
         # nothing to keep: a rerun with other settings starts afresh there.
         return FRESH
+    if changed == ["init"] and init == previous.get("init"):
+        raise RunError(
+            f"--out {out!r} holds a run started from --init {init}, whose weights have "
+            f"changed since ({digested_file('init', init)} is not the SHA-256 the run "
+            "recorded): put back the checkpoint it started from, or choose another --out"
+        )
     if changed:
         details = ", ".join(
-            f"{k}={previous.get(k)!r} there, {identity.get(k)!r} now" for k in changed
+            f"{k}={previous.get(k)!r} there, {identity.get(k)!r} now"
+            if previous.get(k) != identity.get(k)
+            else f"{k}={identity.get(k)!r} holding other weights now"
+            for k in changed
         )
         moved = all(_moved(k, previous.get(k), identity.get(k)) for k in changed)
         digested = config.extra.get("data_digests") or {}

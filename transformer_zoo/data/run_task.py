@@ -1,7 +1,8 @@
 """The task a run trained on, as its `config.json` names it (`run_task`: what `evaluate`
 and `export --quantize` score; `trained_on_pairs`: whether a classifier read text pairs),
-the fingerprints of the run's data files (`data_digests`, recorded when it trains;
-`check_data_files`), and where those files are now when they moved (`relocate`)."""
+the fingerprints of the run's data files and `--init` weights (`data_digests`, recorded
+when it trains; `check_data_files`), and where those files are now when they moved
+(`relocate`)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,24 @@ from transformer_zoo.data.task import Task
 from transformer_zoo.data.tasks import limit_task, load_task, read_split
 from transformer_zoo.data.user_files import classification_file_holds_pairs
 from transformer_zoo.errors import RunError
-from transformer_zoo.run_state import file_digest, holds_recorded_file, setting_file
+from transformer_zoo.run_state import digested_file, file_digest, holds_recorded_file, setting_file
 
 # A run's data files are fingerprinted when it trains (`extra.data_digests`): its splits
 # are drawn from their contents, so a file changed since then would give other splits.
 
 
-def data_digests(data: str | None, valid: str | None = None, test: str | None = None) -> dict:
-    """`{setting: SHA-256 of the file}` for the run's data files (none for built-in data)."""
-    files = {"data": data, "valid": valid, "test": test}
+def data_digests(
+    data: str | None, valid: str | None = None, test: str | None = None, init: str | None = None
+) -> dict:
+    """`{setting: SHA-256 of the file}` for the run's data files (none for built-in data)
+    and the weights of the run directory it starts from (`init`: `run_state.digested_file`)."""
+    files = {"data": data, "valid": valid, "test": test, "init": init}
     return {
-        name: file_digest(path)
+        name: file_digest(digested_file(name, path))
         for name, path in files.items()
-        if path and not str(path).startswith("builtin:") and os.path.isfile(path)
+        if path
+        and not str(path).startswith("builtin:")
+        and os.path.isfile(digested_file(name, path))
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ __all__ = [
     "WARMUP_SHARE",
     "WINDOWS",
     "TrainConfig",
+    "as_recorded",
 ]
 
 DEFAULT_SCORE_EXAMPLES = 1000
@@ -243,3 +245,35 @@ class TrainConfig:
         """The settings that define what is trained: a run directory holds one run, and a
         rerun with the same identity resumes it."""
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_IDENTITY}
+
+
+def as_recorded(config: TrainConfig, recorded: dict[str, Any] | None) -> TrainConfig:
+    """`config`, a rerun on a run directory whose run recorded the settings `recorded` (its
+    `extra.train`), with the defaults that run took where they have changed since: the
+    same command resumes it as it was recorded. Before e24dd34 (2026-12-06) a run from
+    `init` on built-in data took the data's `learning_rate`, `dropout` and
+    `pretrain_steps`, not `INIT_DEFAULTS`; a recorded `pretrain_steps` marks such a run
+    (`init` refused one given). A setting given otherwise now is left as given: another
+    run's, as `run_state.inspect_run_directory` then says."""
+    if (
+        not recorded
+        or config.init is None
+        or recorded.get("init") is None
+        or not config.data.startswith("builtin:")
+        or not recorded.get("pretrain_steps")
+    ):
+        return config
+    before = {**BUILTIN_DEFAULTS, **BUILTIN_FAMILY_DEFAULTS.get(config.family, {})}
+    kept = {
+        name: recorded.get(name)
+        for name, default in INIT_DEFAULTS.items()
+        if getattr(config, name) == default and recorded.get(name) == before.get(name)
+    }
+    if all(getattr(config, name) == value for name, value in kept.items()):
+        return config
+    # A copy, not `dataclasses.replace`, whose checks refuse `pretrain_steps` with `init`:
+    # the run's settings were checked when it started.
+    config = copy.copy(config)
+    for name, value in kept.items():
+        setattr(config, name, value)
+    return config

@@ -14,13 +14,14 @@ from transformer_zoo import run_directory as rd
 from transformer_zoo.data.run_task import check_data_files, data_digests, relocate
 from transformer_zoo.data.tasks import limit_task, load_task
 from transformer_zoo.data.user_files import read_lines
+from transformer_zoo.errors import RunError
 from transformer_zoo.progress import say
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, load_run_config
 from transformer_zoo.run_state import check_model_file, inspect_run_directory
 from transformer_zoo.text import load_tokenizers
 from transformer_zoo.train import distribution
 from transformer_zoo.train.callbacks.backup import backup_epoch
-from transformer_zoo.train.config import TrainConfig
+from transformer_zoo.train.config import INIT_DEFAULTS, TrainConfig, as_recorded
 from transformer_zoo.train.data_warnings import warn_training_file_reused
 from transformer_zoo.train.family_setup import FamilySetup, check_model_arguments, one_vocabulary
 
@@ -67,7 +68,19 @@ def prepare(config: TrainConfig) -> Prepared:
     chief = distribution.is_chief(config.strategy)
     out = config.out
     write_dir = out if chief else os.path.join(out, f".worker-{distribution.worker_index()}")
+    given, config = config, _as_recorded(config)
     state = inspect_run_directory(out, config.identity()) if chief else rd.FRESH
+    if config is not given and chief:
+        changed = ", ".join(
+            f"{name} {getattr(config, name)!r}"
+            for name in INIT_DEFAULTS
+            if getattr(config, name) != getattr(given, name)
+        )
+        say(
+            f"{out} holds a run started before e24dd34 (2026-12-06), when a run from --init "
+            f"on built-in data took the data's defaults: it keeps the settings it recorded "
+            f"({changed})."
+        )
     if state == rd.FINISHED:
         return Prepared(config, None, state, chief, write_dir)
     from transformer_zoo.models.presets import resolve_preset
@@ -124,6 +137,20 @@ def prepare(config: TrainConfig) -> Prepared:
     if tokenizers is None and config.init is None:  # trained just now
         _say_vocabulary_sizes(config, setup)
     return Prepared(config, setup, state, chief, write_dir)
+
+
+def _as_recorded(config: TrainConfig) -> TrainConfig:
+    """`config` with the defaults that the run in its `--out` took where they have changed
+    since (`config.as_recorded`), where that run has training to resume or is trained: a
+    start that failed before its first backup starts afresh, on today's defaults."""
+    try:
+        recorded = load_run_config(config.out)
+    except RunError:  # no run there, or no run of ours: `inspect_run_directory` says which
+        return config
+    backed_up = os.path.isfile(os.path.join(config.out, rd.BACKUP_DIR, rd.BACKUP_METADATA_FILE))
+    if recorded.export or (recorded.extra.get("status") == "training" and not backed_up):
+        return config
+    return as_recorded(config, recorded.extra.get("train"))
 
 
 def _tokenizers(config: TrainConfig) -> str:
@@ -215,7 +242,7 @@ def run_config_of(prepared: Prepared, model: keras.Model, status: str) -> RunCon
     }
     if setup.task.shared_targets is not None:
         extra["shared_test_targets"] = setup.task.shared_targets
-    digests = data_digests(config.data, config.valid, config.test)
+    digests = data_digests(config.data, config.valid, config.test, config.init)
     if digests:
         extra["data_digests"] = digests
     if setup.task.label_names:  # what `classify` reads: a text, or a pair (`--pairs`)
