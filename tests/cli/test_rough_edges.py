@@ -79,7 +79,7 @@ def test_a_damaged_model_is_named_damaged_and_a_finished_run_is_not_taken_as_don
 
 
 def test_an_over_long_input_line_is_named_by_its_line(family_artifacts, tmp_path, capsys):
-    art = family_artifacts("encoder-decoder")
+    art = family_artifacts("encoder-decoder", saved_model=False)
     lines = ["March 5, 2021", " ".join(["the cat sat on the mat"] * 20), "dogs"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     line = cli_error(
@@ -90,7 +90,7 @@ def test_an_over_long_input_line_is_named_by_its_line(family_artifacts, tmp_path
 
 
 def test_embed_says_how_many_inputs_it_cut(family_artifacts, capsys):
-    art = family_artifacts("encoder-only")
+    art = family_artifacts("encoder-only", saved_model=False)
     long = " ".join(["the cat sat on the mat"] * 20)
     code, out, err = _run(capsys, "embed", "dogs", long, "--model", art.export_dir)
     assert code == 0 and len(out.splitlines()) == 2
@@ -100,7 +100,7 @@ def test_embed_says_how_many_inputs_it_cut(family_artifacts, capsys):
 def test_blank_lines_give_empty_outputs_without_running_the_model(
     family_artifacts, tmp_path, capsys
 ):
-    art = family_artifacts("encoder-decoder")
+    art = family_artifacts("encoder-decoder", saved_model=False)
     (tmp_path / "in.txt").write_text("dogs\n\n   \nthe cat\n", encoding="utf-8")
     code, out, _ = _run(
         capsys,
@@ -126,12 +126,12 @@ def test_blank_lines_give_empty_outputs_without_running_the_model(
     ],
 )
 def test_a_search_flag_of_another_strategy_is_refused(family_artifacts, capsys, flags, message):
-    art = family_artifacts("decoder-only")
+    art = family_artifacts("decoder-only", saved_model=False)
     assert message in cli_error(capsys, ["generate", "x", "--model", art.export_dir, *flags])
 
 
 def test_more_threads_than_cores_are_bounded_with_a_message(family_artifacts, capsys):
-    art = family_artifacts("decoder-only")
+    art = family_artifacts("decoder-only", saved_model=False)
     code, out, err = _run(
         capsys, "generate", "x", "--model", art.export_dir, "--threads", 1000, "--max-new-tokens", 2
     )
@@ -194,7 +194,7 @@ def test_describe_takes_the_family_of_tiny(capsys):
 
 
 def test_messages_use_the_right_article(family_artifacts, capsys):
-    art = family_artifacts("encoder-decoder")
+    art = family_artifacts("encoder-decoder", saved_model=False)
     line = cli_error(capsys, ["generate", "x", "--model", art.export_dir])
     assert "needs a decoder-only model" in line
     np.testing.assert_equal(
@@ -418,7 +418,7 @@ def test_a_bad_classification_file_is_named_before_anything_is_written(
 
 def test_inference_inputs_drop_a_byte_order_mark(family_artifacts, tmp_path, capsys):
     """Training dropped it; generate kept it as the first input's first character."""
-    art = family_artifacts("decoder-only")
+    art = family_artifacts("decoder-only", saved_model=False)
     outputs = []
     for name, data in (("bom.txt", b"\xef\xbb\xbfMarch 5\n"), ("plain.txt", b"March 5\n")):
         (tmp_path / name).write_bytes(data)
@@ -436,7 +436,9 @@ def test_an_undecodable_input_line_is_named_by_file_and_line(
     family_artifacts, tmp_path, capsys, monkeypatch, command
 ):
     """It said `'utf-8' codec can't decode byte 0xe9 in position 8`, an offset in the file."""
-    art = family_artifacts("decoder-only" if command == "generate" else "encoder-only")
+    art = family_artifacts(
+        "decoder-only" if command == "generate" else "encoder-only", saved_model=False
+    )
     (tmp_path / "in.txt").write_bytes(b"fine\ncaf\xe9\n")
     path = tmp_path / "in.txt"
     line = cli_error(capsys, [command, "--model", art.export_dir, "--input", path])
@@ -452,7 +454,7 @@ def test_an_undecodable_input_line_is_named_by_file_and_line(
 
 
 def test_a_pair_without_a_tab_is_named_by_its_line(family_artifacts, tmp_path, capsys):
-    art = family_artifacts("encoder-only")
+    art = family_artifacts("encoder-only", saved_model=False)
     (tmp_path / "pairs.txt").write_text("a\tb\nno tab here\n", encoding="utf-8")
     argv = ["classify", "--pairs", "--model", art.export_dir, "--input", tmp_path / "pairs.txt"]
     assert "error: line 2: --pairs needs 'text<TAB>second text'" in cli_error(capsys, argv)

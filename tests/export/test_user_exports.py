@@ -5,6 +5,7 @@ precision model (exported in float32), class logits shaped like a sequence (comp
 and left-padded sources (translated as the unpadded ones)."""
 
 import dataclasses
+import shutil
 import sys
 
 import keras
@@ -27,9 +28,10 @@ from transformer_zoo.serving import load_onnx, load_served_model
 BOS, EOS = 2, 3  # `make_config`'s special ids without a tokenizer
 
 
-def _model(family, seed=0, max_length=16):
+def _model(family, seed=0, max_length=16, num_layers=SMALL["num_layers"]):
     keras.utils.set_random_seed(seed)
-    model = from_preset("tiny", family=family, vocabulary_size=40, max_length=max_length, **SMALL)
+    size = {**SMALL, "num_layers": num_layers}
+    model = from_preset("tiny", family=family, vocabulary_size=40, max_length=max_length, **size)
     spread_embeddings(model, seed)
     return model
 
@@ -57,7 +59,8 @@ def _staging_left(tmp_path):
 def test_a_model_shorter_than_the_validation_lengths_exports_and_serves(
     tmp_path, family, max_length
 ):
-    model = _model(family, max_length=max_length)
+    # One block: the lengths failed, whatever the depth (each block costs the SavedModel 1.5 s).
+    model = _model(family, max_length=max_length, num_layers=1)
     onnx_report = export_onnx(model, tmp_path)
     saved_report = export_saved_model(model, tmp_path)
     assert max(r["max_abs_diff"] for r in onnx_report.values()) <= 1e-4
@@ -93,12 +96,16 @@ def test_a_model_shorter_than_the_validation_lengths_exports_and_serves(
     "exporter", [export_onnx, pytest.param(export_saved_model, marks=pytest.mark.slow)]
 )
 def test_an_export_that_fails_half_way_leaves_the_previous_one_whole(
-    tmp_path, monkeypatch, exporter
+    tmp_path, monkeypatch, exporter, family_artifacts
 ):
+    # The previous export: both formats of one model, and its tokenizer (the session's,
+    # copied: writing a SavedModel here took 5 s).
+    art = family_artifacts("decoder-only")
     out = tmp_path / "export"
-    export_onnx(_model("decoder-only"), out)
-    export_saved_model(_model("decoder-only"), out)
+    shutil.copytree(art.export_dir, out)
     before = _snapshot(out)
+    keras.utils.set_random_seed(1)
+    other = keras.models.clone_model(art.model)  # the same run, other weights
 
     def fail(*args, **kwargs):
         raise RuntimeError("the disk is full")
@@ -106,7 +113,7 @@ def test_an_export_that_fails_half_way_leaves_the_previous_one_whole(
     # The last step of each: the model files are written and validated by then.
     monkeypatch.setattr(sys.modules[exporter.__module__], "write_tokenizers", fail)
     with pytest.raises(RuntimeError, match="the disk is full"):
-        exporter(_model("decoder-only", seed=1), out)
+        exporter(other, out, art.tokenizer, config=art.config)
     assert _snapshot(out) == before
     assert not _staging_left(tmp_path)
 
@@ -150,7 +157,7 @@ def test_an_export_of_other_weights_replaces_the_stale_format(tmp_path):
 )
 def test_a_mixed_precision_model_exports_a_float32_saved_model(tmp_path, policy):
     keras.config.set_dtype_policy(policy)  # as a user training in mixed precision would
-    model = _model("decoder-only")
+    model = _model("decoder-only", num_layers=1)  # one block: 1.5 s less to trace
     report = export_saved_model(model, tmp_path)
     assert keras.config.dtype_policy().name == policy  # the caller's, untouched
     ids = np.array([[5, 6, 7, 8], [9, 10, 11, 0]])

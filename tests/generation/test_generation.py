@@ -235,7 +235,7 @@ def test_token_id_arguments_take_numpy_integers_and_the_last_id(encoder_decoder)
 def test_an_encoder_decoder_names_its_target_start_as_serving_does(family_artifacts):
     """The Keras path said "The prompt (1 token) plus max_new_tokens=…" of a decoder that
     only holds its start token, where `ServedModel` says "The target start"."""
-    art = family_artifacts("encoder-decoder")
+    art = family_artifacts("encoder-decoder", saved_model=False)
     served = load_onnx(art.export_dir)
     context = served.dims.max_length
     with pytest.raises(InputError) as expected:

@@ -72,7 +72,8 @@ def infer_body(texts=("the cat",)) -> bytes:
 @pytest.fixture(scope="module")
 def keyed(family_artifacts):
     live = LiveServer(
-        {"gpt": str(family_artifacts("decoder-only").export_dir)}, ServerSettings(api_key=KEY)
+        {"gpt": str(family_artifacts("decoder-only", saved_model=False).export_dir)},
+        ServerSettings(api_key=KEY),
     ).start()
     yield live
     live.stop()
