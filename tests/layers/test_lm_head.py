@@ -227,6 +227,11 @@ def test_lora_on_an_untied_heads_projection_is_keras_dense_lora(mode):
         ({"use_bias": "no"}, "`use_bias` must be True or False. Received: use_bias='no'"),
         ({"layer_norm_epsilon": None}, "layer_norm_epsilon=None"),
         ({"vocabulary_size": True}, "vocabulary_size=True"),
+        (  # `get_activation`'s message named `activation`
+            {"transform_activation": "bogus"},
+            r"`transform_activation` must be None or one of \[.*\]. Received: "
+            "transform_activation='bogus'",
+        ),
     ],
 )
 def test_strings_bools_and_none_are_refused_by_name(kwargs, message):

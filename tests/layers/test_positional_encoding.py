@@ -12,8 +12,9 @@ from transformer_zoo.layers.masking import keras_mask
 def test_sinusoidal_table_equals_the_papers_formula():
     pe = PositionalEncoding(max_length=64)
     out = np.asarray(pe(np.zeros((2, 50, 32), "float32")))
-    assert out.shape == (1, 50, 32)
+    assert out.shape == (2, 50, 32)
     np.testing.assert_allclose(out[0], np_sinusoid(50, 32), atol=2e-5)
+    np.testing.assert_array_equal(out[1], out[0])
 
 
 def test_even_dimensions_are_sine_and_odd_dimensions_are_cosine_at_position_zero():
@@ -75,10 +76,12 @@ def test_output_shape_is_computed_as_the_call_returns_it(mode):
     encoding = PositionalEncoding(16, mode=mode)
     x = np.zeros((3, 5, 8), "float32")
     positions = np.tile(np.arange(5), (3, 1))
-    assert encoding.compute_output_shape(x.shape) == encoding(x).shape == (1, 5, 8)
+    assert encoding.compute_output_shape(x.shape) == encoding(x).shape == (3, 5, 8)
     with_positions = encoding(x, positions=positions).shape
     assert encoding.compute_output_shape(x.shape, positions.shape) == with_positions == (3, 5, 8)
-    assert encoding.compute_output_shape((None, None, 8)) == (1, None, 8)
+    broadcast = encoding(x, positions=positions[:1]).shape
+    assert encoding.compute_output_shape(x.shape, (1, 5)) == broadcast == (3, 5, 8)
+    assert encoding.compute_output_shape((None, None, 8)) == (None, None, 8)
 
 
 def test_a_masked_embedding_feeds_it_without_keras_warning_of_a_destroyed_mask():
@@ -124,11 +127,8 @@ def test_positions_of_another_shape_are_refused_by_name(mode, shape):
         pe(x, positions=np.zeros(shape, "int32"))
     with pytest.raises(ValueError, match=r"`positions` must be \(B, T\) = \(2, 3\)"):
         pe(x, positions=np.zeros(shape, "int32").tolist())  # a list as well
-    broadcast = np.asarray(pe(x, positions=[[4, 5, 6]]))  # (1, T, D); a list as before
-    np.testing.assert_allclose(
-        np.broadcast_to(broadcast, (2, 3, 8)),
-        np.asarray(pe(x, positions=np.array([[4, 5, 6]] * 2))),
-    )
+    broadcast = np.asarray(pe(x, positions=[[4, 5, 6]]))  # (1, T) positions; a list too
+    np.testing.assert_allclose(broadcast, np.asarray(pe(x, positions=np.array([[4, 5, 6]] * 2))))
 
 
 @pytest.mark.parametrize("mode", ["sinusoidal", "learned"])
@@ -149,3 +149,18 @@ def test_added_with_keras_add_the_encodings_keep_the_embeddings_padding_mask(mod
     assert keras_mask(x) is not None
     eager = model.layers[1](padded)  # carrying the mask padded != 0
     np.testing.assert_array_equal(np.asarray(keras_mask(model.layers[2](eager))), padded != 0)
+
+
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_added_with_keras_add_the_batch_is_the_embeddings_batch(batch_size):
+    """The documented `Add()([x, pe])`: the encodings were (1, T, D), so the sum's (and
+    the model's) batch dimension became 1, and a fixed batch of 2 was refused ("Cannot
+    merge tensors with different batch sizes")."""
+    token_ids = keras.Input((None,), batch_size=batch_size, dtype="int32")
+    embedded = keras.layers.Embedding(50, 8, mask_zero=True)(token_ids)
+    x = keras.layers.Add()([embedded, PositionalEncoding(max_length=16)(embedded)])
+    assert tuple(x.shape) == (batch_size, None, 8)
+    model = keras.Model(token_ids, x)
+    ids = np.array([[5, 7, 9, 0], [3, 4, 6, 8]], "int32")
+    table = np.asarray(model.layers[1].embeddings)
+    np.testing.assert_allclose(model(ids), table[ids] + np_sinusoid(4, 8), atol=1e-5)

@@ -59,6 +59,26 @@ def test_bad_arguments_name_the_argument():
         TokenAndPositionEmbedding(10, 4, 8, dropout=1.5)
     with pytest.raises(ValueError, match="type_vocabulary_size=-1"):
         TokenAndPositionEmbedding(10, 4, 8, type_vocabulary_size=-1)
+    # Its `PositionalEncoding` calls it `layout`: the message named that argument.
+    with pytest.raises(ValueError, match="`position_layout` must be one of .*position_layout='x'"):
+        TokenAndPositionEmbedding(10, 4, 8, position_layout="x")
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 4), (2, 4, 1)])
+def test_segment_ids_of_another_shape_are_refused_by_name(shape):
+    """A (2, 3) segment for (2, 4) ids failed inside TensorFlow's add (AddV2), naming
+    neither argument; in a functional model (shapes known, ids not) too."""
+    layer = TokenAndPositionEmbedding(10, 8, 8, type_vocabulary_size=2)
+    message = r"`segment_ids` must be \(B, T\) = \(2, 4\) like `token_ids`"
+    with pytest.raises(ValueError, match=message):
+        layer(np.ones((2, 4), "int32"), segment_ids=np.zeros(shape, "int32"))
+    with pytest.raises(ValueError, match=r"`segment_ids` must be .*segment_ids.shape=\(None, 3\)"):
+        layer(keras.Input((4,), dtype="int32"), segment_ids=keras.Input((3,), dtype="int32"))
+    # One row of segments for the batch broadcasts, as one row of positions does.
+    ids, segments = np.array([[1, 2, 3, 4], [5, 6, 7, 8]]), np.array([[0, 0, 1, 1]])
+    np.testing.assert_allclose(
+        layer(ids, segment_ids=segments), layer(ids, segment_ids=np.tile(segments, (2, 1)))
+    )
 
 
 @pytest.mark.parametrize("shape", [(3,), (2, 3, 4)])

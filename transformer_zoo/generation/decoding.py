@@ -7,8 +7,8 @@ instead (for comparisons only).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,20 +24,50 @@ from transformer_zoo.layers.validation import check_flag
 from transformer_zoo.models.family import family_of
 from transformer_zoo.models.model_inputs import check_input_keys
 
-# Engines are kept per model, so that a second call does not trace the graphs again.
-_ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Engines are kept per model, so that a second call does not trace the graphs again, with
+# the model's state they were traced for (`_traced_state`): a traced graph keeps the
+# variables and the Python path of its first call, so after `model.enable_lora` (new
+# adapter variables) or `model.quantize` (integer kernels in new variables, another call
+# path) the kept graphs decoded the model as it was before. New values in the same
+# variables (`fit`, `load_weights`, `set_weights`) need no new trace: a graph reads its
+# variables at every call. They are kept on the model (`_ENGINES_ATTRIBUTE`), not in a
+# module-level table: the engines hold the model, so a table keyed by it never let it go;
+# an attribute is a cycle, which the garbage collector frees with the model.
+_ENGINES_ATTRIBUTE = "_transformer_zoo_engines"
+
+
+@dataclass
+class _KeptEngines:
+    """A model's engines by `use_cache`, and the `_traced_state` they were built for. It
+    holds the traced variables, so that their ids in `state` are not reused."""
+
+    state: tuple
+    variables: list
+    engines: dict = field(default_factory=dict)
 
 
 def keras_engine(model, use_cache: bool = True):
-    """The (kept) `CachedEngine` over `KerasRunner(model)`, or the `UncachedEngine`."""
-    engines = _ENGINES.setdefault(model, {})
-    if use_cache not in engines:
+    """The (kept) `CachedEngine` over `KerasRunner(model)`, or the `UncachedEngine`,
+    built again when the model's variables or layers' dtypes changed since."""
+    variables = model.variables
+    state = _traced_state(model, variables)
+    kept = getattr(model, _ENGINES_ATTRIBUTE, None)
+    if kept is None or kept.state != state:
+        kept = _KeptEngines(state, variables)
+        setattr(model, _ENGINES_ATTRIBUTE, kept)
+    if use_cache not in kept.engines:
         if use_cache:
             runner = KerasRunner(model)
-            engines[use_cache] = CachedEngine(runner, runner.dims, family_of(model))
+            kept.engines[use_cache] = CachedEngine(runner, runner.dims, family_of(model))
         else:
-            engines[use_cache] = UncachedEngine(model)
-    return engines[use_cache]
+            kept.engines[use_cache] = UncachedEngine(model)
+    return kept.engines[use_cache]
+
+
+def _traced_state(model, variables) -> tuple:
+    """What a graph traced now would fix: which variables it reads (by identity: the
+    values may change) and the dtypes and quantization of each layer's call."""
+    return tuple(id(variable) for variable in variables), model.layer_dtypes()
 
 
 def generate(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from transformer_zoo.layers.activations import get_activation
+from transformer_zoo.layers.activations import ACTIVATIONS, get_activation
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.validation import check_flag, check_positive_number, check_size
 
@@ -48,7 +48,8 @@ class LMHead(keras.layers.Layer):
         embedding: optional `TokenAndPositionEmbedding` (or `keras.layers.Embedding`)
             whose token matrix is reused.
         use_bias: add a (V,) output bias (BERT's MLM head has one).
-        transform_activation: None, or `"gelu"`, `"gelu_tanh"`, `"relu"` for the BERT transform.
+        transform_activation: None, or `"gelu"`, `"gelu_tanh"`, `"relu"`, `"swish"` for the
+            BERT transform.
         layer_norm_epsilon: epsilon of the transform's LayerNorm.
         kernel_initializer: initializer of the untied kernel and the transform.
         tied: set by `from_config`; pass `embedding` instead.
@@ -91,6 +92,12 @@ class LMHead(keras.layers.Layer):
             raise ValueError(
                 "The tied embedding's vocabulary differs from the head's. Received: "
                 f"vocabulary_size={vocabulary_size}, embedding's={_vocabulary_size(embedding)}"
+            )
+        if transform_activation is not None and transform_activation not in tuple(ACTIVATIONS):
+            # Checked here: `get_activation` names it `activation`.
+            raise ValueError(
+                f"`transform_activation` must be None or one of {sorted(ACTIVATIONS)}. "
+                f"Received: transform_activation={transform_activation!r}"
             )
         self._transform_fn = (
             get_activation(transform_activation) if transform_activation is not None else None

@@ -50,8 +50,9 @@ class PositionalEncoding(keras.layers.Layer):
             (left-padded batches in generation).
 
     Returns:
-        (B, T, D) position encodings (broadcast over B when `positions` is None:
-        shape (1, T, D)), in the layer's compute dtype. They carry the Keras mask of
+        (B, T, D) position encodings, the shape of `inputs` (the same rows for every
+        example unless `positions` differ), in the layer's compute dtype, as keras-hub's
+        `PositionEmbedding` returns them. They carry the Keras mask of
         `inputs` on (`keras.layers.Embedding(mask_zero=True)`'s padding mask), so that in
         a functional model `keras.layers.Add()([x, pe])` keeps it: Keras' `Add` ORs its
         inputs' masks, and drops them where one input has none. `x + pe` and
@@ -62,7 +63,7 @@ class PositionalEncoding(keras.layers.Layer):
     Example:
     >>> pe = PositionalEncoding(max_length=64)
     >>> tuple(pe(keras.ops.zeros((2, 10, 16))).shape)
-    (1, 10, 16)
+    (2, 10, 16)
     >>> token_ids = keras.Input((None,), dtype="int32")
     >>> x = keras.layers.Embedding(100, 16, mask_zero=True)(token_ids)
     >>> x = keras.layers.Add()([x, PositionalEncoding(max_length=64)(x)])  # mask kept
@@ -112,6 +113,17 @@ class PositionalEncoding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0, positions=None):
+        # Broadcast to the shape of `inputs`: a (1, T, D) table made the documented
+        # `keras.layers.Add()([x, pe])` a batch of 1 in the model's shapes, and refused
+        # inputs of a fixed batch ("Cannot merge tensors with different batch sizes").
+        encoding = self.encodings(inputs, start_index, positions)
+        return ops.broadcast_to(encoding, ops.shape(inputs))
+
+    def encodings(self, inputs, start_index=0, positions=None):
+        """The encodings before `call` broadcasts them over the batch: (1, T, D) for
+        `start_index`, (B or 1, T, D) for `positions`, for a layer that builds this one
+        and adds them to the (B, T, D) embeddings itself (`TokenAndPositionEmbedding`:
+        `+` broadcasts, and its exported graphs hold no broadcast to the batch)."""
         _check_embeddings(inputs.shape)
         length, d_model = ops.shape(inputs)[-2], inputs.shape[-1]
         if positions is None:
@@ -143,8 +155,7 @@ class PositionalEncoding(keras.layers.Layer):
         _check_embeddings(inputs_shape)
         if positions_shape is not None:
             _check_positions(inputs_shape, positions_shape)
-            return tuple(positions_shape) + (inputs_shape[-1],)  # (B, T, D)
-        return (1,) + tuple(inputs_shape[1:])  # (1, T, D), broadcast over the batch
+        return tuple(inputs_shape)  # (B, T, D)
 
     def get_config(self):
         config = super().get_config()
@@ -170,11 +181,19 @@ def _check_embeddings(shape) -> None:
 
 
 def _check_positions(inputs_shape, positions_shape) -> None:
-    """Refuses `positions` that are not (B, T) for the (B, T, D) inputs (B may be 1, to
-    broadcast): a (T,) vector failed deep in the layer, and another batch's positions
-    failed inside TensorFlow's add without naming them."""
-    shape = tuple(positions_shape)
-    (batch, length), (got_batch, got_length) = inputs_shape[:2], (shape + (None, None))[:2]
+    """Refuses `positions` that are not (B, T) for the (B, T, D) inputs: a (T,) vector
+    failed deep in the layer, and another batch's positions failed inside TensorFlow's
+    add without naming them."""
+    check_per_token(
+        "positions", positions_shape, inputs_shape[:2], f"for inputs of shape {tuple(inputs_shape)}"
+    )
+
+
+def check_per_token(name: str, shape, batch_and_length, whose: str) -> None:
+    """Refuses `name` of a shape other than (B, T) = `batch_and_length` (B may be 1, to
+    broadcast), where both are known; `whose` ends the message ("like `token_ids`")."""
+    shape = tuple(shape)
+    (batch, length), (got_batch, got_length) = batch_and_length, (shape + (None, None))[:2]
     if (
         len(shape) != 2
         or None not in (length, got_length)
@@ -183,7 +202,6 @@ def _check_positions(inputs_shape, positions_shape) -> None:
         and got_batch not in (batch, 1)
     ):
         raise ValueError(
-            f"`positions` must be (B, T) = ({batch}, {length}) for inputs of shape "
-            f"{tuple(inputs_shape)} (B may be 1, to broadcast). Received: "
-            f"positions.shape={shape}"
+            f"`{name}` must be (B, T) = ({batch}, {length}) {whose} (B may be 1, to "
+            f"broadcast). Received: {name}.shape={shape}"
         )

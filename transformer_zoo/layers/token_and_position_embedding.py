@@ -5,10 +5,16 @@ from __future__ import annotations
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from transformer_zoo.layers.initializers import clone_initializer
-from transformer_zoo.layers.positional_encoding import MODES, PositionalEncoding
+from transformer_zoo.layers.positional_encoding import (
+    LAYOUTS,
+    MODES,
+    PositionalEncoding,
+    check_per_token,
+)
 from transformer_zoo.layers.validation import (
     check_flag,
     check_rate,
@@ -85,6 +91,12 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         if position_mode == "sinusoidal":
             # Refused here, not at the first call, where only the input shape is known.
             check_sinusoidal_width(embedding_dim, "embedding_dim")
+        if position_layout not in LAYOUTS:
+            # Checked here: `PositionalEncoding` names it `layout`.
+            raise ValueError(
+                f"`position_layout` must be one of {LAYOUTS}. "
+                f"Received: position_layout={position_layout!r}"
+            )
         self.vocabulary_size = vocabulary_size
         self.max_length = max_length
         self.embedding_dim = embedding_dim
@@ -145,13 +157,19 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         x = self._look_up(self.token_embedding, token_ids)  # (B, T, D)
         if self.scale_embeddings:
             x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
-        x = x + self.position_encoding(x, start_index=start_index, positions=positions)
+        # Not broadcast to the batch first (`PositionalEncoding.call`): `+` does, and the
+        # exported graphs need no Shape and Expand nodes for it.
+        x = x + self.position_encoding.encodings(x, start_index, positions)
         if segment_ids is not None:
             if self.segment_embedding is None:
                 raise ValueError(
                     "`segment_ids` were given but the layer has no segment embedding. "
                     "Set `type_vocabulary_size` > 0."
                 )
+            # Where the shapes are known: another length failed in TensorFlow's add.
+            check_per_token(
+                "segment_ids", np.shape(segment_ids), token_ids.shape, "like `token_ids`"
+            )
             check_token_ids(
                 segment_ids,
                 self.type_vocabulary_size,
@@ -178,6 +196,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
         _check_token_ids_shape(token_ids_shape)
+        if segment_ids_shape is not None:
+            check_per_token("segment_ids", segment_ids_shape, token_ids_shape, "like `token_ids`")
         return tuple(token_ids_shape) + (self.embedding_dim,)
 
     def get_config(self):

@@ -99,6 +99,13 @@ class ZooModel(keras.Model):
                 config["dtype"] = keras.dtype_policies.serialize(policies)
         return config
 
+    def layer_dtypes(self) -> tuple[tuple[str, str | None], ...]:
+        """Each layer's compute dtype and quantization mode, the model's first: what a
+        graph traced now fixes of its layers besides its variables (`generate` traces its
+        step graphs again when these or the variables change)."""
+        layers = [self, *self._sublayers()]
+        return tuple((layer.compute_dtype, layer.quantization_mode) for layer in layers)
+
     def _sublayers(self) -> list[keras.layers.Layer]:
         """Every layer inside the model, nested ones too. Keras has no public list of
         them; `_flatten_layers` is what `Model.quantize`, keras-hub's `Backbone` and the
