@@ -51,3 +51,41 @@ def test_causal_mask_refuses_more_queries_than_keys_and_unknown_lengths_without_
         causal_mask(5, 3)
     with pytest.raises(ValueError, match="pass it as `like`"):
         causal_mask(None, 3)
+
+
+def test_masks_given_as_python_lists_are_read_as_their_arrays():
+    """A list has no `.shape`: AttributeError inside the checks."""
+    real = [[1, 1, 0]]
+    expected = np.asarray(merge_masks(3, 3, padding_mask=np.array(real, bool)))
+    np.testing.assert_array_equal(np.asarray(merge_masks(3, 3, padding_mask=real)), expected)
+    rows = [[True, False, False], [True, True, False], [True, True, True]]
+    got = merge_masks(3, 3, attention_mask=[rows], batch_size=1)
+    np.testing.assert_array_equal(np.asarray(got), np.array([rows]))
+
+
+def test_a_t_by_s_attention_mask_applies_to_every_sequence_as_in_keras():
+    """Keras' MultiHeadAttention broadcasts a (T, S) `attention_mask` over the batch; ours
+    refused it as not (B, T, S), though its `use_causal_mask` refusal advises
+    `np.tril(np.ones((T, S), bool))`."""
+    tril = np.tril(np.ones((2, 4), bool))
+    real = np.array([[True, True, True, False], [True, True, True, True]])
+    got = merge_masks(2, 4, padding_mask=real, attention_mask=tril, batch_size=2)
+    np.testing.assert_array_equal(np.asarray(got), real[:, None, :] & tril[None])
+    # A (B, S) padding mask passed as `attention_mask` is still refused where T ≠ B.
+    with pytest.raises(ValueError, match=r"length T=2 .*goes in `padding_mask`"):
+        merge_masks(2, 4, attention_mask=np.ones((3, 4), bool), batch_size=3)
+
+
+def test_integer_masks_of_other_values_and_float_masks_of_zeros_only_are_refused():
+    """An integer additive mask (0 / -10000) was cast to bool and read inverted; a float
+    additive mask of a batch without padding (all 0) read as "attend to nothing", every
+    query spread evenly over every key."""
+    additive = np.array([[0, 0, -10000]], "int32")
+    with pytest.raises(ValueError, match="`padding_mask` must be boolean.*int32.*`mask == 0`"):
+        merge_masks(3, 3, padding_mask=additive)
+    with pytest.raises(ValueError, match="`attention_mask` of dtype float32 holds zeros only"):
+        merge_masks(3, 3, attention_mask=np.zeros((1, 3, 3), "float32"))
+    # Booleans and integers masking every key mean what they say.
+    for dtype in ("bool", "int64"):
+        got = merge_masks(3, 3, padding_mask=np.zeros((1, 3), dtype))
+        np.testing.assert_array_equal(np.asarray(got), np.zeros((1, 1, 3), bool))

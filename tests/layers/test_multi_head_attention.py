@@ -1,3 +1,5 @@
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -266,11 +268,18 @@ def test_numpy_integer_sizes_are_accepted_and_kept_as_python_ints():
         ("call", {"use_causal_mask": True}, "`causal=True`"),
         ("call", {"return_attention_scores": True}, r"`attend\(query"),
         ("call", {"value": np.zeros((1, 3, 8), "float32")}, "`context`"),
+        ("call", {"value_mask": np.ones((1, 3), bool)}, r"`padding_mask` \(B, S\)"),
+        ("call", {"key_mask": np.ones((1, 3), bool)}, r"`padding_mask` \(B, S\)"),
+        ("call", {"query_mask": np.ones((1, 3), bool)}, r"`attention_mask` \(B, T, S\)"),
+        ("constructor", {"attention_axes": (1,)}, "not supported.*sequence axis"),
+        ("constructor", {"kernel_regularizer": "l2"}, "not supported.*`weight_decay`"),
+        ("constructor", {"seed": 1}, "not supported.*set_random_seed"),
     ],
 )
 def test_keras_multi_head_attention_arguments_are_refused_naming_ours(where, argument, ours):
     """Keras' "Unrecognized keyword arguments" (constructor) and Python's "unexpected
-    keyword argument" (call) named neither the layer's own argument nor the difference."""
+    keyword argument" (call; a bare TypeError for Keras' `query_mask`, `value_mask` and
+    `key_mask`) named neither the layer's own argument nor the difference."""
     name = next(iter(argument))
     with pytest.raises(ValueError, match=rf"^`{name}` is an argument of Keras' .*{ours}") as error:
         if where == "constructor":
@@ -414,9 +423,16 @@ def test_the_use_causal_mask_refusal_gives_the_mask_that_reproduces_keras():
     assert "`attention_mask=np.tril(np.ones((T, S), bool))`" in message
     q, c = _inputs()
     layer = _built(MultiHeadAttention(num_heads=H), q, c)
-    tril = np.tril(np.ones((T, S), bool))  # what the message says to pass
-    expected, _ = _keras_attention(_keras_mha_with_our_weights(layer), q, c, use_causal_mask=True)
-    got = layer(q, c, attention_mask=np.broadcast_to(tril, (B, T, S)))
+    tril = np.tril(np.ones((T, S), bool))  # what the message says to pass, as it is
+    ref = _keras_mha_with_our_weights(layer)
+    expected, _ = _keras_attention(ref, q, c, use_causal_mask=True)
+    np.testing.assert_allclose(np.asarray(layer(q, c, attention_mask=tril)), expected, atol=1e-5)
+    # A (T, S) mask applies to every sequence of the batch, as in Keras (refused as not
+    # (B, T, S) before), and combines with a padding mask.
+    band = np.abs(np.arange(T)[:, None] - np.arange(S)[None, :]) <= 2  # (T, S)
+    real = np.arange(S)[None] < np.array([[4], [7]])  # (B, S)
+    expected, _ = _keras_attention(ref, q, c, attention_mask=band[None] & real[:, None, :])
+    got = layer(q, c, padding_mask=real, attention_mask=band)
     np.testing.assert_allclose(np.asarray(got), expected, atol=1e-5)
 
 
@@ -438,3 +454,59 @@ def test_a_float16_layer_still_computes_its_softmax_in_float32():
     layer(q, c)
     _, scores = layer.attend(q, layer.compute_key_value(c))
     assert scores.dtype == "float32"
+
+
+def test_two_layers_attend_on_keras_inputs_in_one_model_that_reloads_unchanged(tmp_path):
+    """Called directly on `keras.Input`s, `compute_key_value` and `attend` made each
+    layer's projections (`query`, `key_value`, `attention_output`) the model's operations:
+    Keras refused a second layer ("The name "key_value" is used 2 times in the model")."""
+    q, _ = _inputs()
+    first = _built(MultiHeadAttention(num_heads=H), q)
+    second = _built(MultiHeadAttention(num_heads=H), q)
+    query = keras.Input((None, D))
+    h, first_scores = first.attend(query, first.compute_key_value(query), causal=True)
+    h, second_scores = second.attend(h, second.compute_key_value(h))
+    model = keras.Model(query, [h, first_scores, second_scores])
+    assert model.layers[1:] == [first, second]  # after the InputLayer
+    ref = _keras_attention(_keras_mha_with_our_weights(first), q, q, use_causal_mask=True)
+    h_ref = ref[0]
+    second_ref = _keras_attention(_keras_mha_with_our_weights(second), h_ref, h_ref)
+    expected = [second_ref[0], ref[1], second_ref[1]]
+    model.save(tmp_path / "two.keras")
+    loaded = keras.models.load_model(tmp_path / "two.keras")
+    for outputs in (model(q), loaded(q)):
+        for got, want in zip(outputs, expected, strict=True):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+
+
+def test_attend_reads_the_keras_mask_of_the_context_as_a_call_does():
+    """`compute_key_value` of a context from `Embedding(mask_zero=True)`: `attend` ignored
+    its mask (a third of row 0's attention on padding keys) where a call reads it."""
+    ids = np.array([[3, 4, 5, 0, 0, 0, 0], [5, 6, 7, 8, 9, 1, 2]])
+    context = keras.layers.Embedding(10, D, mask_zero=True)(ids)
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q, context)
+    out, scores = layer.attend(q, layer.compute_key_value(context))
+    called = layer(q, context)
+    mask = np.broadcast_to((ids != 0)[:, None, :], (B, T, S))
+    # Keras' layer drops the Keras mask of its inputs: it runs last, on an explicit mask.
+    expected = _keras_attention(_keras_mha_with_our_weights(layer), q, context, attention_mask=mask)
+    np.testing.assert_allclose(np.asarray(out), expected[0], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(scores), expected[1], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(called), expected[0], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "shape, field",
+    [((3, H, 2, D // H), "B=2"), ((B, H + 1, 2, D // H), "H=4"), ((B, H, 2, 3), "Dh=4")],
+)
+def test_a_cache_of_another_batch_size_heads_or_head_width_is_refused_by_name(shape, field):
+    """It failed inside TensorFlow's ConcatV2 ("Dimension 1 in both shapes must be
+    equal"), naming neither the cache nor the size."""
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    past = np.zeros(shape, "float32")
+    with pytest.raises(
+        ValueError, match=rf"`cache.key` must be .*{field}.*{re.escape(str(shape))}"
+    ):
+        layer.call_with_cache(q, KeyValue(past, past))

@@ -299,3 +299,101 @@ def test_the_scored_and_cached_calls_build_an_unbuilt_block_as_a_call_does():
     empty = KeyValue(np.zeros((B, H, 0, D // H), "float32"), np.zeros((B, H, 0, D // H), "float32"))
     out, _ = cached.call_with_cache(x, BlockCache(empty))
     np.testing.assert_allclose(np.asarray(cached(x)), np.asarray(out), atol=1e-5)
+
+
+def test_initial_cache_refuses_a_batch_size_that_is_no_number_by_name():
+    """`initial_cache("2")` failed in TensorFlow ("Can't convert Python sequence with
+    mixed types to Tensor")."""
+    block = TransformerBlock(2, 8, causal=True)
+    block.build((None, None, 8))
+    with pytest.raises(
+        ValueError, match="`batch_size` must be an integer.*Received: batch_size='2'"
+    ):
+        block.initial_cache("2")
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
+def test_cached_steps_read_the_inputs_keras_mask_as_the_plain_call_does(norm_first):
+    """A left-padded prompt embedded with `Embedding(mask_zero=True)`, then two tokens:
+    without a `padding_mask`, the steps attended to the prompt's padding (off by 1.6),
+    though the docstring said the Keras masks are read as in a call."""
+    ids = np.array([[0, 0, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]])
+    embedding = keras.layers.Embedding(12, D, mask_zero=True)
+    block = TransformerBlock(H, F, norm_first=norm_first, causal=True)
+    block.build((None, None, D))
+    _randomize(block)
+    x = np.asarray(embedding(ids))
+    with np.errstate(invalid="ignore"):  # the padding queries' rows: no key, NaN
+        expected = _np_block(block, x, causal=True, padding=ids != 0)
+    cache = block.initial_cache(B)
+    steps = []
+    for start, stop in ((0, 4), (4, 5), (5, 6)):
+        out, cache = block.call_with_cache(embedding(ids[:, start:stop]), cache)
+        steps.append(np.asarray(out))
+    real = ids != 0  # a padding query sees no key: its row is not compared
+    got = np.concatenate(steps, axis=1)
+    np.testing.assert_allclose(got[real], expected[real], atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(got[real], np.asarray(block(embedding(ids)))[real], atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(cache.padding_mask), real)
+
+
+def _two_scored_blocks():
+    """Two blocks' `call_with_attention_scores` on one `keras.Input`: `(model, blocks)`."""
+    blocks = TransformerBlock(H, F, causal=True), TransformerBlock(H, F, norm_first=True)
+    inputs = keras.Input((None, D))
+    h, outputs = inputs, []
+    for block in blocks:
+        block.build((None, None, D))
+        _randomize(block)
+        h, scores = block.call_with_attention_scores(h)
+        outputs.append(scores.self_attention)
+    return keras.Model(inputs, [h, *outputs]), blocks
+
+
+def test_two_blocks_scored_on_keras_inputs_make_one_model_of_their_calls():
+    """Called directly on `keras.Input`s, `call_with_attention_scores` made each block's
+    sublayers (`self_attention`'s `key_value`, the norms, `feed_forward`) the model's
+    operations: Keras refused a second block ("The name "key_value" is used 2 times")."""
+    model, (first, second) = _two_scored_blocks()
+    assert model.layers[1:] == [first, second]  # after the InputLayer
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    h, first_scores = first.call_with_attention_scores(x)
+    _, second_scores = second.call_with_attention_scores(h)
+    expected = [second(first(x)), first_scores.self_attention, second_scores.self_attention]
+    for got, want in zip(model(x), expected, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+
+
+def test_a_model_of_two_scored_blocks_reloads_from_a_keras_file_unchanged(tmp_path):
+    model, _ = _two_scored_blocks()
+    model.save(tmp_path / "blocks.keras")
+    loaded = keras.models.load_model(tmp_path / "blocks.keras")
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    for got, want in zip(loaded(x), model(x), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_two_blocks_step_on_keras_inputs_in_one_model_as_their_eager_steps():
+    """`call_with_cache` on `keras.Input`s (the new tokens and a past cache) in a model of
+    two blocks: Keras refused it as it did the scored call ("The name "self_attention"
+    is used 2 times in the model")."""
+    blocks = [TransformerBlock(H, F, causal=True), TransformerBlock(H, F, norm_first=True)]
+    past = rng.normal(size=(4, B, H, 3, D // H)).astype("float32")  # P = 3
+    x = rng.normal(size=(B, 2, D)).astype("float32")
+    inputs = keras.Input((None, D))
+    cache_inputs = [keras.Input((H, None, D // H)) for _ in range(4)]
+    h, expected_h, outputs, expected = inputs, x, [], []
+    for i, block in enumerate(blocks):
+        block.build((None, None, D))
+        _randomize(block)
+        pair = slice(2 * i, 2 * i + 2)
+        h, cache = block.call_with_cache(h, BlockCache(KeyValue(*cache_inputs[pair])))
+        expected_h, expected_cache = block.call_with_cache(
+            expected_h, BlockCache(KeyValue(*past[pair]))
+        )
+        outputs += cache.self_attention
+        expected += expected_cache.self_attention
+    model = keras.Model([inputs, *cache_inputs], [h, *outputs])
+    assert [layer for layer in model.layers if isinstance(layer, TransformerBlock)] == blocks
+    for got, want in zip(model([x, *past]), [expected_h, *expected], strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)

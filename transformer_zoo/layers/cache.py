@@ -26,8 +26,13 @@ class BlockCache(NamedTuple):
             `initial_cache` (False at padding), which a step reads where it is given no
             mask of its own, as the block's plain call reads the context's; None when it
             carried none.
+        padding_mask: the (B, P) padding mask of the tokens so far (False at padding),
+            kept once a step read its inputs' Keras mask (given no `padding_mask`), so
+            that the next steps mask the past as one plain call over the whole sequence
+            would; None until then, and whenever the steps get explicit masks only.
     """
 
     self_attention: KeyValue
     cross_attention: KeyValue | None = None
     context_padding_mask: Any = None
+    padding_mask: Any = None

@@ -21,7 +21,8 @@ def causal_mask(query_length, key_length, like=None):
     and query i sits at absolute position P + i, so decoding with a cache is identical to
     one full causal pass. With T = S this is the lower triangle, Keras' `use_causal_mask`;
     for T < S Keras aligns the first query with the first key instead (pass its
-    `np.tril(np.ones((T, S), bool))` as an `attention_mask` for that).
+    `np.tril(np.ones((T, S), bool))` as an `attention_mask` for that: a (T, S) mask
+    applies to every sequence of the batch, as in Keras).
 
     Args:
         query_length: T, an integer or a scalar integer tensor, or None where it is
@@ -82,28 +83,43 @@ def with_keras_mask(values, mask):
     return values
 
 
+def as_mask(mask):
+    """`mask` as an array where it is a Python list or tuple (of booleans or 0/1), which
+    has no shape or dtype to check; anything else unchanged."""
+    return np.asarray(mask) if isinstance(mask, (list, tuple)) else mask
+
+
 def check_masks(
     batch_size, query_length, key_length, padding_mask=None, attention_mask=None
 ) -> None:
-    """Refuses masks that are not boolean or integer, and masks that do not fit the
-    attention while the shapes are known: a float mask is most likely additive (0 = attend,
-    -1e9 = masked), which a cast to bool would read the other way round; a (B, S) padding
-    mask passed as `attention_mask` would broadcast over the heads, and a wrong B or T
-    would fail inside TensorFlow's kernels without naming the mask.
+    """Refuses masks that are not boolean or 0/1, and masks that do not fit the attention
+    while the shapes are known: a float or integer mask of other values is most likely
+    additive (0 = attend, -1e9 = masked), which a cast to bool would read the other way
+    round; a (B, S) padding mask passed as `attention_mask` would broadcast over the heads,
+    and a wrong B or T would fail inside TensorFlow's kernels without naming the mask.
+
+    The values are checked only where they are known now (numpy arrays, lists, eager
+    tensors): in a traced graph a mask is cast to bool without a look, at no cost per call.
+    A float mask of zeros only is refused too: read as 0/1 it masks every key (each query
+    then spreads evenly over all of them), which is what an additive mask of a batch
+    without padding would turn into. A boolean or integer mask masking every key is
+    taken as it says.
 
     Args:
         batch_size, query_length, key_length: B, T and S where known (Python ints);
             anything else (None, a symbolic dimension) is not checked.
         padding_mask: the (B, S) mask, or None.
-        attention_mask: the (B, T, S) mask, or None.
+        attention_mask: the (B, T, S) mask, or a (T, S) one that applies to every
+            sequence of the batch (as Keras' MultiHeadAttention takes it), or None.
 
     Raises:
-        ValueError: a mask neither boolean nor integer (0/1); `padding_mask` not (B, S) or
-            `attention_mask` not (B, T, S); a B or T of 1 broadcasts.
+        ValueError: a mask neither boolean nor 0/1; a float mask of zeros only;
+            `padding_mask` not (B, S) or `attention_mask` neither (B, T, S) nor (T, S);
+            a B or T of 1 broadcasts.
     """
-    for name, mask, rank, layout in (
-        ("padding_mask", padding_mask, 2, "(B, S)"),
-        ("attention_mask", attention_mask, 3, "(B, T, S)"),
+    for name, mask, ranks, layout in (
+        ("padding_mask", padding_mask, (2,), "(B, S)"),
+        ("attention_mask", attention_mask, (3, 2), "(B, T, S) or (T, S)"),
     ):
         if mask is None:
             continue
@@ -113,35 +129,53 @@ def check_masks(
             if name == "attention_mask" and len(shape) == 2
             else ""
         )
-        if len(shape) != rank:
+        if len(shape) not in ranks:
             raise ValueError(
-                f"`{name}` must be {layout}, of rank {rank}. Received: {name}.shape={shape}." + hint
+                f"`{name}` must be {layout}, of rank {' or '.join(map(str, ranks))}. "
+                f"Received: {name}.shape={shape}." + hint
             )
-        dtype = dtype_name(mask)
-        if dtype is not None and dtype != "bool" and not dtype.startswith(("int", "uint")):
-            # A float mask of 0s and 1s is a mask (Keras hands one to the layers under a
-            # distribution strategy); one of other values, where they are known now, is
-            # an additive mask, which casting to bool would read the other way round.
-            values = concrete_value(mask)
-            if values is not None and not np.isin(values, (0.0, 1.0)).all():
-                raise ValueError(
-                    f"`{name}` must be boolean (True = may attend) or 0/1. Received: {name} "
-                    f"of dtype {dtype} holding other values. An additive mask (0 = attend, "
-                    "-1e9 or -inf = masked) would be read the other way round: pass "
-                    "`mask == 0`."
-                )
+        _check_mask_values(name, mask)
         if isinstance(key_length, int) and shape[-1] is not None and shape[-1] != key_length:
             raise ValueError(
                 f"`{name}` must cover the S={key_length} keys attended to. "
                 f"Received: {name}.shape={shape}"
             )
-        leading = (("B", batch_size, "batch size"), ("T", query_length, "length"))[: rank - 1]
+        # (B, S) padding, (B, T, S) attention: B then T; a (T, S) attention mask: T only.
+        leading = (("B", batch_size, "batch size"), ("T", query_length, "length"))
+        leading = leading[len(shape) == 2 and name == "attention_mask" :][: len(shape) - 1]
         for (letter, size, what), got in zip(leading, shape[:-1], strict=True):
             if isinstance(size, int) and got is not None and got not in (size, 1):
                 raise ValueError(
                     f"`{name}` must be {layout} with the query's {what} {letter}={size} "
-                    f"(or 1, to broadcast). Received: {name}.shape={shape}"
+                    f"(or 1, to broadcast). Received: {name}.shape={shape}.{hint}"
                 )
+
+
+def _check_mask_values(name: str, mask) -> None:
+    """Refuses a mask, where its values are known now, that is neither boolean nor 0/1,
+    or a float one of zeros only (`check_masks`)."""
+    dtype = dtype_name(mask)
+    if dtype in (None, "bool"):
+        return
+    # A float mask of 0s and 1s is a mask (Keras hands one to the layers under a
+    # distribution strategy); one of other values, integers included (0 / -10000), is an
+    # additive mask, which casting to bool would read the other way round.
+    values = concrete_value(mask)
+    if values is None:
+        return
+    if not np.isin(values, (0, 1)).all():
+        raise ValueError(
+            f"`{name}` must be boolean (True = may attend) or 0/1. Received: {name} "
+            f"of dtype {dtype} holding other values. An additive mask (0 = attend, "
+            "-1e9 or -inf = masked) would be read the other way round: pass `mask == 0`."
+        )
+    if not dtype.startswith(("int", "uint")) and values.size and not values.any():
+        raise ValueError(
+            f"`{name}` of dtype {dtype} holds zeros only, which as a 0/1 mask masks every "
+            "key. An additive mask (0 = attend) without padding is no mask: pass none, or "
+            f"`mask == 0`; to mask every key, pass booleans. Received: {name}.shape="
+            f"{tuple(values.shape)}"
+        )
 
 
 def merge_masks(
@@ -158,23 +192,28 @@ def merge_masks(
     Args:
         query_length: T (None where unknown until run time: pass `like`).
         key_length: S (P + T with a self-attention cache; None likewise).
-        padding_mask: (B, S) booleans or 0/1 ints; False marks padding keys.
-        attention_mask: (B, T, S) booleans or 0/1 ints.
+        padding_mask: (B, S) booleans or 0/1 numbers (a list too); False marks padding keys.
+        attention_mask: (B, T, S) booleans or 0/1 numbers, or a (T, S) one for every
+            sequence of the batch (as Keras' MultiHeadAttention takes it).
         causal: forbid attending to later positions (True or False).
         batch_size: B, to check the masks against (None: not checked).
         like: a (T, S) tensor, for a causal mask of unknown lengths (`causal_mask`).
 
     Raises:
-        ValueError: a float mask, or one of the wrong rank or shape (`check_masks`);
+        ValueError: a mask of values other than 0/1, or of the wrong rank or shape
+            (`check_masks`);
             `causal` not a bool; `causal` with T > S (`causal_mask`).
     """
     check_flag("causal", causal)
+    padding_mask, attention_mask = as_mask(padding_mask), as_mask(attention_mask)
     check_masks(batch_size, query_length, key_length, padding_mask, attention_mask)
     mask = None
     if padding_mask is not None:
         mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)  # (B, 1, S)
     if attention_mask is not None:
-        attention_mask = ops.cast(attention_mask, "bool")  # (B, T, S)
+        attention_mask = ops.cast(attention_mask, "bool")  # (B, T, S) or (T, S)
+        if len(attention_mask.shape) == 2:
+            attention_mask = ops.expand_dims(attention_mask, 0)  # (1, T, S)
         mask = attention_mask if mask is None else ops.logical_and(mask, attention_mask)
     if causal:
         causal_part = ops.expand_dims(causal_mask(query_length, key_length, like), 0)  # (1, T, S)

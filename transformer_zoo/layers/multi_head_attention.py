@@ -9,7 +9,7 @@ from keras import ops
 
 from transformer_zoo.layers.cache import KeyValue
 from transformer_zoo.layers.initializers import clone_initializer
-from transformer_zoo.layers.masking import keras_mask, merge_masks
+from transformer_zoo.layers.masking import keras_mask, merge_masks, with_keras_mask
 from transformer_zoo.layers.validation import (
     check_batch_sizes,
     check_flag,
@@ -35,6 +35,24 @@ KERAS_ARGUMENTS = {
     ),
     "return_attention_scores": (
         "`attend(query, compute_key_value(context))`, which returns `(output, probabilities)`"
+    ),
+    "value_mask": "`padding_mask` (B, S), False at padding keys",
+    "key_mask": "`padding_mask` (B, S), False at padding keys",
+    "query_mask": (
+        "`attention_mask` (B, T, S): `query_mask[:, :, None]` masks the rows of padding "
+        "queries, as Keras does"
+    ),
+}
+# Keras' constructor arguments with no counterpart here, and why.
+KERAS_UNSUPPORTED = {
+    "attention_axes": "attention runs over the sequence axis of (B, L, D) inputs only",
+    "flash_attention": "the softmax is computed explicitly, in float32 under mixed precision",
+    "sliding_window": "pass the band as an `attention_mask` (B, T, S) or (T, S) instead",
+    "use_gate": "there is no output gate",
+    "seed": "the attention dropout draws from Keras' global seed (`keras.utils.set_random_seed`)",
+    **dict.fromkeys(
+        ("kernel_regularizer", "bias_regularizer", "kernel_constraint", "bias_constraint"),
+        "regularize or constrain the weights through the optimizer (`weight_decay`) instead",
     ),
 }
 
@@ -71,7 +89,8 @@ class MultiHeadAttention(keras.layers.Layer):
         padding_mask: optional (B, S) boolean, False at padding keys. When omitted, the
             Keras mask of `context` (or of `query` in self-attention) is used, e.g. from
             `keras.layers.Embedding(mask_zero=True)`; the output carries `query`'s.
-        attention_mask: optional (B, T, S) boolean.
+        attention_mask: optional (B, T, S) boolean, or (T, S) for every sequence of the
+            batch, as Keras' MultiHeadAttention takes it.
         causal: forbid attending to later positions: query i sees keys up to S - T + i
             (the last query is aligned with the last key, as over a cache; T > S is
             refused where both are known, `masking.causal_mask`).
@@ -83,7 +102,9 @@ class MultiHeadAttention(keras.layers.Layer):
         over keys and values computed once, with the probabilities) are the other entry
         points, each with one return shape. Like a call, each builds a layer not yet
         built from the shape it gets, and takes a functional model's symbolic inputs
-        (`keras.Input`) too.
+        (`keras.Input`) too: there it goes through the layer's `__call__`, so that the
+        model records this layer (any number of them, saved and loaded with it) rather
+        than its projections, whose names repeat from layer to layer.
 
     Example:
     >>> mha = MultiHeadAttention(num_heads=2)
@@ -200,7 +221,9 @@ class MultiHeadAttention(keras.layers.Layer):
         """The `KeyValue` of a (B, S, Dc) sequence, each (B, H, S, Dh).
 
         For cross-attention: compute them once per source and `attend` to them at every
-        decoding step, instead of projecting the encoder output again. A layer not yet
+        decoding step, instead of projecting the encoder output again. The Keras mask of
+        `context` (False at padding) comes along as the mask of the keys and values,
+        which `attend` reads as a call reads the context's. A layer not yet
         built is built as `layer(context)` would build it, for self-attention: build a
         cross-attention layer whose queries have another width with
         `build(query_shape, context_shape)` first.
@@ -208,9 +231,18 @@ class MultiHeadAttention(keras.layers.Layer):
         _check_sequence("context", context.shape)
         if not self.built:
             self._build_from(context.shape)
+        if is_symbolic(context):
+            return KeyValue(*self(context, _entry="compute_key_value"))
+        return self._compute_key_value(context)
+
+    def _compute_key_value(self, context) -> KeyValue:
         shape = ops.shape(context)
         key, value = ops.split(self.key_value_dense(context), 2, axis=-1)  # 2 × (B, S, H·Dh)
-        return KeyValue(self._split_heads(key, shape), self._split_heads(value, shape))
+        key, value = self._split_heads(key, shape), self._split_heads(value, shape)
+        mask = keras_mask(context)  # (B, S)
+        if mask is not None:
+            key, value = with_keras_mask(key, mask), with_keras_mask(value, mask)
+        return KeyValue(key, value)
 
     def attend(
         self,
@@ -227,17 +259,41 @@ class MultiHeadAttention(keras.layers.Layer):
             query: (B, T, D).
             key_value: the (B, H, S, Dh) keys and values (`compute_key_value`).
             padding_mask, attention_mask, causal, training: as for `call`; with S > T
-                (a cache), causal query i sits at position S - T + i.
+                (a cache), causal query i sits at position S - T + i. When
+                `padding_mask` is omitted, the Keras mask of the keys is read: that of
+                the sequence `compute_key_value` got, as a call reads the context's.
 
         Returns:
             `(output (B, T, output_dim), probabilities (B, H, T, S))`, the probabilities
             float32 (float64 in a float64 layer).
         """
         self._build_from(query.shape)
+        key, value = key_value
+        if is_symbolic(query, key, value, padding_mask, attention_mask):
+            return tuple(
+                self(
+                    query,
+                    padding_mask=padding_mask,
+                    attention_mask=attention_mask,
+                    causal=causal,
+                    training=training,
+                    _entry="attend",
+                    _key_value=(key, value),
+                )
+            )
+        output, probs = self._attend(
+            query, key_value, padding_mask, attention_mask, causal, training
+        )
+        mask = keras_mask(query)  # passed on, as `__call__` passes it on from a call
+        return (output if mask is None else with_keras_mask(output, mask)), probs
+
+    def _attend(self, query, key_value, padding_mask, attention_mask, causal, training):
+        key, value = key_value
+        if padding_mask is None:
+            padding_mask = keras_mask(key)
         shape = ops.shape(query)
         q = self._split_heads(self.query_dense(query), shape)  # (B, H, T, Dh)
         q = q * ops.cast(1.0 / math.sqrt(self._head_dim), q.dtype)
-        key, value = key_value
         scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, T, S)
         if keras.backend.standardize_dtype(scores.dtype) in ("float16", "bfloat16"):
             # The softmax runs in float32 so that bf16/fp16 scores do not saturate.
@@ -273,17 +329,27 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask=None,
         causal=False,
         training=None,
+        _entry=None,
+        _key_value=None,
     ):
+        # `compute_key_value` and `attend` come through here (`_entry`) with a functional
+        # model's symbolic inputs: called directly, their projections (`query`,
+        # `key_value`, ...) would be the model's operations, and a second layer's of the
+        # same names made Keras refuse the model.
+        if _entry == "compute_key_value":
+            return tuple(self._compute_key_value(query))  # (key, value)
+        if _entry == "attend":
+            return self._attend(
+                query, _key_value, padding_mask, attention_mask, causal, training
+            )  # (output, probabilities)
         _check_sequence("query", query.shape)
         if context is not None:
             _check_sequence("context", context.shape)
             check_batch_sizes(query=query.shape, context=context.shape)
         if padding_mask is None:
             padding_mask = keras_mask(query if context is None else context)
-        key_value = self.compute_key_value(query if context is None else context)
-        output, _ = self.attend(
-            query, key_value, padding_mask, attention_mask, causal, training=training
-        )
+        key_value = self._compute_key_value(query if context is None else context)
+        output, _ = self._attend(query, key_value, padding_mask, attention_mask, causal, training)
         return output
 
     def call_with_cache(
@@ -294,14 +360,22 @@ class MultiHeadAttention(keras.layers.Layer):
         Args:
             query: (B, T, D) the new tokens.
             cache: the past `KeyValue`, each (B, H, P, Dh); P may be 0.
-            padding_mask: (B, P + T), False at padding.
-            attention_mask: optional (B, T, P + T).
+            padding_mask: (B, P + T), False at padding. The Keras mask of `query` is not
+                read: it covers the T new keys only (`TransformerBlock.call_with_cache`
+                keeps the past's in its cache).
+            attention_mask: optional (B, T, P + T), or (T, P + T).
             causal: new token i may attend positions up to P + i.
 
         Returns:
             `(output (B, T, output_dim), KeyValue)` with `concat(past, new)` along P,
             each (B, H, P + T, Dh).
+
+        Raises:
+            ValueError: a cache whose batch size, heads or head width (where known)
+                differ from the query's and the layer's.
         """
+        self._build_from(query.shape)
+        self._check_cache(cache, query.shape)
         new = self.compute_key_value(query)
         present = KeyValue(
             ops.concatenate([ops.cast(cache.key, new.key.dtype), new.key], axis=2),
@@ -309,6 +383,35 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         output, _ = self.attend(query, present, padding_mask, attention_mask, causal)
         return output, present
+
+    def _check_cache(self, cache, query_shape) -> None:
+        """Refuses a cache that cannot extend this layer's keys and values, by name, where
+        the sizes are known: the concatenation failed inside TensorFlow's kernel."""
+        if not isinstance(cache, tuple) or len(cache) != 2:
+            raise ValueError(
+                "`cache` must be a `KeyValue(key, value)` of (B, H, P, Dh) tensors. "
+                f"Received: cache of type {type(cache).__name__}"
+            )
+        expected = (query_shape[0], self.num_heads, None, self._head_dim)
+        for name, x in zip(("key", "value"), cache, strict=True):
+            shape = tuple(getattr(x, "shape", ()))
+            fits = len(shape) == 4 and all(
+                want is None or got is None or got == want
+                for got, want in zip(shape, expected, strict=True)
+            )
+            if not fits:
+                raise ValueError(
+                    f"`cache.{name}` must be (B, H, P, Dh) = (B={expected[0]}, "
+                    f"H={self.num_heads}, P, Dh={self._head_dim}) for this layer and "
+                    f"query. Received: cache.{name}.shape={shape}"
+                )
+
+    def compute_output_spec(self, *args, _entry=None, **kwargs):
+        if _entry is None:
+            return super().compute_output_spec(*args, **kwargs)
+        # `compute_key_value` and `attend` (see `call`): traced, since
+        # `compute_output_shape` gives the plain call's shape.
+        return keras.Operation.compute_output_spec(self, *args, _entry=_entry, **kwargs)
 
     def compute_output_shape(self, query_shape, context_shape=None):
         return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
@@ -330,14 +433,25 @@ class MultiHeadAttention(keras.layers.Layer):
 
 
 def _refuse_keras_arguments(arguments: dict) -> None:
-    """Refuses an argument of `keras.layers.MultiHeadAttention`, naming ours (the value,
-    often a tensor, is not printed)."""
+    """Refuses an argument of `keras.layers.MultiHeadAttention`, naming ours or saying
+    why there is none (the value, often a tensor, is not printed)."""
     for name in arguments:
         if name in KERAS_ARGUMENTS:
             raise ValueError(
                 f"`{name}` is an argument of Keras' MultiHeadAttention; this one takes "
                 f"{KERAS_ARGUMENTS[name]}."
             )
+        if name in KERAS_UNSUPPORTED:
+            raise ValueError(
+                f"`{name}` is an argument of Keras' MultiHeadAttention, not supported by "
+                f"this one: {KERAS_UNSUPPORTED[name]}."
+            )
+
+
+def is_symbolic(*values) -> bool:
+    """Whether any of `values` (nested, None allowed) is a functional model's symbolic
+    tensor (`keras.Input` and what layers make of it)."""
+    return any(isinstance(x, keras.KerasTensor) for x in keras.tree.flatten(values))
 
 
 def _check_sequence(name: str, shape) -> None:

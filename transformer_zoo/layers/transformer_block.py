@@ -8,11 +8,12 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from transformer_zoo.errors import is_integer
 from transformer_zoo.layers.cache import BlockCache, KeyValue
 from transformer_zoo.layers.feed_forward import FeedForward
 from transformer_zoo.layers.initializers import clone_initializer
 from transformer_zoo.layers.masking import keras_mask, with_keras_mask
-from transformer_zoo.layers.multi_head_attention import MultiHeadAttention
+from transformer_zoo.layers.multi_head_attention import MultiHeadAttention, is_symbolic
 from transformer_zoo.layers.validation import (
     check_batch_sizes,
     check_flag,
@@ -70,7 +71,11 @@ class TransformerBlock(keras.layers.Layer):
         (B, T, D). Cached decoding goes through `initial_cache` and `call_with_cache`
         (a named `BlockCache` in and out), attention pictures through
         `call_with_attention_scores`; both take their inputs as a call does (floats cast
-        to the compute dtype under a mixed policy, the Keras masks read the same way).
+        to the compute dtype under a mixed policy, the Keras masks read the same way:
+        a step's cache keeps the padding mask of the tokens so far). The scored and
+        cached calls take a functional model's symbolic inputs (`keras.Input`) too,
+        through the block's `__call__`, so that a model records the block, any number
+        of them.
 
     Example:
     >>> block = TransformerBlock(num_heads=2, intermediate_dim=16, causal=True)
@@ -211,11 +216,43 @@ class TransformerBlock(keras.layers.Layer):
         attention_mask=None,
         context_padding_mask=None,
         training=None,
+        _entry=None,
+        _cache=None,
+        _keeps=False,
     ):
-        outputs, _ = self._call_with_scores(
+        if _entry == "call_with_cache":  # on symbolic inputs, as below
+            self_attention, cross, context_mask, past_mask = _cache
+            cache = BlockCache(
+                KeyValue(*self_attention),
+                None if cross is None else KeyValue(*cross),
+                context_mask,
+                past_mask,
+            )
+            outputs, cache = self._call_with_cache(
+                inputs, cache, padding_mask, context_padding_mask
+            )
+            kept = cache.padding_mask
+            if _keeps and kept is None:  # traced without the inputs' Keras mask
+                shape = ops.shape(cache.self_attention.key)  # (B, H, P + T, Dh)
+                kept = ops.ones((shape[0], shape[2]), "bool")
+            return (outputs, *cache.self_attention, *([kept] if _keeps else []))
+        outputs, scores = self._call_with_scores(
             inputs, context, padding_mask, attention_mask, context_padding_mask, training
         )
+        if _entry == "call_with_attention_scores":
+            # `call_with_attention_scores` and `call_with_cache` on a functional model's
+            # symbolic inputs: through `__call__`, the model records the block, not its
+            # sublayers, whose names repeat from block to block (Keras refused a model
+            # of two).
+            return (outputs, *(x for x in scores if x is not None))
         return outputs
+
+    def compute_output_spec(self, *args, _entry=None, **kwargs):
+        if _entry is None:
+            return super().compute_output_spec(*args, **kwargs)
+        # The scored and cached calls (see `call`): traced, since `compute_output_shape`
+        # gives the plain call's shape.
+        return keras.Operation.compute_output_spec(self, *args, _entry=_entry, **kwargs)
 
     def _call_with_scores(
         self, inputs, context, padding_mask, attention_mask, context_padding_mask, training
@@ -264,6 +301,11 @@ class TransformerBlock(keras.layers.Layer):
         or `build(inputs_shape)`): B alone does not give the width D, which
         `call_with_cache` and `call_with_attention_scores` read from their inputs."""
         check_static_size("batch_size", batch_size)
+        if not hasattr(batch_size, "dtype") and not is_integer(batch_size):
+            raise ValueError(
+                "`batch_size` must be an integer or a scalar integer tensor. "
+                f"Received: batch_size={batch_size!r}"
+            )
         attention = self.self_attention
         shape = (batch_size, attention.num_heads, 0, attention.head_width)
         empty = ops.zeros(shape, self.compute_dtype)
@@ -282,21 +324,47 @@ class TransformerBlock(keras.layers.Layer):
         Args:
             inputs: (B, T, D) the new tokens.
             cache: the `BlockCache` from `initial_cache` or the previous step.
-            padding_mask: (B, P + T), False at padding.
+            padding_mask: (B, P + T), False at padding; when omitted, the Keras mask of
+                `inputs` for the T new tokens after the cache's for the P past ones
+                (`BlockCache.padding_mask`; all True where either carried none), as a
+                plain call over the whole sequence reads it.
             context_padding_mask: (B, S), False at encoder padding; when omitted, the
                 cache's (the Keras mask of the `context` given to `initial_cache`), as
                 the plain call reads the context's.
 
         Returns:
-            `(outputs (B, T, D), BlockCache)`: the self-attention part P + T long, the
-            cross-attention part and its mask unchanged.
+            `(outputs (B, T, D), BlockCache)`: the self-attention part and its padding
+            mask (where kept) P + T long, the cross-attention part and its mask unchanged.
         """
         if self.cross_attention and cache.cross_attention is None:
             raise ValueError("This block has cross-attention: its cache needs `cross_attention`.")
         inputs = self._as_call_input(inputs)
         self._build_for(inputs)
+        if is_symbolic(inputs, tuple(cache), padding_mask, context_padding_mask):
+            # Whether the step keeps a padding mask, decided here where the symbolic
+            # inputs show their Keras mask: the traced call may not see it.
+            keeps = cache.padding_mask is not None or (
+                padding_mask is None and keras_mask(inputs) is not None
+            )
+            outputs, key, value, *kept = self(
+                inputs,
+                padding_mask=padding_mask,
+                context_padding_mask=context_padding_mask,
+                _entry="call_with_cache",
+                _cache=tuple(cache),
+                _keeps=keeps,
+            )
+            present = KeyValue(key, value)
+            return outputs, cache._replace(
+                self_attention=present, padding_mask=next(iter(kept), None)
+            )
+        outputs, cache = self._call_with_cache(inputs, cache, padding_mask, context_padding_mask)
+        return _with_mask_of(outputs, inputs), cache
+
+    def _call_with_cache(self, inputs, cache: BlockCache, padding_mask, context_padding_mask):
         if context_padding_mask is None:
             context_padding_mask = cache.context_padding_mask
+        padding_mask, kept = self._step_padding_mask(inputs, cache, padding_mask)
         present = []
 
         def attend_self(h):
@@ -313,7 +381,26 @@ class TransformerBlock(keras.layers.Layer):
             return output
 
         outputs = self._forward(inputs, attend_self, attend_cross, training=False)
-        return outputs, cache._replace(self_attention=present[0])
+        return outputs, cache._replace(self_attention=present[0], padding_mask=kept)
+
+    @staticmethod
+    def _step_padding_mask(inputs, cache: BlockCache, padding_mask):
+        """A step's (B, P + T) padding mask and what its cache keeps of it: the explicit
+        one (kept where the cache kept one), else the cache's past mask followed by the
+        Keras mask of `inputs`, all True where either is missing; None where neither is
+        there, as in a plain call without masks."""
+        if padding_mask is not None:
+            return padding_mask, None if cache.padding_mask is None else padding_mask
+        new, past = keras_mask(inputs), cache.padding_mask
+        if new is None and past is None:
+            return None, None
+        batch = ops.shape(inputs)[0]
+        if new is None:
+            new = ops.ones((batch, ops.shape(inputs)[1]), "bool")  # (B, T)
+        if past is None:
+            past = ops.ones((batch, ops.shape(cache.self_attention.key)[2]), "bool")  # (B, P)
+        mask = ops.concatenate([ops.cast(past, "bool"), ops.cast(new, "bool")], axis=1)
+        return mask, mask  # (B, P + T)
 
     def call_with_attention_scores(
         self,
@@ -333,7 +420,18 @@ class TransformerBlock(keras.layers.Layer):
         """
         inputs, context = self._as_call_input(inputs), self._as_call_input(context)
         self._build_for(inputs, context)
-        return self._call_with_scores(
+        if is_symbolic(inputs, context, padding_mask, context_padding_mask, attention_mask):
+            outputs, *scores = self(
+                inputs,
+                context=context,
+                padding_mask=padding_mask,
+                attention_mask=attention_mask,
+                context_padding_mask=context_padding_mask,
+                training=False,
+                _entry="call_with_attention_scores",
+            )
+            return outputs, AttentionScores(*scores)
+        outputs, scores = self._call_with_scores(
             inputs,
             context,
             padding_mask,
@@ -341,6 +439,7 @@ class TransformerBlock(keras.layers.Layer):
             context_padding_mask,
             training=False,
         )
+        return _with_mask_of(outputs, inputs), scores
 
     def compute_output_shape(self, inputs_shape, context_shape=None):
         return tuple(inputs_shape)
@@ -362,3 +461,10 @@ class TransformerBlock(keras.layers.Layer):
             }
         )
         return config
+
+
+def _with_mask_of(outputs, inputs):
+    """`outputs` carrying the Keras mask of `inputs`, as `__call__` passes it on from a
+    call: the other entry points are plain methods."""
+    mask = keras_mask(inputs)
+    return outputs if mask is None else with_keras_mask(outputs, mask)
