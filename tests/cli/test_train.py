@@ -173,3 +173,43 @@ def test_help_gives_the_defaults_the_run_uses(capsys):
     assert f"--optimizer {{paper-adam,adamw-cosine}} default {USER_DEFAULTS['optimizer']}" in text
     assert f"files: {WARMUP_SHARE:.0%} of the planned steps" in text
     assert f"default {USER_DEFAULTS['dropout']}" in text
+
+
+@pytest.mark.parametrize(
+    ("config", "what"),
+    [
+        (
+            RunConfig(
+                "encoder-only", "tiny", "classification", label_names=["a"], data="/d/pairs.tsv"
+            ),
+            "a classifier",
+        ),
+        (RunConfig("decoder-only", "tiny", "language-model", data="/data/text.txt"), "plain text"),
+        (RunConfig("decoder-only", "gpt2_small", "language-model"), "plain text"),  # imported
+    ],
+)
+@pytest.mark.parametrize(
+    "search", [["--strategy", "sample", "--seed", "1"], ["--strategy", "beam", "--num-beams", "2"]]
+)
+def test_evaluate_refuses_a_search_strategy_for_a_run_that_decodes_nothing(
+    capsys, tmp_path, config, what, search
+):
+    """A classifier and a language model of plain text were scored as greedily, with a
+    `search` entry in the JSON line and metrics.json left as it was."""
+    save_run_config(tmp_path, config)
+    line = _error(capsys, ["evaluate", tmp_path, *search])
+    assert f"--strategy {search[1]} decodes outputs, and {tmp_path} decodes none (" in line
+    assert what in line and line.endswith("drop --strategy")
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        RunConfig("encoder-decoder", "tiny", "translation", data="/data/pairs.tsv"),
+        RunConfig("decoder-only", "tiny", "language-model", data="builtin:dates-zh"),
+    ],
+)
+def test_evaluate_takes_a_search_strategy_for_a_run_that_decodes(capsys, tmp_path, config):
+    save_run_config(tmp_path, config)  # no model: refused for that, later
+    line = _error(capsys, ["evaluate", tmp_path, "--strategy", "beam", "--num-beams", "2"])
+    assert "decodes none" not in line

@@ -16,7 +16,7 @@ from tests.helpers import cli_error
 from transformer_zoo.cli import main
 from transformer_zoo.train.callbacks.run_callbacks import run_callbacks
 from transformer_zoo.train.callbacks.validation_score import ValidationScore
-from transformer_zoo.train.config import TrainConfig
+from transformer_zoo.train.config import SCORES, TrainConfig
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 G2P = DATA / "g2p"
@@ -92,13 +92,130 @@ def test_score_settings_are_checked(settings, message):
         TrainConfig(family="encoder-decoder", data="train.tsv", **settings)
 
 
-def test_a_token_stream_has_no_score_but_its_loss(tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("windows", "score", "what"),
+    [
+        ([], "exact_match", "a token stream"),
+        # These passed the checks, trained an epoch, then failed: KeyError: 'exact_match'.
+        (["--windows", "lines"], "exact_match", "a plain-text file read by lines"),
+        (["--windows", "lines"], "bleu", "a plain-text file read by lines"),
+    ],
+)
+def test_plain_text_has_no_score_but_its_loss(tmp_path, capsys, windows, score, what):
     argv = ["train", "--family", "decoder-only", "--data", DATA / "shakespeare" / "input_head.txt",
-            "--early-stopping", "2", "--early-stopping-on", "exact_match",
+            *windows, "--early-stopping", "2", "--early-stopping-on", score,
             "--out", tmp_path / "run"]  # fmt: skip
     line = cli_error(capsys, argv)
-    assert "a token stream has no 'exact_match' score" in line
+    assert f"{what} has no '{score}' score (it has none: its score is the validation loss)" in line
     assert not (tmp_path / "run").exists()
+
+
+# The scores `evaluation.evaluate` gives each family and kind of data (its docstring):
+# decoder-only completions only where the examples have prompts (the built-in tasks); a
+# plain-text file, in windows or by lines, only its loss, perplexity and token accuracy.
+ENCODER_DECODER = ("wer", "per", "exact_match", "bleu")
+
+
+@pytest.mark.parametrize(
+    ("settings", "offered"),
+    [
+        (dict(family="encoder-only", data="pairs.tsv"), ("accuracy",)),
+        (dict(family="encoder-only", data="builtin:dates-zh"), ("accuracy",)),
+        (dict(family="encoder-only", data="pairs.tsv", init="runs/minilm"), ("accuracy",)),
+        (dict(family="encoder-decoder", data="pairs.tsv"), ENCODER_DECODER),
+        (dict(family="encoder-decoder", data="builtin:dates-zh"), ENCODER_DECODER),
+        (dict(family="decoder-only", data="builtin:dates-zh"), ("exact_match", "bleu")),
+        (dict(family="decoder-only", data="text.txt"), ()),  # random windows
+        (dict(family="decoder-only", data="text.txt", windows="epoch"), ()),
+        (dict(family="decoder-only", data="text.txt", windows="lines"), ()),
+        (dict(family="decoder-only", data="text.txt", init="runs/gpt2"), ()),
+    ],
+)
+def test_early_stopping_watches_only_a_score_the_evaluation_of_the_data_has(settings, offered):
+    for name in SCORES:
+        given = dict(settings, early_stopping_patience=2, early_stopping_on=name)
+        if name in offered:
+            assert TrainConfig(**given).early_stopping_on == name
+        else:
+            with pytest.raises(ValueError, match=f"has no '{name}' score"):
+                TrainConfig(**given)
+
+
+def test_score_examples_do_not_apply_to_the_accuracy_keras_computes():
+    """A classifier's accuracy is Keras' val_accuracy, over every validation example."""
+    with pytest.raises(ValueError, match="`score_examples` does not apply to accuracy"):
+        TrainConfig(family="encoder-only", data="pairs.tsv", early_stopping_patience=2,
+                    early_stopping_on="accuracy", score_examples=50)  # fmt: skip
+
+
+def _classifier(seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    model.compile(
+        optimizer="sgd",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],  # a classifier's
+    )
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=(2, 40, 4)), rng.integers(0, 3, size=(2, 40))
+    return model, (x[0], y[0]), (x[1], y[1])
+
+
+def test_a_classifiers_accuracy_is_keras_val_accuracy_over_every_validation_example(tmp_path):
+    """It was replaced by the accuracy over the first --score-examples validation
+    examples, under the same name, in history.csv, TensorBoard and the curves."""
+    from types import SimpleNamespace
+
+    from transformer_zoo.train.scoring import validation_score
+
+    model, train, (x_valid, y_valid) = _classifier()
+    config = SimpleNamespace(early_stopping_on="accuracy", score_examples=None)
+    score = validation_score(SimpleNamespace(config=config))
+    callbacks = run_callbacks(str(tmp_path), early_stopping_patience=3, score=score)
+    model.fit(*train, validation_data=(x_valid, y_valid), epochs=1, batch_size=8, verbose=0,
+              callbacks=callbacks)  # fmt: skip
+    with open(tmp_path / "history.csv", encoding="utf-8") as file:
+        (row,) = csv.DictReader(file)
+    every = np.mean(np.argmax(model.predict(x_valid, verbose=0), axis=-1) == y_valid)
+    assert float(row["val_accuracy"]) == pytest.approx(every)
+
+
+def test_a_score_never_replaces_a_value_keras_logged():
+    model, train, valid = _classifier()
+    callback = ValidationScore("accuracy", lambda model: 0.125)
+    with pytest.raises(ValueError, match="Keras logs val_accuracy already"):
+        model.fit(*train, validation_data=valid, epochs=1, verbose=0, callbacks=[callback])
+    plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    plain.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(True))
+    with pytest.raises(ValueError, match="Keras logged no val_accuracy"):
+        plain.fit(*train, validation_data=valid, epochs=1, verbose=0,
+                  callbacks=[ValidationScore("accuracy", None)])  # fmt: skip
+
+
+def test_the_scoring_at_each_validation_does_not_repeat_the_cut_warnings(monkeypatch, caplog):
+    """Each validation's scoring repeated "N of M inputs were longer than the model's K
+    tokens", which the run says once before its first step (`data_warnings.warn_cut`)."""
+    from types import SimpleNamespace
+
+    from transformer_zoo.evaluation import evaluate as evaluation
+    from transformer_zoo.serving import input_checks
+    from transformer_zoo.train import scoring
+
+    def evaluate(served, task, split, limit, samples, progress):
+        evaluation.log.warning("3 of 50 valid examples are longer than the model's 32 tokens")
+        input_checks.log.warning("3 of 50 inputs were longer than the model's 32 tokens")
+        return {"wer": {"all": 0.25}}
+
+    monkeypatch.setattr(scoring, "evaluate", evaluate)
+    monkeypatch.setattr(scoring, "served_model", lambda prepared, model: None)
+    config = SimpleNamespace(early_stopping_on="wer", score_examples=50, precision="float32")
+    prepared = SimpleNamespace(config=config, setup=SimpleNamespace(task=None))
+    callback = scoring.validation_score(prepared)
+    with caplog.at_level("WARNING"):
+        assert [callback.score(None) for _ in range(2)] == [0.25, 0.25]
+        assert caplog.messages == []
+        evaluation.log.warning("said")  # elsewhere, as before
+    assert caplog.messages == ["said"]
 
 
 @pytest.mark.slow  # about 40 s of training and scoring on 2 cores

@@ -279,6 +279,23 @@ def test_the_warmup_reported_is_the_warmup_the_optimizer_runs():
     assert plan_steps(paper, batches=235, steps_per_execution=10).warmup_steps == 100
 
 
+@pytest.mark.parametrize("data", ["a.txt", "builtin:dates-zh"])  # --warmup-steps; 100
+def test_a_warmup_cut_to_a_fifth_of_the_steps_is_said_to_be_cut_not_chosen(data):
+    """`--steps 10 --warmup-steps 50` printed "Chosen for the data (44 batches per pass):
+    ... warmup cut to a fifth of the 10 steps, for the decay; ... --warmup-steps set them",
+    of a warmup the user had set."""
+    family = "decoder-only" if data == "a.txt" else "encoder-decoder"
+    given = 50 if data == "a.txt" else None
+    config = TrainConfig(family, data=data, steps=10, warmup_steps=given)
+    plan = plan_steps(config, batches=44, steps_per_execution=10)
+    assert plan.total_steps == 10 and plan.warmup_steps == 10 // 5
+    line = plan.describe(config, 0.0)
+    chosen = line.partition("Chosen for the data")[2].partition(";")[0]
+    assert "one validation, at the end" in chosen and "warmup" not in chosen
+    warmup = given or config.warmup_steps
+    assert f"The warmup of {warmup} steps is cut to a fifth of the 10 steps," in line
+
+
 def test_masked_lm_pretrains_on_every_example_of_a_users_file():
     """Only the built-in data's near-miss pairs ("incorrect") are left out of pretraining;
     a user's file labelled correct/incorrect (CoLA-like) pretrains on all its texts."""

@@ -179,6 +179,25 @@ def summary_line(run_dir: str, metrics: dict | None) -> str:
     return f"{run_dir}: " + "; ".join(parts)
 
 
+def _scored_undecoded(run_dir: str) -> str | None:
+    """How a run is scored when it decodes no outputs, which a search strategy would
+    decode: a classifier, or a language model of plain text (a token stream or lines,
+    or an imported one: no prompts to complete); None where it decodes some (translations,
+    completions of the built-in prompts) or its config.json is unreadable (the evaluation
+    then says why)."""
+    from transformer_zoo.run_directory import load_run_config
+
+    try:
+        config = load_run_config(run_dir)
+    except (ValueError, OSError):
+        return None
+    if config.family == "encoder-only":
+        return "a classifier: its accuracy compares the labels it predicts"
+    if config.family == "decoder-only" and not str(config.data or "").startswith("builtin:"):
+        return "a language model of plain text: its loss, perplexity and token accuracy"
+    return None
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from transformer_zoo.evaluation.evaluate import evaluate_directory, headline
     from transformer_zoo.files import read_json, write_json
@@ -192,6 +211,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise UsageError("--model names an export: give --engine onnx or saved_model with it")
     search = search_from_arguments(args)
     greedy = search.name == "greedy"
+    scored = None if greedy else _scored_undecoded(args.run_dir)
+    if scored:  # a search flag that changes nothing is refused, as train's are
+        raise UsageError(
+            f"--strategy {search.name} decodes outputs, and {args.run_dir} decodes none "
+            f"({scored}): its scores are the same with any strategy; drop --strategy"
+        )
     writes = args.engine == "keras" and args.test is None and greedy  # metrics.json
     try:
         if writes:  # before the evaluation, not after it

@@ -120,9 +120,11 @@ class TrainConfig:
             weights are the run's model.
         early_stopping_on: None (the validation loss) or a score of the task that
             early stopping watches instead: `"accuracy"` (encoder-only), `"wer"`, `"per"`
-            (encoder-decoder), `"exact_match"`, `"bleu"`; it is logged each epoch as
+            (encoder-decoder), `"exact_match"`, `"bleu"` (encoder-decoder; decoder-only on
+            built-in data); it is logged each epoch as
             `val_<score>`.
-        score_examples: how many validation examples that score reads (default 1000).
+        score_examples: how many validation examples that score reads (default 1000);
+            not accuracy, which Keras computes over all of them.
         evaluate: evaluate the final model on the test split.
         pretrain_steps: encoder-only: masked-LM steps on the training texts (the correct
             pairs of a built-in task) before the classifier trains; 0 or None: none.

@@ -22,12 +22,15 @@ OPTIMIZERS = ("paper-adam", "adamw-cosine")
 # stream's windows, shuffled), or line by line (a line is an example).
 WINDOWS = ("random", "epoch", "lines")
 # What early stopping may watch: the validation loss, or one of the task's scores (which way
-# is better), on the first `score_examples` validation examples at each epoch's end.
+# is better), on the first `score_examples` validation examples at each epoch's end (a
+# classifier's accuracy: Keras' val_accuracy, over every validation example).
 SCORES = {"accuracy": "max", "exact_match": "max", "bleu": "max", "wer": "min", "per": "min"}
 FAMILY_SCORES = {
     "encoder-only": ("accuracy",),
     "encoder-decoder": ("wer", "per", "exact_match", "bleu"),
-    "decoder-only": ("exact_match", "bleu"),  # completions of prompts; a token stream has none
+    # Completions of prompts (built-in data); a plain-text file, read as a token stream or
+    # by lines, has none: it is scored on its loss, perplexity and token accuracy.
+    "decoder-only": ("exact_match", "bleu"),
 }
 # Constructor arguments `overrides` may not set: the tokenizers size them.
 SIZED_BY_TOKENIZER = ("vocabulary_size", "target_vocabulary_size")
@@ -272,11 +275,20 @@ def _check_score(cfg) -> None:
             "`early_stopping_on` says what early stopping watches: give "
             "`early_stopping_patience` (--early-stopping PATIENCE) too."
         )
-    scores = () if cfg.stream else FAMILY_SCORES[cfg.family]
+    plain_text = cfg.family == "decoder-only" and cfg.windows is not None  # no prompts
+    scores = () if plain_text else FAMILY_SCORES[cfg.family]
     if cfg.early_stopping_on not in scores:
-        what = "a token stream" if cfg.stream else with_article(cfg.family) + " model"
+        what = with_article(cfg.family) + " model"
+        if plain_text:
+            what = "a token stream" if cfg.stream else "a plain-text file read by lines"
         offered = ", ".join(scores) or "none: its score is the validation loss"
         raise ValueError(
             f"The evaluation of {what} has no {cfg.early_stopping_on!r} score (it has "
             f"{offered}). Received: early_stopping_on={cfg.early_stopping_on!r}"
+        )
+    if cfg.early_stopping_on == "accuracy" and cfg.score_examples is not None:
+        raise ValueError(
+            "`score_examples` does not apply to accuracy: early stopping watches the "
+            "classifier's val_accuracy, which Keras computes over every validation example. "
+            f"Received: score_examples={cfg.score_examples!r}"
         )

@@ -4,6 +4,9 @@ makes early stopping's callback that scores it on the validation split."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import keras
 
 from transformer_zoo.evaluation.evaluate import evaluate
@@ -24,13 +27,36 @@ def served_model(prepared: Prepared, model: keras.Model) -> ServedModel:
     return ServedModel(config, runner.dims, runner, setup.tokenizer, setup.target_tokenizer)
 
 
+# The loggers of the warnings about examples cut to the model's length, which the run
+# gave once before its first step (`data_warnings.warn_cut`, the validation split's
+# count included): the scoring at each validation would repeat them.
+CUT_WARNINGS = ("transformer_zoo.evaluation.evaluate", "transformer_zoo.serving.input_checks")
+
+
+@contextlib.contextmanager
+def _without_cut_warnings():
+    loggers = [logging.getLogger(name) for name in CUT_WARNINGS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def validation_score(prepared: Prepared) -> ValidationScore | None:
     """The callback that scores the model being trained on the first `score_examples`
     validation examples at each epoch's end (greedy, as `evaluate`), when early stopping
-    watches a score; None when it watches the loss."""
+    watches a score; None when it watches the loss. A classifier's accuracy is Keras' own
+    `val_accuracy` (the metric it is compiled with, `FamilySetup.loss_and_metrics`), over
+    every validation example at the training precision: no pass of its own."""
     config = prepared.config
     if config.early_stopping_on is None:
         return None
+    if config.early_stopping_on == "accuracy":  # encoder-only: a score Keras logs
+        return ValidationScore("accuracy", None)
     name, limit = config.early_stopping_on, config.score_examples or DEFAULT_SCORE_EXAMPLES
 
     def score(model: keras.Model) -> float:
@@ -41,9 +67,9 @@ def validation_score(prepared: Prepared) -> ValidationScore | None:
                 model = float32_copy(model)
             finally:
                 keras.config.set_dtype_policy(policy)
-        # No bars of its own between the epochs' Keras progress bars.
         served = served_model(prepared, model)
-        scores = evaluate(served, prepared.setup.task, "valid", limit, 0, progress=False)
+        with _without_cut_warnings():  # no bars of its own between the epochs' Keras bars
+            scores = evaluate(served, prepared.setup.task, "valid", limit, 0, progress=False)
         return scores[name]["all"]
 
     return ValidationScore(name, score)

@@ -28,6 +28,7 @@ class StepPlan:
     batches: int  # in one pass over the training split
     chosen: tuple[str, ...]  # the settings sized to the data
     total_steps: int = 0  # the run's steps (with `--steps`, the last epoch may be cut short)
+    warmup_given: int | None = None  # a warmup given (or the built-in data's) cut to a fifth
 
     def __post_init__(self):
         if not self.total_steps:
@@ -76,13 +77,19 @@ class StepPlan:
                 + " and ".join(self.chosen)
                 + "; --epochs (or --steps, --eval-every) and --warmup-steps set them."
             )
+        if self.warmup_given is not None:
+            line += (
+                f" The warmup of {count(self.warmup_given, 'step')} is cut to a fifth of "
+                f"the {total} steps, leaving the learning rate four fifths of them to decay."
+            )
         return line
 
 
 def plan_steps(config: TrainConfig, batches: int, steps_per_execution: int) -> StepPlan:
     """The run's `StepPlan` for `batches` training batches per pass: the given epochs and
     warmup, or (left None, on user data) about `TARGET_STEPS` steps and `WARMUP_SHARE` of
-    them as warmup. With `config.steps`, that many steps (whole executions) in epochs of
+    them as warmup; adamw-cosine's warmup is at most a fifth of the steps (a longer one
+    is cut, and kept as `warmup_given`). With `config.steps`, that many steps (whole executions) in epochs of
     `eval_every` steps (default: a pass over the data, at most `MAX_VALIDATIONS` a run);
     the last epoch ends at the step count (`callbacks.budget.Budget`)."""
     execution = max(1, steps_per_execution)
@@ -109,11 +116,10 @@ def plan_steps(config: TrainConfig, batches: int, steps_per_execution: int) -> S
         epochs = min(MAX_EPOCHS, max(1, math.ceil(TARGET_STEPS / steps_per_epoch)))
         chosen.append(f"{epochs} epochs for about {TARGET_STEPS} steps")
     total = total or epochs * steps_per_epoch
-    warmup = config.warmup_steps
+    warmup, given = config.warmup_steps, None
     if warmup is None:
         warmup = round(WARMUP_SHARE * total)
         chosen.append(f"warmup {WARMUP_SHARE:.0%} of the steps")
     if config.optimizer == "adamw-cosine" and capped_warmup(warmup, total) < warmup:
-        warmup = capped_warmup(warmup, total)
-        chosen.append(f"warmup cut to a fifth of the {total} steps, for the decay")
-    return StepPlan(epochs, steps_per_epoch, warmup, batches, tuple(chosen), total)
+        warmup, given = capped_warmup(warmup, total), warmup  # cut, not chosen
+    return StepPlan(epochs, steps_per_epoch, warmup, batches, tuple(chosen), total, given)
