@@ -285,7 +285,7 @@ def test_the_valid_split_is_scored_without_the_test_file(tmp_path, capsys):
     from transformer_zoo.data.run_task import run_task
 
     config = _pair_run(tmp_path)
-    valid = run_task(config).valid  # the test file there
+    valid = _reference(config).valid  # cut with the test file there
     assert valid
     os.remove(tmp_path / "test.tsv")
     task = run_task(config, split="valid")
@@ -298,6 +298,108 @@ def test_the_valid_split_is_scored_without_the_test_file(tmp_path, capsys):
         capsys, ["evaluate", tmp_path, "--split", "valid", "--test", tmp_path / "train.tsv"]
     )
     assert "does not go with --split valid" in line
+
+
+def _reference(config):
+    """`config`'s task as `load_task` cuts it from all of its files, as training did."""
+    from transformer_zoo.data.tasks import load_task
+
+    settings = config.extra["train"]
+    stream = settings.get("windows") in ("random", "epoch")
+    return load_task(
+        config.data, config.family, seed=config.seed or 0, valid=settings.get("valid"),
+        test=settings.get("test"), columns=settings.get("columns"), stream=stream,
+    )  # fmt: skip
+
+
+def _with_files(config, directory: Path, **files):
+    """`config` recording `files` ({setting: name in `directory`}) and their SHA-256."""
+    from transformer_zoo.data.run_task import data_digests
+
+    paths = {name: str(directory / file) for name, file in files.items()}
+    paths = {"data": config.data, "valid": None, "test": None, **paths}
+    train = {**config.extra["train"], **paths}
+    digests = data_digests(paths["data"], paths["valid"], paths["test"])
+    extra = {**config.extra, "train": train, "data_digests": digests}
+    return dataclasses.replace(config, data=paths["data"], extra=extra)
+
+
+def _write_valid(directory: Path) -> None:
+    """A --valid file for `_pair_run`'s columns."""
+    rows = ["s1\ts2\tlabel"] + [f"v {i} a\tv {i} b\t{i % 2}" for i in range(6)]
+    (directory / "valid.tsv").write_text("\n".join(rows) + "\n", "utf-8")
+
+
+def _away(*paths: Path):
+    """Moves `paths` aside (a data file gone from where the run recorded it)."""
+    for path in paths:
+        path.rename(path.with_suffix(".away"))
+
+
+def test_a_split_of_a_file_of_its_own_needs_that_file_alone(tmp_path):
+    """A run trained on --data, --valid and --test files that moved: `evaluate --split
+    valid --valid NEW` was refused until --data was given too, and the test split was
+    refused for a missing --valid file, though each split is that file alone."""
+    from transformer_zoo.data.run_task import relocate, run_task
+
+    config = _pair_run(tmp_path)
+    _write_valid(tmp_path)
+    config = _with_files(config, tmp_path, valid="valid.tsv", test="test.tsv")
+    reference = _reference(config)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for name in ("valid.tsv", "test.tsv"):
+        shutil.copy2(tmp_path / name, moved / name)
+    _away(tmp_path / "train.tsv", tmp_path / "valid.tsv", tmp_path / "test.tsv")
+    valid = run_task(relocate(config, valid=str(moved / "valid.tsv")), split="valid")
+    assert valid.valid == reference.valid and valid.test == []
+    test = run_task(relocate(config, test=str(moved / "test.tsv")))
+    assert test.test == reference.test and test.valid == []
+    with pytest.raises(RunError, match=r"valid.tsv \(the --valid file .* is not there"):
+        run_task(config, split="valid")
+    with pytest.raises(RunError, match=r"test.tsv \(the --test file .* is not there"):
+        run_task(config)
+
+
+def test_a_split_cut_from_the_data_file_needs_it_and_not_the_other_splits_file(tmp_path):
+    """A split that training cut from the data file needs that file (README: the cut is
+    drawn from it), but not the file of the other split, whose contents the cut does not
+    depend on."""
+    from transformer_zoo.data.run_task import run_task
+
+    config = _pair_run(tmp_path)  # valid cut from train.tsv; test.tsv a file of its own
+    reference = _reference(config)
+    _away(tmp_path / "test.tsv")
+    assert run_task(config, split="valid").valid == reference.valid
+    _away(tmp_path / "train.tsv")
+    with pytest.raises(RunError, match=r"train.tsv \(the data file .* is not there"):
+        run_task(config, split="valid")
+    _write_valid(tmp_path)
+    (tmp_path / "train.away").rename(tmp_path / "train.tsv")
+    cut_test = _with_files(config, tmp_path, valid="valid.tsv")  # test cut from train.tsv
+    reference = _reference(cut_test)
+    _away(tmp_path / "valid.tsv")
+    assert run_task(cut_test).test == reference.test
+
+
+def test_a_token_streams_test_split_without_a_test_file_is_its_valid_file_alone(tmp_path):
+    """A plain-text run's test split, without a --test file, is its validation text: the
+    --valid file, which is all it needs."""
+    from transformer_zoo.data.run_task import run_task
+
+    (tmp_path / "train.txt").write_text("the cat sat on the mat. " * 20, "utf-8")
+    (tmp_path / "valid.txt").write_text("a dog sat on a log. " * 10, "utf-8")
+    config = dataclasses.replace(
+        _pair_run(tmp_path), family="decoder-only", task="language-model", label_names=None
+    )
+    config.extra["train"] = {**config.extra["train"], "windows": "random", "columns": None}
+    config = _with_files(
+        dataclasses.replace(config, data=str(tmp_path / "train.txt")), tmp_path, valid="valid.txt"
+    )
+    reference = _reference(config)
+    _away(tmp_path / "train.txt")
+    assert run_task(config).test == reference.test
+    assert run_task(config, split="valid").valid == reference.valid
 
 
 def test_an_export_names_its_data_file_from_where_it_is(tmp_path, monkeypatch):

@@ -56,6 +56,23 @@ def test_missing_directory_or_config_raises_run_error(tmp_path):
         load_run_config(tmp_path / "model.onnx")
 
 
+def test_a_hugging_face_directory_is_told_apart_with_advice_serve_can_follow(tmp_path, capsys):
+    """`serve HF_DIR` (an `export --format hf` directory) was told "give the run
+    directory", which serve refuses ("has no ONNX files"): one message serves every
+    command, so it says which directory each kind of command reads."""
+    from tests.helpers import cli_error
+
+    config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 1}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    line = cli_error(capsys, ["serve", tmp_path])
+    assert line == (
+        f"transformer-zoo serve: error: {tmp_path} holds a Hugging Face model (transformers' "
+        "config.json, model_type 'gpt2'), not a run or an export of ours: `import-hf` makes "
+        "a run of it (a run directory, as evaluate, export and --engine keras read); serve "
+        "and --engine onnx read what `export --format onnx` wrote of a run"
+    )
+
+
 def test_run_error_is_a_value_error():
     assert issubclass(RunError, ValueError)
 

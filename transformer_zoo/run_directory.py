@@ -315,10 +315,11 @@ def load_run_config(directory: str | os.PathLike) -> RunConfig:
     if isinstance(data, dict) and "family" not in data and "model_type" in data:
         raise RunError(
             f"{os.fspath(directory)} holds a Hugging Face model (transformers' {CONFIG_FILE}, "
-            f"model_type {data['model_type']!r}), not a run or an ONNX export of ours: give "
-            "the run directory, or what `export --format onnx` wrote (`import-hf` reads "
-            "this one)"
-        )
+            f"model_type {data['model_type']!r}), not a run or an export of ours: "
+            "`import-hf` makes a run of it (a run directory, as evaluate, export and "
+            "--engine keras read); serve and --engine onnx read what `export --format onnx` "
+            "wrote of a run"
+        )  # one message for every command: serve takes no run directory
     try:
         return RunConfig.from_dict(data)
     except RunError as error:

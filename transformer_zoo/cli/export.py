@@ -57,6 +57,7 @@ def register(commands) -> None:
     export.add_argument(
         "--quantize",
         choices=WEIGHT_TYPES,
+        action="extend",  # --quantize int8 --quantize int4 keeps both
         nargs="+",
         help="also write OUT/int8/ and/or OUT/int4/: the ONNX export with int8 or int4 "
         "(MatMulNBits) weights, each scored on the run's task",
@@ -108,6 +109,8 @@ def _export(args: argparse.Namespace) -> int:
     from transformer_zoo.run_directory import RunError
 
     formats = FORMATS if args.format == "all" else (args.format,)
+    if args.quantize:  # one copy per weight type, however often it is named
+        args.quantize = list(dict.fromkeys(args.quantize))
     from transformer_zoo.export.quantize import (
         DEFAULT_EXAMPLES,
         DEFAULT_MAX_ACCURACY_DROP,

@@ -138,8 +138,18 @@ def embed(args) -> int:
     object with `--format jsonl`), or all of them in one `.npy` file (`--output`)."""
     import numpy as np
 
-    if args.output and os.path.isdir(args.output):  # refused before the model runs
-        raise UsageError(f"--output {args.output} is a directory: name the .npy file to write")
+    if args.output:  # refused before the model runs
+        if os.path.isdir(args.output):
+            raise UsageError(f"--output {args.output} is a directory: name the .npy file to write")
+        if not args.output.lower().endswith(".npy"):  # NumPy's binary, whatever the name
+            raise UsageError(
+                f"--output {args.output}: embed writes a NumPy .npy file; name it NAME.npy"
+            )
+        if args.format != "text":  # the default; the .npy file has no lines to format
+            raise UsageError(
+                f"--format {args.format} formats the printed lines; --output writes one .npy "
+                "array instead: give one or the other"
+            )
     kept: list[np.ndarray] = []  # for --output: one file, written whole at the end
 
     def write(first, inputs, rows) -> int:

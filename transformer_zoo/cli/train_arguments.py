@@ -87,6 +87,7 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--set",
         dest="overrides",
+        action="extend",  # --set a=1 --set b=2 keeps both, as one --set a=1 b=2 does
         nargs="+",
         metavar="KEY=VALUE",
         help="replace the preset's model arguments, e.g. --set num_layers=4 hidden_dim=128 "
@@ -212,14 +213,15 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         "--early-stopping-on",
         choices=sorted(SCORES),
         help="watch this score of the task on the validation split instead of its loss "
-        "(accuracy: encoder-only; wer, per: encoder-decoder; exact_match, bleu: either "
-        "family with outputs), logged as val_<score>",
+        "(accuracy: encoder-only; wer, per: encoder-decoder; exact_match, bleu: "
+        "encoder-decoder, or decoder-only on built-in data), logged as val_<score>",
     )
     train.add_argument(
         "--score-examples",
         type=int,
         metavar="N",
-        help="the validation examples that score reads (default 1000)",
+        help="the validation examples that score reads (default 1000; not for accuracy: "
+        "Keras' val_accuracy reads every example)",
     )
     train.add_argument(
         "--pretrain-steps",

@@ -90,16 +90,39 @@ def _recorded_files(config) -> dict:
     return {"data": config.data, "valid": settings.get("valid"), "test": settings.get("test")}
 
 
-def check_data_files(config, split: str = "test") -> None:
+def split_source(config, split: str) -> str:
+    """The setting (`"data"`, `"valid"` or `"test"`) whose recorded file `config`'s run
+    reads its `split` ("valid" or "test") from: the split's own file, or else the data
+    file it is cut from, except a token stream's test split without a `--test` file,
+    which is its validation text: the `--valid` file where there is one."""
+    settings = config.extra.get("train") or {}
+    if settings.get(split):
+        return split
+    if split == "test" and _reads_stream(config) and settings.get("valid"):
+        return "valid"
+    return "data"
+
+
+def _reads_stream(config) -> bool:
+    """Whether the run reads its files as one token stream (a decoder-only run on plain
+    text, or an imported language model)."""
+    settings = config.extra.get("train") or {}
+    imported_language_model = not config.data and config.family == "decoder-only"
+    return settings.get("windows") in ("random", "epoch") or imported_language_model
+
+
+def check_data_files(config, split: str | None = None) -> None:
     """Raises `RunError` when a data file of the run is gone from the path its config.json
     records (or an export names it by its name only: `run_state.without_places`), or
     differs from the one it trained on (runs trained before the digests were recorded are
-    not checked for that). `relocate` gives the files' new places. With `split="valid"`,
-    the run's `--test` file is not needed, nor checked."""
+    not checked for that). `relocate` gives the files' new places. Every file the run
+    names is checked (a resumed `train` reads them all); with `split` ("valid" or
+    "test"), only the one that split is read from (`split_source`)."""
     recorded = config.extra.get("data_digests") or {}
     paths = _recorded_files(config)
+    needed = set(paths) if split is None else {split_source(config, split)}
     for name, path in paths.items():
-        if not path or str(path).startswith("builtin:") or (name == "test" and split == "valid"):
+        if not path or str(path).startswith("builtin:") or name not in needed:
             continue
         flag = f"the {setting_file(name)}"
         if config.export and not os.path.isabs(path):  # `run_state.without_places`
@@ -153,16 +176,17 @@ def run_task(config, test: str | None = None, split: str = "test") -> Task:
     columns and windows, seed and the `train` example limit; with `test`, a task of that
     file alone as its test split (read as the training data was, with the run's labels),
     so the training data need not be at hand. A decoder-only run that names no data (an
-    imported GPT-2) reads a `test` file as plain text, in windows of its context. With
-    `split="valid"` (to score the validation split), the run's `--test` file is not read
-    and the task's test split is empty.
+    imported GPT-2) reads a `test` file as plain text, in windows of its context. Of the
+    held-out splits only `split` ("test" or "valid") is filled, and only the file it is
+    read from is read and needed (`split_source`): its own `--valid` or `--test` file
+    alone (no training split then), or else the data file it is cut from, as training
+    cut it.
 
     Raises:
         RunError: the config names no data (an imported checkpoint) and no `test` file
             can stand in for it.
         DataError: the data is unreadable.
     """
-    imported_language_model = not config.data and config.family == "decoder-only"
     scorable = scores_files(config)
     if not config.data and not (test is not None and scorable):
         raise RunError(
@@ -171,7 +195,8 @@ def run_task(config, test: str | None = None, split: str = "test") -> Task:
             + ("; give one with --test FILE." if scorable else ".")
         )
     settings = config.extra.get("train") or {}
-    stream = settings.get("windows") in ("random", "epoch") or imported_language_model
+    stream = _reads_stream(config)
+    columns, labels = settings.get("columns"), tuple(config.label_names or ())
     if test is not None:
         if (config.data or "").startswith("builtin:") and config.family == "decoder-only":
             raise ValueError(
@@ -179,27 +204,31 @@ def run_task(config, test: str | None = None, split: str = "test") -> Task:
                 "which a file of yours (plain text) does not hold: without --test, evaluate "
                 "and export --quantize score the built-in test split."
             )
-        labels = tuple(config.label_names or ())
-        examples = read_split(test, config.family, settings.get("columns"), labels or None, stream)
+        examples = read_split(test, config.family, columns, labels or None, stream)
         return Task(config.data or test, config.family, [], [], examples, labels)
     if split not in ("test", "valid"):
         raise ValueError(f"`split` must be 'test' or 'valid'. Received: split={split!r}")
     check_data_files(config, split)
-    recorded_test = settings.get("test")
-    # For the valid split, a stand-in read instead of the --test file: a test split of a
-    # file of its own keeps the train/valid cut, which only depends on there being one.
-    skip_test = split == "valid" and recorded_test is not None
+    source = split_source(config, split)
+    if source != "data":  # a file of its own: read alone, as `load_task` reads it
+        examples = read_split(settings[source], config.family, columns, labels or None, stream)
+        task = Task(config.data, config.family, [], [], [], labels)
+        task = dataclasses.replace(task, **{split: examples})
+        return limit_task(task, settings.get("max_examples"))
+    # Cut from the data file. The other split's file is not read: the cut depends only on
+    # there being one, which the data file stands in for (a token stream's validation text
+    # does not depend on its --test file at all).
+    other = "test" if split == "valid" else "valid"
+    stand_in = config.data if settings.get(other) and not stream else None
     task = load_task(
         config.data,
         config.family,
         seed=config.seed or 0,
-        valid=settings.get("valid"),
-        test=(settings.get("valid") or config.data) if skip_test else recorded_test,
-        columns=settings.get("columns"),
+        columns=columns,
         stream=stream,
+        **{other: stand_in},
     )
-    if skip_test:
-        task = dataclasses.replace(task, test=[])
+    task = dataclasses.replace(task, **{other: []})
     return limit_task(task, settings.get("max_examples"))
 
 

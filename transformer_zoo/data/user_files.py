@@ -295,7 +295,13 @@ def read_classification_tsv(
                 f"{_listed(sorted(known.values()))})"
             )
             if not columns and number == first[0] and is_column_name(label):
-                message += "; if this line is a header, name the columns with --columns"
+                # `labels` come from the training data, read with these `columns`: a file
+                # of another split has a header only where every file has one (`--columns`)
+                message += (
+                    "; if this line is a header, delete it: this file is read as the "
+                    "training data was, without one (train --columns reads a header in "
+                    "every file)"
+                )
             raise DataError(path, message, number)
         label = known[label] if known is not None else label
         example = ClassificationExample(label, *fields[1:])
