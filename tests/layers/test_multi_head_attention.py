@@ -510,3 +510,15 @@ def test_a_cache_of_another_batch_size_heads_or_head_width_is_refused_by_name(sh
         ValueError, match=rf"`cache.key` must be .*{field}.*{re.escape(str(shape))}"
     ):
         layer.call_with_cache(q, KeyValue(past, past))
+
+
+def test_a_cache_given_as_a_plain_pair_is_read_as_a_key_value():
+    """A `(key, value)` tuple passed the check and then failed on `cache.key`."""
+    q, _ = _inputs()
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    key, value = rng.normal(size=(2, B, H, 3, D // H)).astype("float32")
+    plain, _ = layer.call_with_cache(q, (key, value), causal=True)
+    named, _ = layer.call_with_cache(q, KeyValue(key, value), causal=True)
+    np.testing.assert_array_equal(np.asarray(plain), np.asarray(named))
+    with pytest.raises(ValueError, match="must be a `KeyValue"):
+        layer.call_with_cache(q, [key, value])

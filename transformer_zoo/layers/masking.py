@@ -163,13 +163,15 @@ def _check_mask_values(name: str, mask) -> None:
     values = concrete_value(mask)
     if values is None:
         return
-    if not np.isin(values, (0, 1)).all():
+    integer = dtype.startswith(("int", "uint"))
+    in_range = not values.size or (values.min() >= 0 and values.max() <= 1)  # cheap first
+    if not in_range or (not integer and ((values > 0) & (values < 1)).any()):
         raise ValueError(
             f"`{name}` must be boolean (True = may attend) or 0/1. Received: {name} "
             f"of dtype {dtype} holding other values. An additive mask (0 = attend, "
             "-1e9 or -inf = masked) would be read the other way round: pass `mask == 0`."
         )
-    if not dtype.startswith(("int", "uint")) and values.size and not values.any():
+    if not integer and values.size and not values.any():
         raise ValueError(
             f"`{name}` of dtype {dtype} holds zeros only, which as a 0/1 mask masks every "
             "key. An additive mask (0 = attend) without padding is no mask: pass none, or "

@@ -376,6 +376,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         self._build_from(query.shape)
         self._check_cache(cache, query.shape)
+        cache = KeyValue(*cache)  # a plain (key, value) pair too
         new = self.compute_key_value(query)
         present = KeyValue(
             ops.concatenate([ops.cast(cache.key, new.key.dtype), new.key], axis=2),

@@ -286,9 +286,3 @@ def _check_score(cfg) -> None:
             f"The evaluation of {what} has no {cfg.early_stopping_on!r} score (it has "
             f"{offered}). Received: early_stopping_on={cfg.early_stopping_on!r}"
         )
-    if cfg.early_stopping_on == "accuracy" and cfg.score_examples is not None:
-        raise ValueError(
-            "`score_examples` does not apply to accuracy: early stopping watches the "
-            "classifier's val_accuracy, which Keras computes over every validation example. "
-            f"Received: score_examples={cfg.score_examples!r}"
-        )

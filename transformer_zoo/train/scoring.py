@@ -12,6 +12,7 @@ import keras
 from transformer_zoo.evaluation.evaluate import evaluate
 from transformer_zoo.generation.keras_runner import KerasRunner
 from transformer_zoo.models.family import float32_copy
+from transformer_zoo.progress import say
 from transformer_zoo.serving import ServedModel
 from transformer_zoo.train.callbacks.validation_score import ValidationScore
 from transformer_zoo.train.config import DEFAULT_SCORE_EXAMPLES
@@ -56,6 +57,11 @@ def validation_score(prepared: Prepared) -> ValidationScore | None:
     if config.early_stopping_on is None:
         return None
     if config.early_stopping_on == "accuracy":  # encoder-only: a score Keras logs
+        if config.score_examples is not None:  # not refused: runs recorded it before 5c71e2a
+            say(
+                f"--score-examples {config.score_examples} is not read: early stopping on "
+                "accuracy watches Keras' val_accuracy, over every validation example."
+            )
         return ValidationScore("accuracy", None)
     name, limit = config.early_stopping_on, config.score_examples or DEFAULT_SCORE_EXAMPLES
 
