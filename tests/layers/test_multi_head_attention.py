@@ -522,3 +522,80 @@ def test_a_cache_given_as_a_plain_pair_is_read_as_a_key_value():
     np.testing.assert_array_equal(np.asarray(plain), np.asarray(named))
     with pytest.raises(ValueError, match="must be a `KeyValue"):
         layer.call_with_cache(q, [key, value])
+
+
+def _message(fn):
+    with pytest.raises(ValueError) as error:
+        fn()
+    return str(error.value)
+
+
+@pytest.mark.parametrize(
+    "t, s, kwargs",
+    [
+        (T, S, {"attention_mask": np.ones((B, T, S - 1), bool)}),
+        (T, S, {"padding_mask": np.ones((B + 1, S), bool)}),
+        (T, S, {"attention_mask": np.full((T, S), -1e9, "float32")}),
+        (T, 3, {"causal": True}),
+        (T, S, {"causal": "yes"}),
+    ],
+)
+def test_attend_on_keras_inputs_refuses_bad_masks_as_on_arrays(t, s, kwargs):
+    """On `keras.Input`s `attend` goes through `__call__`, where Keras wrapped the error
+    in its "Could not automatically infer the output shape" text, with the private
+    `_entry` and `_key_value` among the "Arguments received"."""
+    q, c = _inputs(t=t, s=s)
+    layer = _built(MultiHeadAttention(num_heads=H), q)
+    eager = _message(lambda: layer.attend(q, layer.compute_key_value(c), **kwargs))
+    query, context = keras.Input((t, D), batch_size=B), keras.Input((s, D), batch_size=B)
+    symbolic = _message(lambda: layer.attend(query, layer.compute_key_value(context), **kwargs))
+    assert symbolic == eager
+    assert "_entry" not in symbolic
+
+
+class _ScaledWithoutPrivateKeywords(MultiHeadAttention):
+    def call(
+        self, query, context=None, padding_mask=None, attention_mask=None, causal=False,
+        training=None,
+    ):  # fmt: skip
+        return 2.0 * super().call(query, context, padding_mask, attention_mask, causal, training)
+
+
+class _ScaledWithPrivateKeywords(MultiHeadAttention):
+    """As the class docstring says: the private keywords passed on, and the entry
+    points' results returned as they are."""
+
+    def call(
+        self, query, context=None, padding_mask=None, attention_mask=None, causal=False,
+        training=None, _entry=None, _key_value=None,
+    ):  # fmt: skip
+        output = super().call(
+            query, context, padding_mask, attention_mask, causal, training, _entry, _key_value
+        )
+        return output if _entry else 2.0 * output
+
+
+def test_an_overridden_call_without_the_private_keywords_is_refused_by_name_on_keras_inputs():
+    """Keras raised a TypeError ("got an unexpected keyword argument '_entry'") from
+    deep inside its `__call__`; eager calls did not go through `call` at all."""
+    layer = _ScaledWithoutPrivateKeywords(num_heads=H)
+    q, c = _inputs()
+    layer.attend(q, layer.compute_key_value(c))  # eager: fine
+    with pytest.raises(
+        ValueError, match=r"`_ScaledWithoutPrivateKeywords.call` .* without all of its keywords"
+    ):
+        layer.compute_key_value(keras.Input((S, D)))
+    with pytest.raises(ValueError, match=r"Missing: _entry, _key_value"):
+        layer.attend(keras.Input((T, D)), layer.compute_key_value(c))
+
+
+def test_an_overridden_call_with_the_private_keywords_attends_on_keras_inputs_as_on_arrays():
+    layer = _ScaledWithPrivateKeywords(num_heads=H)
+    q, c = _inputs()
+    layer(q, c)
+    query, context = keras.Input((T, D)), keras.Input((S, D))
+    model = keras.Model([query, context], layer.attend(query, layer.compute_key_value(context)))
+    expected = layer.attend(q, layer.compute_key_value(c))
+    for got, want in zip(model([q, c]), expected, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(layer(q, c)), 2.0 * np.asarray(expected[0]), atol=1e-5)

@@ -397,3 +397,78 @@ def test_two_blocks_step_on_keras_inputs_in_one_model_as_their_eager_steps():
     assert [layer for layer in model.layers if isinstance(layer, TransformerBlock)] == blocks
     for got, want in zip(model([x, *past]), [expected_h, *expected], strict=True):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+
+
+def _message(fn):
+    with pytest.raises(ValueError) as error:
+        fn()
+    return str(error.value)
+
+
+@pytest.mark.parametrize(
+    "past_shape, kwargs",
+    [
+        ((B, H + 1, 3, D // H), {}),
+        ((B, H, 3, D // H), {"padding_mask": np.ones((B, 3), bool)}),
+        ((B, H, 3, D // H), {"padding_mask": np.full((B, 5), -1e9, "float32")}),
+    ],
+)
+def test_a_step_on_keras_inputs_refuses_a_bad_cache_or_mask_as_on_arrays(past_shape, kwargs):
+    """On `keras.Input`s `call_with_cache` goes through `__call__`, where Keras wrapped
+    the error in its "Could not automatically infer the output shape" text, with the
+    private `_entry`, `_cache` and `_keeps` among the "Arguments received"."""
+    block = TransformerBlock(H, F, causal=True)
+    block.build((None, None, D))
+    x, past = np.ones((B, 2, D), "float32"), np.zeros(past_shape, "float32")
+    eager = _message(lambda: block.call_with_cache(x, BlockCache(KeyValue(past, past)), **kwargs))
+    inputs, cache = keras.Input((2, D), batch_size=B), keras.Input(past_shape[1:], batch_size=B)
+    symbolic = _message(
+        lambda: block.call_with_cache(inputs, BlockCache(KeyValue(cache, cache)), **kwargs)
+    )
+    assert symbolic == eager
+    assert "_cache" not in symbolic
+
+
+@pytest.mark.parametrize(
+    "cross, context_length, kwargs",
+    [
+        (False, None, {"attention_mask": np.ones((B, T, T + 1), bool)}),
+        (False, T, {}),
+        (True, 3, {"context_padding_mask": np.ones((B, 4), bool)}),
+        (True, 3, {"padding_mask": np.ones((B + 1, T), bool)}),
+    ],
+)
+def test_the_scored_call_on_keras_inputs_refuses_bad_arguments_as_on_arrays(
+    cross, context_length, kwargs
+):
+    block = TransformerBlock(H, F, cross_attention=cross)
+    block.build((None, None, D), None if context_length is None else (None, None, D))
+    x = np.ones((B, T, D), "float32")
+    context = None if context_length is None else np.ones((B, context_length, D), "float32")
+    eager = _message(lambda: block.call_with_attention_scores(x, context, **kwargs))
+    inputs = keras.Input((T, D), batch_size=B)
+    symbolic_context = None if context is None else keras.Input(context.shape[1:], batch_size=B)
+    symbolic = _message(
+        lambda: block.call_with_attention_scores(inputs, symbolic_context, **kwargs)
+    )
+    assert symbolic == eager
+    assert "_entry" not in symbolic
+
+
+class _DoubledWithoutPrivateKeywords(TransformerBlock):
+    def call(self, inputs, context=None, padding_mask=None, **kwargs):
+        return 2.0 * super().call(inputs, context, padding_mask, **kwargs)
+
+
+def test_an_overridden_call_without_the_private_keywords_is_refused_by_name_on_keras_inputs():
+    """Keras raised a TypeError, or refused the tensors mixed with other values in
+    `**kwargs`, from deep inside its `__call__`."""
+    block = _DoubledWithoutPrivateKeywords(H, F, causal=True)
+    block.build((None, None, D))
+    x = np.ones((B, 2, D), "float32")
+    block.call_with_cache(x, block.initial_cache(B))  # eager: fine
+    inputs, past = keras.Input((None, D)), keras.Input((H, None, D // H))
+    with pytest.raises(ValueError, match=r"Missing: attention_mask, .*_entry, _cache, _keeps"):
+        block.call_with_cache(inputs, BlockCache(KeyValue(past, past)))
+    with pytest.raises(ValueError, match=r"`_DoubledWithoutPrivateKeywords.call` overrides"):
+        block.call_with_attention_scores(inputs)

@@ -38,8 +38,7 @@ def causal_mask(query_length, key_length, like=None):
         ValueError: a length that is not a non-negative integer; T > S; a length of None
             without `like`.
     """
-    check_static_size("query_length", query_length)
-    check_static_size("key_length", key_length)
+    check_causal_lengths(query_length, key_length)
     if query_length is None or key_length is None:
         if like is None:
             raise ValueError(
@@ -52,6 +51,17 @@ def causal_mask(query_length, key_length, like=None):
         queries_to_end = ops.flip(ops.cumsum(ones, axis=0), axis=0)  # T - i
         keys_to_end = ops.flip(ops.cumsum(ones, axis=1), axis=1)  # S - j
         return ops.greater_equal(keys_to_end, queries_to_end)  # (T, S): j <= i + (S - T)
+    offset = key_length - query_length
+    rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1) + offset  # (T, 1)
+    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)  # (1, S)
+    return ops.greater_equal(rows, cols)  # (T, S)
+
+
+def check_causal_lengths(query_length, key_length) -> None:
+    """Refuses the lengths `causal_mask` cannot take: not non-negative integers (None and
+    tensors pass), or T > S where both are known integers."""
+    check_static_size("query_length", query_length)
+    check_static_size("key_length", key_length)
     if is_integer(query_length) and is_integer(key_length) and query_length > key_length:
         raise ValueError(
             "A causal mask aligns the last query with the last key, so it needs at least as "
@@ -60,10 +70,6 @@ def causal_mask(query_length, key_length, like=None):
             "pass `attention_mask=np.tril(np.ones((T, S), bool))` instead. "
             f"Received: query_length={query_length}, key_length={key_length}"
         )
-    offset = key_length - query_length
-    rows = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1) + offset  # (T, 1)
-    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)  # (1, S)
-    return ops.greater_equal(rows, cols)  # (T, S)
 
 
 def keras_mask(x):
@@ -206,9 +212,8 @@ def merge_masks(
             (`check_masks`);
             `causal` not a bool; `causal` with T > S (`causal_mask`).
     """
-    check_flag("causal", causal)
     padding_mask, attention_mask = as_mask(padding_mask), as_mask(attention_mask)
-    check_masks(batch_size, query_length, key_length, padding_mask, attention_mask)
+    check_mask_arguments(query_length, key_length, padding_mask, attention_mask, causal, batch_size)
     mask = None
     if padding_mask is not None:
         mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)  # (B, 1, S)
@@ -221,3 +226,23 @@ def merge_masks(
         causal_part = ops.expand_dims(causal_mask(query_length, key_length, like), 0)  # (1, T, S)
         mask = causal_part if mask is None else ops.logical_and(mask, causal_part)
     return mask
+
+
+def check_mask_arguments(
+    query_length,
+    key_length,
+    padding_mask=None,
+    attention_mask=None,
+    causal=False,
+    batch_size=None,
+) -> None:
+    """Everything `merge_masks` refuses, checked without building a mask (its arguments,
+    and `check_masks`, `check_causal_lengths`): the attention layers check them before a
+    functional model's symbolic inputs go through their `__call__`, where Keras wrapped
+    the error in its "Could not automatically infer the output shape" text."""
+    check_flag("causal", causal)
+    check_masks(
+        batch_size, query_length, key_length, as_mask(padding_mask), as_mask(attention_mask)
+    )
+    if causal:
+        check_causal_lengths(query_length, key_length)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import keras
@@ -9,7 +10,12 @@ from keras import ops
 
 from transformer_zoo.layers.cache import KeyValue
 from transformer_zoo.layers.initializers import clone_initializer
-from transformer_zoo.layers.masking import keras_mask, merge_masks, with_keras_mask
+from transformer_zoo.layers.masking import (
+    check_mask_arguments,
+    keras_mask,
+    merge_masks,
+    with_keras_mask,
+)
 from transformer_zoo.layers.validation import (
     check_batch_sizes,
     check_flag,
@@ -105,6 +111,12 @@ class MultiHeadAttention(keras.layers.Layer):
         (`keras.Input`) too: there it goes through the layer's `__call__`, so that the
         model records this layer (any number of them, saved and loaded with it) rather
         than its projections, whose names repeat from layer to layer.
+
+    A subclass that overrides `call` must keep its private keywords, `_entry=None,
+    _key_value=None` (not through `**kwargs`, where Keras refuses tensors), pass them to
+    `super().call` and, where `_entry` is given (the other entry points on
+    `keras.Input`s), return its result as it is: those entry points refuse an override
+    without them on symbolic inputs, naming this.
 
     Example:
     >>> mha = MultiHeadAttention(num_heads=2)
@@ -232,6 +244,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if not self.built:
             self._build_from(context.shape)
         if is_symbolic(context):
+            check_call_override(self, MultiHeadAttention)
             return KeyValue(*self(context, _entry="compute_key_value"))
         return self._compute_key_value(context)
 
@@ -270,6 +283,13 @@ class MultiHeadAttention(keras.layers.Layer):
         self._build_from(query.shape)
         key, value = key_value
         if is_symbolic(query, key, value, padding_mask, attention_mask):
+            # Checked here, as the eager path checks them in `_attend`: inside `__call__`
+            # Keras wrapped the error in its own text, with the private arguments.
+            check_call_override(self, MultiHeadAttention)
+            key_length = key.shape[2] if len(key.shape) == 4 else None
+            check_mask_arguments(
+                query.shape[1], key_length, padding_mask, attention_mask, causal, query.shape[0]
+            )
             return tuple(
                 self(
                     query,
@@ -335,7 +355,9 @@ class MultiHeadAttention(keras.layers.Layer):
         # `compute_key_value` and `attend` come through here (`_entry`) with a functional
         # model's symbolic inputs: called directly, their projections (`query`,
         # `key_value`, ...) would be the model's operations, and a second layer's of the
-        # same names made Keras refuse the model.
+        # same names made Keras refuse the model. The names and values of `_entry` and
+        # `_key_value` are saved in a functional model's .keras file (its nodes' call
+        # arguments): part of the file format now, never to be renamed.
         if _entry == "compute_key_value":
             return tuple(self._compute_key_value(query))  # (key, value)
         if _entry == "attend":
@@ -447,6 +469,34 @@ def _refuse_keras_arguments(arguments: dict) -> None:
                 f"`{name}` is an argument of Keras' MultiHeadAttention, not supported by "
                 f"this one: {KERAS_UNSUPPORTED[name]}."
             )
+
+
+def check_call_override(layer: keras.layers.Layer, base: type) -> None:
+    """Refuses `layer` where its class overrides `base.call` without all of `base.call`'s
+    keywords, its private ones (`_entry`, ...) included: the entry points other than
+    `call` go through `__call__` with them on a functional model's symbolic inputs.
+    Python's "unexpected keyword argument" came from deep in Keras, and `**kwargs` does
+    not do: Keras refuses tensors mixed with other values there ("In a nested call()
+    argument, you cannot mix tensors and non-tensors")."""
+    call = type(layer).call
+    if call is base.call:
+        return
+    parameters = list(inspect.signature(base.call).parameters.values())[1:]  # after self
+    private = [p for p in parameters if p.name[0] == "_"]
+    taken = inspect.signature(call).parameters
+    missing = [p.name for p in parameters if p.name not in taken]
+    if missing:
+        keywords = ", ".join(f"{p.name}={p.default!r}" for p in private)
+        passed = ", ".join(f"{p.name}={p.name}" for p in private)
+        raise ValueError(
+            f"`{type(layer).__name__}.call` overrides `{base.__name__}.call` without all "
+            f"of its keywords, so {layer.name} cannot take a functional model's symbolic "
+            "inputs (`keras.Input`) in its entry points other than a call, which go "
+            "through `__call__` with them. Give the override its keywords and "
+            f"`{keywords}` (`**kwargs` does not do: Keras refuses tensors in it), and "
+            f"where `{private[0].name}` is given, return `super().call(..., {passed})` as "
+            f"it is. Missing: {', '.join(missing)}"
+        )
 
 
 def is_symbolic(*values) -> bool:

@@ -12,8 +12,12 @@ from transformer_zoo.errors import is_integer
 from transformer_zoo.layers.cache import BlockCache, KeyValue
 from transformer_zoo.layers.feed_forward import FeedForward
 from transformer_zoo.layers.initializers import clone_initializer
-from transformer_zoo.layers.masking import keras_mask, with_keras_mask
-from transformer_zoo.layers.multi_head_attention import MultiHeadAttention, is_symbolic
+from transformer_zoo.layers.masking import check_mask_arguments, keras_mask, with_keras_mask
+from transformer_zoo.layers.multi_head_attention import (
+    MultiHeadAttention,
+    check_call_override,
+    is_symbolic,
+)
 from transformer_zoo.layers.validation import (
     check_batch_sizes,
     check_flag,
@@ -75,7 +79,11 @@ class TransformerBlock(keras.layers.Layer):
         a step's cache keeps the padding mask of the tokens so far). The scored and
         cached calls take a functional model's symbolic inputs (`keras.Input`) too,
         through the block's `__call__`, so that a model records the block, any number
-        of them.
+        of them. A subclass that overrides `call` must therefore keep its private
+        keywords, `_entry=None, _cache=None, _keeps=False` (not through `**kwargs`,
+        where Keras refuses tensors), pass them to `super().call` and, where `_entry` is
+        given, return its result as it is: those entry points refuse an override
+        without them on symbolic inputs, naming this.
 
     Example:
     >>> block = TransformerBlock(num_heads=2, intermediate_dim=16, causal=True)
@@ -220,6 +228,9 @@ class TransformerBlock(keras.layers.Layer):
         _cache=None,
         _keeps=False,
     ):
+        # The names and values of `_entry`, `_cache` and `_keeps` are saved in a
+        # functional model's .keras file (its nodes' call arguments): part of the file
+        # format now, never to be renamed.
         if _entry == "call_with_cache":  # on symbolic inputs, as below
             self_attention, cross, context_mask, past_mask = _cache
             cache = BlockCache(
@@ -346,6 +357,8 @@ class TransformerBlock(keras.layers.Layer):
             keeps = cache.padding_mask is not None or (
                 padding_mask is None and keras_mask(inputs) is not None
             )
+            check_call_override(self, TransformerBlock)
+            self._check_step(inputs, cache, padding_mask, context_padding_mask)
             outputs, key, value, *kept = self(
                 inputs,
                 padding_mask=padding_mask,
@@ -360,6 +373,31 @@ class TransformerBlock(keras.layers.Layer):
             )
         outputs, cache = self._call_with_cache(inputs, cache, padding_mask, context_padding_mask)
         return _with_mask_of(outputs, inputs), cache
+
+    def _check_step(self, inputs, cache: BlockCache, padding_mask, context_padding_mask):
+        """Refuses, where the static shapes tell, the cache and masks the step's
+        sublayers would refuse, with their messages: on symbolic inputs, before the
+        block's `__call__`, where Keras wrapped the error in its own text with the
+        private arguments."""
+        attention = self.self_attention
+        attention._check_cache(cache.self_attention, inputs.shape)
+        past, new = cache.self_attention[0].shape[2], inputs.shape[1]
+        check_mask_arguments(
+            new,
+            None if past is None or new is None else past + new,
+            padding_mask,
+            causal=self.causal,
+            batch_size=inputs.shape[0],
+        )
+        if self.cross_attention:
+            check_mask_arguments(
+                new,
+                _key_length(cache.cross_attention),
+                cache.context_padding_mask
+                if context_padding_mask is None
+                else context_padding_mask,
+                batch_size=inputs.shape[0],
+            )
 
     def _call_with_cache(self, inputs, cache: BlockCache, padding_mask, context_padding_mask):
         if context_padding_mask is None:
@@ -421,6 +459,18 @@ class TransformerBlock(keras.layers.Layer):
         inputs, context = self._as_call_input(inputs), self._as_call_input(context)
         self._build_for(inputs, context)
         if is_symbolic(inputs, context, padding_mask, context_padding_mask, attention_mask):
+            # Checked here, as the eager path checks them on its way: inside `__call__`
+            # Keras wrapped the error in its own text, with the private arguments.
+            check_call_override(self, TransformerBlock)
+            self._check_context(context)
+            if context is not None:
+                check_batch_sizes(inputs=inputs.shape, context=context.shape)
+            length, batch = inputs.shape[1], inputs.shape[0]
+            check_mask_arguments(length, length, padding_mask, attention_mask, self.causal, batch)
+            if context is not None:
+                check_mask_arguments(
+                    length, context.shape[1], context_padding_mask, batch_size=batch
+                )
             outputs, *scores = self(
                 inputs,
                 context=context,
@@ -461,6 +511,12 @@ class TransformerBlock(keras.layers.Layer):
             }
         )
         return config
+
+
+def _key_length(key_value):
+    """S of (B, H, S, Dh) keys, where known."""
+    shape = tuple(getattr(key_value[0], "shape", ()))
+    return shape[2] if len(shape) == 4 else None
 
 
 def _with_mask_of(outputs, inputs):
