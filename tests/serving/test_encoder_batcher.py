@@ -200,3 +200,24 @@ def test_the_server_gives_concurrent_batches_a_session_of_fewer_threads(
 def test_bad_worker_counts_are_refused():
     with pytest.raises(ValueError, match="workers"):
         EncoderBatcher(FakeEncoder(), workers=0)
+
+
+def test_a_request_whose_client_left_the_queue_frees_its_places():
+    """A cancelled future (its client went away) kept its texts' places in the queue
+    until a batch reached it: a new request got 429 with nobody waiting."""
+    model = FakeEncoder(hold="held")
+    batcher = EncoderBatcher(model, max_batch_size=8, max_wait_ms=0, max_queue=2, workers=1)
+    held = batcher.submit("embed", ["held"])
+    while not model.batches:
+        pass
+    left = batcher.submit("embed", ["a", "b"])  # the one worker is busy: it waits
+    with pytest.raises(QueueFull):
+        batcher.submit("embed", ["c"])
+    assert left.cancel()  # as the server cancels it when the client disconnects
+    taken = batcher.submit("embed", ["c", "d"])
+    model.release.set()
+    held.result(timeout=10)
+    vectors, _ = taken.result(timeout=10)
+    np.testing.assert_array_equal(vectors[:, 0], [1, 1])
+    batcher.close(10)
+    assert [t for batch in model.batches for t in batch] == ["held", "c", "d"]

@@ -171,3 +171,31 @@ def test_without_max_new_tokens_each_prompt_decodes_up_to_its_room(family_artifa
         assert main([*args, *extra]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] == alone[int(np.argmin(rooms))] + "\n"
+
+
+def test_rows_whose_clients_left_the_queue_free_their_places(family_artifacts):
+    """A client that went away (or timed out) while its rows waited kept their places in
+    `max_queue` until the batch had room for them: a new request got 429 with nobody
+    waiting. The scheduler's loop is held (its lock) so that the rows stay queued."""
+    from transformer_zoo.serving.http.scheduler import QueueFull
+
+    served = load_onnx(family_artifacts("decoder-only", saved_model=False).export_dir)
+    scheduler = GenerationScheduler(served, max_batch_size=1, max_queue=2)
+    events = [queue.Queue() for _ in range(4)]
+    rows = [GenerationRow([5, 6, 7], 2, Greedy(), e.put) for e in events]
+    try:
+        with scheduler._condition:  # the loop takes no row meanwhile (a re-entrant lock)
+            scheduler.submit(rows[:2])
+            with pytest.raises(QueueFull):
+                scheduler.submit(rows[2:3])
+            rows[0].cancel()  # its client went away
+            rows[1].deadline = 0.0  # its time ran out while it waited
+            scheduler.submit(rows[2:4])  # both fit: nobody is waiting any more
+        ends = [e.get(timeout=60) for e in events[:2]]
+        assert ends == [Finished("cancelled"), Finished("timeout")]
+        for row_events in events[2:]:
+            while not isinstance(event := row_events.get(timeout=60), Finished):
+                assert isinstance(event, Token), event
+            assert event == Finished("length")
+    finally:
+        scheduler.close(10)

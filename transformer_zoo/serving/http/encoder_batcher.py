@@ -78,12 +78,22 @@ class EncoderBatcher(Worker):
         `ServedModel.embed_counted`) or their `classify` results."""
         job = EncoderJob(kind, texts, pairs)
         with self._condition:
+            self._drop_cancelled()
             self._admit(len(texts), self._queued_texts, "texts")
             self._waiting.append(job)
             self._queued_texts += len(texts)
             self.observe("queue_depth", self._queued_texts)
             self._condition.notify_all()  # the thread forming a batch, or an idle one
         return job.future
+
+    def _drop_cancelled(self) -> None:
+        """Takes the waiting jobs whose client went away (their futures cancelled) out of
+        the queue (under the lock): they kept their texts' places until a batch reached
+        them, and a new request got 429 meanwhile."""
+        cancelled = [job for job in self._waiting if job.future.cancelled()]
+        for job in cancelled:
+            self._waiting.remove(job)
+            self._queued_texts -= len(job.texts)
 
     def _loop(self) -> None:
         while True:

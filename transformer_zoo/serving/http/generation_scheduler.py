@@ -49,10 +49,20 @@ class GenerationScheduler(Worker):
     def submit(self, rows: list[GenerationRow]) -> None:
         """Queues the rows of one request, all or none."""
         with self._condition:
+            self._drop_ended()
             self._admit(len(rows), len(self._waiting), "sequences")
             self._waiting.extend(rows)
             self.observe("queue_depth", len(self._waiting))
             self._condition.notify()
+
+    def _drop_ended(self) -> None:
+        """Ends the waiting rows whose client went away or whose time ran out (under the
+        lock): they kept their places in the queue until the batch had room for them, and
+        a new request got 429 meanwhile."""
+        if any(row.cancelled or time.monotonic() > row.deadline for row in self._waiting):
+            waiting = [row for row in self._waiting if not self._ended(row)]
+            self._waiting.clear()
+            self._waiting.extend(waiting)
 
     @property
     def running(self) -> int:
