@@ -253,6 +253,11 @@ MALFORMED = [
     ({"inputs": [{**TEXT, "shape": []}]}, "shape []"),
     ({"inputs": [TEXT], "outputs": [{"name": "text"}, {"name": "text"}]}, "twice"),
     ({"inputs": [TEXT], "parameters": {"temperature": -1.0}}, "temperature"),
+    # checked under greedy decoding too, as /v1 checks them (they were ignored), and the
+    # seed's range as /v1's (2**63 was taken, as -2**63)
+    ({"inputs": [TEXT], "parameters": {"top_p": 2}}, "`top_p` must be"),
+    ({"inputs": [TEXT], "parameters": {"top_k": -5}}, "`top_k` must be"),
+    ({"inputs": [TEXT], "parameters": {"temperature": 1, "seed": 2**63}}, "int64"),
     # numpy's errors, and recursion past Python's limit, were 500s echoing the message
     (_nested_1000("text", "BYTES", b'"x"'), "nested deeper than its shape [1]"),
     (_nested_1000("x", "INT32", b"1"), "nested deeper than its shape [1]"),

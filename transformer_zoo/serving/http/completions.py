@@ -25,6 +25,7 @@ from transformer_zoo.serving.http.generation_row import (
 from transformer_zoo.serving.http.logprobs import Echo, Logprobs, alternatives
 from transformer_zoo.serving.stops import StopText
 
+INT64 = 2**63  # OpenAI's `seed` is an int64: -INT64 <= seed < INT64
 SEEDS = 2**64  # a request's int64 seed, negative too, maps to a generator seed mod 2**64
 DEFAULT_MAX_TOKENS = 16  # OpenAI's; a decoder-only model's on /v2 too (`new_tokens` cuts it)
 MAX_ECHOED = 2**18  # prompt tokens `echo` with `logprobs` lists in one answer (`check_echoed`)
@@ -50,18 +51,18 @@ def strategy(temperature, top_p, top_k, seed) -> Greedy | Sampling:
             f"`temperature` must be a finite number >= 0 (0: greedy). Received: {temperature!r}",
             "temperature",
         )
-    if temperature is None or temperature > 0:
-        try:
-            return Sampling(
-                temperature=1.0 if temperature is None else float(temperature),
-                top_k=None if top_k is None else int(top_k),  # 0 and -1: all, as vLLM
-                top_p=None if top_p in (None, 1, 1.0) else float(top_p),
-                seed=None if seed is None else seed % SEEDS,
-            )
-        except ValueError as error:  # its message names the field first: "`top_p` must ..."
-            param = next((f for f in ("top_p", "top_k", "seed") if f"`{f}`" in str(error)), None)
-            raise RequestError(400, str(error), param) from None
-    return Greedy()
+    sampled = temperature is None or temperature > 0
+    try:  # checked under greedy decoding too, where they are not read: never ignored
+        sampling = Sampling(
+            temperature=float(temperature) if sampled and temperature is not None else 1.0,
+            top_k=None if top_k is None else int(top_k),  # 0 and -1: all, as vLLM
+            top_p=None if top_p in (None, 1, 1.0) else float(top_p),
+            seed=None if seed is None else seed % SEEDS,
+        )
+    except ValueError as error:  # its message names the field first: "`top_p` must ..."
+        param = next((f for f in ("top_p", "top_k", "seed") if f"`{f}`" in str(error)), None)
+        raise RequestError(400, str(error), param) from None
+    return sampling if sampled else Greedy()
 
 
 class PromptRow(NamedTuple):

@@ -14,6 +14,7 @@ from transformer_zoo.errors import count
 from transformer_zoo.serving.http import inference_protocol as oip
 from transformer_zoo.serving.http.completions import (
     DEFAULT_MAX_TOKENS,
+    INT64,
     Choice,
     Generation,
     RequestError,
@@ -249,6 +250,9 @@ def _v2_parameters(entry, parameters) -> dict:
         if isinstance(value, bool) or not isinstance(value, kinds):
             kind = "an integer" if known[key] is int else "a number"
             raise RequestError(400, f"{key} must be {kind}. Received: {value!r}")
+    seed = chosen.get("seed")
+    if seed is not None and not -INT64 <= seed < INT64:
+        raise RequestError(400, f"seed must be an int64, as OpenAI's. Received: {seed!r}")
     return chosen
 
 

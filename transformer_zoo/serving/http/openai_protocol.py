@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from transformer_zoo.serving.http.completions import prompt_count
+from transformer_zoo.serving.http.completions import INT64, prompt_count
 from transformer_zoo.serving.http.handling import check_count
 from transformer_zoo.serving.stops import MAX_STOPS  # shared with ServedModel's `stop`
 
@@ -101,9 +101,6 @@ def _id_lists(value) -> bool:
 class StreamOptions(BaseModel):
     model_config = STRICT
     include_usage: bool = False
-
-
-INT64 = 2**63  # OpenAI's `seed` is an int64
 
 
 class CompletionRequest(BaseModel):
