@@ -3,7 +3,7 @@ same for the run and its exports wherever they are; `without_places`, what an ex
 records of it), whether a file is the data file it trained on, or a run directory the
 `--init` weights it started from (`file_digest`, `holds_recorded_file`), the state
 `transformer-zoo train --out` finds it in (`inspect_run_directory`: `run_directory.FRESH`,
-`RESUME` or `FINISHED`), the history a resumed run continues (`trim_history`) and whether
+`RESUME` or `FINISHED`; `kept_nothing`: a start with nothing trained yet), the history a resumed run continues (`trim_history`) and whether
 its model file is whole (`check_model_file`).
 
 Like `run_directory`, this module imports only the standard library and the project's own
@@ -222,6 +222,13 @@ def _other_weights(config: RunConfig, init: str) -> bool:
     )
 
 
+def kept_nothing(out: str, config: RunConfig) -> bool:
+    """Whether the run in `out` (its `config`) is a start that stopped before its first
+    backup (a NaN loss, Ctrl-C): training, with nothing trained to keep."""
+    backed_up = os.path.isfile(os.path.join(out, BACKUP_DIR, BACKUP_METADATA_FILE))
+    return config.extra.get("status") == "training" and not backed_up
+
+
 def copy_source(directory: str, config: RunConfig) -> str:
     """Where the quantized copy `directory` (its `config`) came from, for messages: "the
     export in PARENT" where its parent directory holds an export of the same weights (the
@@ -278,8 +285,7 @@ def inspect_run_directory(out: str, identity: dict) -> str:
     init = identity.get("init")
     if init is not None and init == previous.get("init") and _other_weights(config, init):
         changed.append("init")  # the run resumes on the tokenizer it reads there too
-    backed_up = os.path.isfile(os.path.join(out, BACKUP_DIR, BACKUP_METADATA_FILE))
-    if changed and config.extra.get("status") == "training" and not backed_up:
+    if changed and kept_nothing(out, config):
         # A start that stopped before its first backup (a NaN loss, Ctrl-C) trained
         # nothing to keep: a rerun with other settings starts afresh there.
         return FRESH

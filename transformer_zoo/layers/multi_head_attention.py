@@ -286,9 +286,13 @@ class MultiHeadAttention(keras.layers.Layer):
             # Checked here, as the eager path checks them in `_attend`: inside `__call__`
             # Keras wrapped the error in its own text, with the private arguments.
             check_call_override(self, MultiHeadAttention)
-            key_length = key.shape[2] if len(key.shape) == 4 else None
             check_mask_arguments(
-                query.shape[1], key_length, padding_mask, attention_mask, causal, query.shape[0]
+                query.shape[1],
+                static_key_length(key_value),
+                padding_mask,
+                attention_mask,
+                causal,
+                query.shape[0],
             )
             return tuple(
                 self(
@@ -497,6 +501,12 @@ def check_call_override(layer: keras.layers.Layer, base: type) -> None:
             f"where `{private[0].name}` is given, return `super().call(..., {passed})` as "
             f"it is. Missing: {', '.join(missing)}"
         )
+
+
+def static_key_length(key_value) -> int | None:
+    """S of (B, H, S, Dh) keys, where known."""
+    shape = tuple(getattr(key_value[0], "shape", ()))
+    return shape[2] if len(shape) == 4 else None
 
 
 def is_symbolic(*values) -> bool:

@@ -17,6 +17,7 @@ from transformer_zoo.layers.multi_head_attention import (
     MultiHeadAttention,
     check_call_override,
     is_symbolic,
+    static_key_length,
 )
 from transformer_zoo.layers.validation import (
     check_batch_sizes,
@@ -392,7 +393,7 @@ class TransformerBlock(keras.layers.Layer):
         if self.cross_attention:
             check_mask_arguments(
                 new,
-                _key_length(cache.cross_attention),
+                static_key_length(cache.cross_attention),
                 cache.context_padding_mask
                 if context_padding_mask is None
                 else context_padding_mask,
@@ -511,12 +512,6 @@ class TransformerBlock(keras.layers.Layer):
             }
         )
         return config
-
-
-def _key_length(key_value):
-    """S of (B, H, S, Dh) keys, where known."""
-    shape = tuple(getattr(key_value[0], "shape", ()))
-    return shape[2] if len(shape) == 4 else None
 
 
 def _with_mask_of(outputs, inputs):

@@ -17,7 +17,7 @@ from transformer_zoo.data.user_files import read_lines
 from transformer_zoo.errors import RunError
 from transformer_zoo.progress import say
 from transformer_zoo.run_directory import MODEL_FILE, RunConfig, load_run_config
-from transformer_zoo.run_state import check_model_file, inspect_run_directory
+from transformer_zoo.run_state import check_model_file, inspect_run_directory, kept_nothing
 from transformer_zoo.text import load_tokenizers
 from transformer_zoo.train import distribution
 from transformer_zoo.train.callbacks.backup import backup_epoch
@@ -147,8 +147,7 @@ def _as_recorded(config: TrainConfig) -> TrainConfig:
         recorded = load_run_config(config.out)
     except RunError:  # no run there, or no run of ours: `inspect_run_directory` says which
         return config
-    backed_up = os.path.isfile(os.path.join(config.out, rd.BACKUP_DIR, rd.BACKUP_METADATA_FILE))
-    if recorded.export or (recorded.extra.get("status") == "training" and not backed_up):
+    if recorded.export or kept_nothing(config.out, recorded):
         return config
     return as_recorded(config, recorded.extra.get("train"))
 
